@@ -1,0 +1,179 @@
+// Package lease stores claim records as coordination.k8s.io/v1 Leases: one
+// Lease per key, in claim.Config.Namespace, named by Config.NameFunc
+// (default: the prefix and 40 hex characters of sha256(key)).
+//
+// The API server's atomic Create decides between claimants of a free key;
+// every other write is an Update or a Delete fenced on the Lease's UID and
+// resourceVersion. Exact identity (the key, the holder's namespace, name, UID
+// and kind) lives in annotations; spec.holderIdentity is a display form
+// bounded to 128 bytes and is never read back. The Lease carries no duration:
+// liveness is judged by claim.Liveness, not by expiry.
+//
+// The Lease belongs to the claim: every write replaces its labels, annotations
+// and spec with the claim's own. Reads go through the reader given to
+// claim.New, which must be uncached.
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+)
+
+// HolderIdentityLimit bounds spec.holderIdentity, as client-go's leader
+// election expects of that field.
+const HolderIdentityLimit = 128
+
+// Backend is the claim.BackendFactory of Lease records. It requires
+// Config.Namespace.
+func Backend(reader client.Reader, writer client.Client, cfg claim.Config) (claim.Backend, error) {
+	if cfg.Namespace == "" {
+		return nil, errors.New("lease backend: config.Namespace is empty; Leases need a namespace to live in")
+	}
+	return &store{reader: reader, writer: writer, cfg: cfg}, nil
+}
+
+// NewClaimer is claim.New with the Lease backend.
+func NewClaimer(reader client.Reader, writer client.Client, cfg claim.Config, opts ...claim.Option) (*claim.Claimer, error) {
+	return claim.New(reader, writer, cfg, append([]claim.Option{claim.WithBackend(Backend)}, opts...)...)
+}
+
+type store struct {
+	reader client.Reader
+	writer client.Client
+	cfg    claim.Config
+}
+
+func (s *store) ref(key string) types.NamespacedName {
+	return types.NamespacedName{Namespace: s.cfg.Namespace, Name: s.cfg.RecordName(key)}
+}
+
+func (s *store) Get(ctx context.Context, key string) (claim.Record, error) {
+	ref := s.ref(key)
+	var l coordinationv1.Lease
+	if err := s.reader.Get(ctx, ref, &l); err != nil {
+		if apierrors.IsNotFound(err) {
+			return claim.Record{Key: key, Ref: ref}, nil
+		}
+		return claim.Record{}, fmt.Errorf("getting Lease %s: %w", ref, err)
+	}
+	return Decode(s.cfg, key, &l), nil
+}
+
+func (s *store) Create(ctx context.Context, _, next claim.Record) (claim.Record, error) {
+	l := Encode(s.cfg, next)
+	if err := s.writer.Create(ctx, l); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return claim.Record{}, fmt.Errorf("creating Lease %s/%s: %w: %w", l.Namespace, l.Name, claim.ErrConflict, err)
+		}
+		return claim.Record{}, fmt.Errorf("creating Lease %s/%s: %w", l.Namespace, l.Name, err)
+	}
+	return Decode(s.cfg, next.Key, l), nil
+}
+
+func (s *store) Update(ctx context.Context, prev, next claim.Record) (claim.Record, error) {
+	l := Encode(s.cfg, next)
+	// UID and resourceVersion in the body are both preconditions of an
+	// Update: a Lease deleted and recreated, or written since prev was read,
+	// answers Conflict.
+	l.UID, l.ResourceVersion = prev.UID, prev.Version
+	if err := s.writer.Update(ctx, l); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return claim.Record{}, fmt.Errorf("updating Lease %s/%s: %w: %w", l.Namespace, l.Name, claim.ErrConflict, err)
+		}
+		return claim.Record{}, fmt.Errorf("updating Lease %s/%s: %w", l.Namespace, l.Name, err)
+	}
+	return Decode(s.cfg, next.Key, l), nil
+}
+
+func (s *store) Delete(ctx context.Context, prev claim.Record) error {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: prev.Ref.Namespace, Name: prev.Ref.Name}}
+	err := s.writer.Delete(ctx, l, client.Preconditions{UID: ptr.To(prev.UID), ResourceVersion: ptr.To(prev.Version)})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("deleting Lease %s: %w: %w", prev.Ref, claim.ErrConflict, err)
+	}
+	return fmt.Errorf("deleting Lease %s: %w", prev.Ref, err)
+}
+
+func (s *store) List(ctx context.Context, holder claim.Holder) ([]claim.Record, error) {
+	var list coordinationv1.LeaseList
+	if err := s.reader.List(ctx, &list, client.InNamespace(s.cfg.Namespace), client.MatchingLabels(s.cfg.SelectorLabels(holder))); err != nil {
+		return nil, fmt.Errorf("listing Leases of %s in %s: %w", holder, s.cfg.Namespace, err)
+	}
+	recs := make([]claim.Record, 0, len(list.Items))
+	for i := range list.Items {
+		l := &list.Items[i]
+		key := l.Annotations[s.cfg.Annotations.Key]
+		rec := Decode(s.cfg, key, l)
+		if rec.Foreign == "" && s.cfg.RecordName(key) != l.Name {
+			// A Lease whose name is not the name of the key it claims to
+			// hold was not made by this claim.
+			rec.Foreign = fmt.Sprintf("name %q is not the record name of key %q", l.Name, key)
+		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
+}
+
+// Encode returns the Lease that stores rec under cfg. It is exported for
+// tools and golden tests that need the exact wire shape.
+func Encode(cfg claim.Config, rec claim.Record) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   cfg.Namespace,
+			Name:        cfg.RecordName(rec.Key),
+			Labels:      cfg.RecordLabels(rec.Holder),
+			Annotations: cfg.Annotations.Encode(rec),
+		},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:   ptr.To(rec.Holder.Identity(HolderIdentityLimit)),
+			LeaseTransitions: ptr.To(rec.Transitions),
+		},
+	}
+	if !rec.AcquireTime.IsZero() {
+		l.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(rec.AcquireTime))
+	}
+	if !rec.RenewTime.IsZero() {
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(rec.RenewTime))
+	}
+	return l
+}
+
+// Decode reads the record of key from a Lease. A Lease whose annotations do
+// not form a complete record for key is reported Foreign.
+func Decode(cfg claim.Config, key string, l *coordinationv1.Lease) claim.Record {
+	rec, _, foreign := cfg.Annotations.Decode(key, l.Annotations)
+	rec.Exists = true
+	rec.Foreign = foreign
+	rec.Ref = types.NamespacedName{Namespace: l.Namespace, Name: l.Name}
+	rec.UID, rec.Version = l.UID, l.ResourceVersion
+	if rec.Token.IsZero() {
+		// No write since the grant has stamped the token: the grant's own
+		// version is the current one.
+		rec.Token = claim.Token(l.ResourceVersion)
+	}
+	if t := l.Spec.AcquireTime; t != nil {
+		rec.AcquireTime = t.Time
+	}
+	if t := l.Spec.RenewTime; t != nil {
+		rec.RenewTime = t.Time
+	}
+	if n := l.Spec.LeaseTransitions; n != nil {
+		rec.Transitions = *n
+	}
+	return rec
+}

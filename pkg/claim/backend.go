@@ -1,0 +1,108 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Errors a caller can test for with errors.Is. Contention is never an error:
+// it is an [Outcome].
+var (
+	// ErrInvalidKey marks a key that [ValidateKey] or Config.KeyFunc rejected.
+	ErrInvalidKey = errors.New("invalid claim key")
+	// ErrInvalidHolder marks a Holder without a name or UID.
+	ErrInvalidHolder = errors.New("invalid claim holder")
+	// ErrConflict marks a conditional backend write whose precondition no
+	// longer held: the record changed (or appeared, or vanished) since it was
+	// read. Backends wrap it; the protocol re-reads and decides again.
+	ErrConflict = errors.New("claim record changed since it was read")
+	// ErrRaced marks an Acquire that lost every round of a bounded number of
+	// re-reads to concurrent writers. Retrying later is safe.
+	ErrRaced = errors.New("claim record kept changing")
+	// ErrNoTarget marks a backend that has nowhere to store a key's record,
+	// such as an annotation backend whose claimed object does not exist.
+	ErrNoTarget = errors.New("claim target does not exist")
+)
+
+// Record is one key's claim record as a backend stores it. The protocol
+// fills the claim fields of the record it asks a backend to write; the
+// backend fills the storage fields of every record it returns.
+type Record struct {
+	// Claim fields, written by the protocol.
+
+	// Key is the claim key the record was written for.
+	Key string
+	// Holder is the current holder.
+	Holder Holder
+	// Successor is the holder a planned handover is prepared for, if any.
+	Successor *Holder
+	// Token is the fencing token of the current grant. The protocol leaves it
+	// empty on the write that grants, and the backend then reports the
+	// version of that write as the token; on every other write the protocol
+	// passes the token on and the backend stores it.
+	Token Token
+	// AcquireTime is when the current holder was granted the key.
+	AcquireTime time.Time
+	// RenewTime is when the holder last renewed a time-bound claim.
+	RenewTime time.Time
+	// Transitions counts how often the key changed holders.
+	Transitions int32
+
+	// Storage fields, filled by the backend.
+
+	// Exists is false when the backend holds no record for the key. A record
+	// that does not exist may still carry a Version (the annotation backend
+	// reports the claimed object's version, which a grant must be fenced on).
+	Exists bool
+	// Foreign is non-empty when the stored object was not written by a
+	// Claimer for this key, and says why (missing annotations, another key).
+	// A foreign record blocks its key and is never written or deleted.
+	Foreign string
+	// Ref names the object that stores the record, for messages.
+	Ref types.NamespacedName
+	// UID and Version are the storing object's UID and resourceVersion as
+	// read; every conditional write is fenced on both.
+	UID     types.UID
+	Version string
+}
+
+// Ours reports whether the record exists and was written by a Claimer for its
+// key.
+func (r Record) Ours() bool { return r.Exists && r.Foreign == "" }
+
+// Backend stores claim records and writes them only conditionally. It makes
+// no decision about who may hold a key; a [Claimer] does. Reads must not be
+// served from a cache that can lag the API server.
+//
+// The contract suite in pkg/backends/backendtest states the behaviour every
+// Backend must show.
+type Backend interface {
+	// Get returns the record of key. A missing record is a Record with
+	// Exists false and a nil error.
+	Get(ctx context.Context, key string) (Record, error)
+	// Create stores next as the first record of its key, given prev, the
+	// Record Get returned for that key with Exists false. It returns the
+	// stored record, or an error wrapping [ErrConflict] when the key already
+	// has a record or prev is stale.
+	Create(ctx context.Context, prev, next Record) (Record, error)
+	// Update replaces prev with next only if the stored record still has
+	// prev's UID and Version, and returns the stored record; otherwise it
+	// returns an error wrapping [ErrConflict].
+	Update(ctx context.Context, prev, next Record) (Record, error)
+	// Delete removes prev only if the stored record still has prev's UID and
+	// Version. A record that is already gone is success; a changed record is
+	// an error wrapping [ErrConflict].
+	Delete(ctx context.Context, prev Record) error
+	// List returns every record that may belong to holder, found by the
+	// holder's labels. It may return records of other holders; the caller
+	// filters by UID.
+	List(ctx context.Context, holder Holder) ([]Record, error)
+}
+
+// BackendFactory builds a Backend from the arguments given to [New]. Backend
+// packages export one; pass it with [WithBackend].
+type BackendFactory func(reader client.Reader, writer client.Client, cfg Config) (Backend, error)

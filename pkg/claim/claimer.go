@@ -1,0 +1,344 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// maxRounds bounds how often one Acquire reads a record again after a
+// conditional write lost to a concurrent writer.
+const maxRounds = 3
+
+// Claimer acquires, checks and releases claims on keys. It is safe for
+// concurrent use and keeps no per-key state: every call reads the backend.
+type Claimer struct {
+	cfg      Config
+	backend  Backend
+	writer   client.Client
+	liveness Liveness
+	gate     HandoverGate
+	siblings Siblings
+	clock    clock.PassiveClock
+	message  MessageFunc
+}
+
+// Option configures a Claimer. The zero set of options is valid apart from
+// the backend, which [WithBackend] names.
+type Option func(*options)
+
+type options struct {
+	backend  BackendFactory
+	liveness Liveness
+	gate     HandoverGate
+	siblings Siblings
+	clock    clock.PassiveClock
+	message  MessageFunc
+}
+
+// WithBackend names where records are stored, for example lease.Backend.
+// Required.
+func WithBackend(f BackendFactory) Option { return func(o *options) { o.backend = f } }
+
+// WithLiveness replaces the default liveness, [HolderExists] on the reader
+// given to New.
+func WithLiveness(l Liveness) Option { return func(o *options) { o.liveness = l } }
+
+// WithHandoverGate sets the gate a takeover waits for. Default: always open.
+func WithHandoverGate(g HandoverGate) Option { return func(o *options) { o.gate = g } }
+
+// WithSiblings enables the fairness pre-filter; see [Siblings]. Default: off.
+func WithSiblings(s Siblings) Option { return func(o *options) { o.siblings = s } }
+
+// WithClock sets the clock that stamps acquire times. Default: the real one.
+func WithClock(c clock.PassiveClock) Option { return func(o *options) { o.clock = c } }
+
+// WithMessages words outcomes. Default: [DefaultMessage].
+func WithMessages(f MessageFunc) Option { return func(o *options) { o.message = f } }
+
+// New returns a Claimer that reads records through reader and writes them
+// through writer, as the backend named by [WithBackend] stores them.
+//
+// reader must not be served from an informer cache: pass the manager's
+// GetAPIReader(). A cache that has not yet seen another holder's record
+// makes a taken key look free; Create still refuses the second holder, but
+// every such Acquire then ends in ErrRaced instead of naming the holder, and
+// a takeover judged on a stale record is refused only by its version
+// precondition.
+//
+// New validates cfg and the options once and reports every problem at once;
+// no call re-validates them.
+func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option) (*Claimer, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var errs []error
+	if reader == nil {
+		errs = append(errs, errors.New("reader: nil; pass the manager's API reader"))
+	}
+	if writer == nil {
+		errs = append(errs, errors.New("writer: nil"))
+	}
+	if o.backend == nil {
+		errs = append(errs, errors.New("backend: none given; pass claim.WithBackend, for example with lease.Backend"))
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("configuring claimer: %w", errors.Join(errs...))
+	}
+	backend, err := o.backend(reader, writer, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("configuring claimer: backend: %w", err)
+	}
+	c := &Claimer{
+		cfg:      cfg,
+		backend:  backend,
+		writer:   writer,
+		liveness: o.liveness,
+		gate:     o.gate,
+		siblings: o.siblings,
+		clock:    o.clock,
+		message:  o.message,
+	}
+	if c.liveness == nil {
+		c.liveness = HolderExists(reader)
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	if c.message == nil {
+		c.message = DefaultMessage
+	}
+	return c, nil
+}
+
+// Config returns the Claimer's configuration with every default filled in.
+func (c *Claimer) Config() Config { return c.cfg }
+
+// HolderOf builds obj's Holder, filling APIVersion and Kind from the
+// writer's scheme when obj carries no TypeMeta.
+func (c *Claimer) HolderOf(obj client.Object) (Holder, error) {
+	h := HolderOf(obj)
+	if h.Kind == "" {
+		gvk, err := apiutil.GVKForObject(obj, c.writer.Scheme())
+		if err != nil {
+			return h, fmt.Errorf("finding the kind of holder %s: %w", h, err)
+		}
+		h.APIVersion, h.Kind = gvk.GroupVersion().String(), gvk.Kind
+	}
+	return h, nil
+}
+
+// NormalizeKey applies Config.KeyFunc to key and validates the result.
+func (c *Claimer) NormalizeKey(key string) (string, error) {
+	if err := ValidateKey(key); err != nil {
+		return "", err
+	}
+	norm, err := c.cfg.KeyFunc(key)
+	if err != nil {
+		return "", fmt.Errorf("%w: normalizing key %q: %w", ErrInvalidKey, key, err)
+	}
+	if err := ValidateKey(norm); err != nil {
+		return "", fmt.Errorf("normalized key of %q: %w", key, err)
+	}
+	return norm, nil
+}
+
+// Acquire tries to make self the holder of key and reports the holder of key
+// afterwards, self when granted. Contention is reported in the Outcome, never
+// as an error; errors are API failures, bad input (wrapping ErrInvalidKey or
+// ErrInvalidHolder), a Liveness or HandoverGate error (the current holder
+// keeps the key), a takeover that found its record changed by someone other
+// than a new holder (wrapping ErrConflict), or a record that kept changing
+// (ErrRaced). Each of these is safe to retry.
+//
+// A holder that already holds key gets ReasonHeld and no write is made.
+func (c *Claimer) Acquire(ctx context.Context, key string, self Holder) (Holder, Outcome, error) {
+	key, err := c.NormalizeKey(key)
+	if err != nil {
+		return Holder{}, Outcome{}, fmt.Errorf("acquiring claim: %w", err)
+	}
+	if err := self.validate(); err != nil {
+		return Holder{}, Outcome{}, fmt.Errorf("acquiring claim %q: %w", key, err)
+	}
+	logger := log.FromContext(ctx).WithValues("claimKey", key, "self", self.String())
+
+	var last Record
+	for range maxRounds {
+		rec, err := c.backend.Get(ctx, key)
+		if err != nil {
+			return Holder{}, Outcome{}, fmt.Errorf("acquiring claim %q: reading record: %w", key, err)
+		}
+		last = rec
+		v := judge(rec, self)
+		logger.V(1).Info("judged claim record", "verdict", v.String(), "record", rec.Ref.String(), "version", rec.Version)
+		switch v {
+		case verdictHeld:
+			return self, c.outcome(Outcome{Reason: ReasonHeld, Key: key, Holder: self, Token: rec.Token, Record: rec}), nil
+		case verdictForeign:
+			return Holder{}, c.outcome(Outcome{Reason: ReasonForeign, Key: key, Record: rec, Detail: rec.Foreign}), nil
+		case verdictFree:
+			o, done, err := c.create(ctx, key, self, rec)
+			if err != nil || done {
+				return o.Holder, o, err
+			}
+		case verdictOther:
+			o, done, err := c.takeOver(ctx, key, self, rec)
+			if err != nil || done {
+				return o.Holder, o, err
+			}
+		}
+		logger.V(1).Info("claim record changed under a conditional write; reading again")
+	}
+	return last.Holder, Outcome{}, fmt.Errorf("acquiring claim %q: %w: %d conditional writes on %s lost to concurrent writers", key, ErrRaced, maxRounds, last.Ref)
+}
+
+// create grants a free key by creating its record. done is false when the
+// create lost and the record must be read again.
+func (c *Claimer) create(ctx context.Context, key string, self Holder, rec Record) (Outcome, bool, error) {
+	if c.siblings != nil {
+		siblings, err := c.siblings.Siblings(ctx, key, self)
+		if err != nil {
+			return Outcome{}, true, fmt.Errorf("acquiring claim %q: listing sibling claimants: %w", key, err)
+		}
+		if first, ok := firstClaimant(self, siblings); ok {
+			return c.outcome(Outcome{Reason: ReasonNotFirst, Key: key, Other: first, Record: rec}), true, nil
+		}
+	}
+	next := Record{Key: key, Holder: self, AcquireTime: c.clock.Now()}
+	got, err := c.backend.Create(ctx, rec, next)
+	switch {
+	case errors.Is(err, ErrConflict):
+		return Outcome{}, false, nil
+	case err != nil:
+		return Outcome{}, true, fmt.Errorf("acquiring claim %q: creating record: %w", key, err)
+	}
+	return c.outcome(Outcome{Reason: ReasonAcquired, Key: key, Holder: self, Token: got.Token, Record: got}), true, nil
+}
+
+// takeOver handles a key recorded for another holder: park, wait, or take it
+// over with one write fenced on rec's UID and version.
+func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Record) (Outcome, bool, error) {
+	current := rec.Holder
+	alive, err := c.liveness.Alive(ctx, key, current)
+	if err != nil {
+		return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: judging liveness of holder %s (it keeps the claim): %w", key, current, err)
+	}
+	open, detail := true, ""
+	if !alive && c.gate != nil {
+		open, detail, err = c.gate.Open(ctx, key, current)
+		if err != nil {
+			return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: asking the handover gate about %s (it keeps the claim): %w", key, current, err)
+		}
+	}
+	switch afterLiveness(alive, open) {
+	case stepPark:
+		return c.outcome(Outcome{Reason: ReasonHeldElsewhere, Key: key, Holder: current, Record: rec}), true, nil
+	case stepWait:
+		return c.outcome(Outcome{Reason: ReasonWaitingForHandover, Key: key, Holder: current, Previous: current, Record: rec, Detail: detail}), true, nil
+	}
+
+	next := Record{Key: key, Holder: self, AcquireTime: c.clock.Now(), Transitions: rec.Transitions + 1}
+	got, err := c.backend.Update(ctx, rec, next)
+	if err == nil {
+		log.FromContext(ctx).Info("took over claim from a holder that is gone", "claimKey", key, "previous", current.String(), "holder", self.String())
+		return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: self, Previous: current, Token: got.Token, Record: got}), true, nil
+	}
+	if !errors.Is(err, ErrConflict) {
+		return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: taking over from %s: %w", key, current, err)
+	}
+
+	// The record changed since the read that judged current gone. That says
+	// nothing about current's liveness; read again and see who is there.
+	reread, err := c.backend.Get(ctx, key)
+	if err != nil {
+		return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: reading record after a lost takeover: %w", key, err)
+	}
+	switch afterTakeoverConflict(reread, current, self) {
+	case raceFreed:
+		return Outcome{}, false, nil
+	case raceSelf:
+		return c.outcome(Outcome{Reason: ReasonHeld, Key: key, Holder: self, Token: reread.Token, Record: reread}), true, nil
+	case raceForeign:
+		return c.outcome(Outcome{Reason: ReasonForeign, Key: key, Record: reread, Detail: reread.Foreign}), true, nil
+	case raceWinner:
+		return c.outcome(Outcome{Reason: ReasonHeldElsewhere, Key: key, Holder: reread.Holder, Record: reread}), true, nil
+	}
+	return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: taking over from %s: %w (it keeps the claim until a later attempt)", key, current, ErrConflict)
+}
+
+func (c *Claimer) outcome(o Outcome) Outcome {
+	o.Message = c.message(o)
+	return o
+}
+
+// Holds reports whether self holds key now, by one uncached read. Foreign
+// records are never held.
+func (c *Claimer) Holds(ctx context.Context, key string, self Holder) (bool, error) {
+	rec, err := c.Current(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	return rec.Ours() && rec.Holder.Is(self), nil
+}
+
+// Current returns key's record as the backend has it now, for code that only
+// needs to know who holds a key. Check Exists and Foreign before trusting
+// Holder.
+func (c *Claimer) Current(ctx context.Context, key string) (Record, error) {
+	key, err := c.NormalizeKey(key)
+	if err != nil {
+		return Record{}, fmt.Errorf("reading claim: %w", err)
+	}
+	rec, err := c.backend.Get(ctx, key)
+	if err != nil {
+		return Record{}, fmt.Errorf("reading claim %q: %w", key, err)
+	}
+	return rec, nil
+}
+
+// Release frees every key self holds except those in keep: one List of
+// self's records, then one Delete per record, fenced on the UID and version
+// of that List. Records of other holders and foreign records are never
+// touched. A record that is already gone counts as released; a record that
+// changed since the List is an error, so a finalizer that calls Release keeps
+// its place and tries again. Errors of several records are joined.
+func (c *Claimer) Release(ctx context.Context, self Holder, keep ...string) error {
+	if err := self.validate(); err != nil {
+		return fmt.Errorf("releasing claims: %w", err)
+	}
+	kept := make(map[string]bool, len(keep))
+	for _, k := range keep {
+		norm, err := c.NormalizeKey(k)
+		if err != nil {
+			// Releasing more than asked would free a key in use; refuse.
+			return fmt.Errorf("releasing claims of %s: kept key: %w", self, err)
+		}
+		kept[norm] = true
+	}
+	recs, err := c.backend.List(ctx, self)
+	if err != nil {
+		return fmt.Errorf("releasing claims of %s: listing records: %w", self, err)
+	}
+	var errs []error
+	for _, rec := range recs {
+		if !rec.Ours() || !rec.Holder.Is(self) || kept[rec.Key] {
+			continue
+		}
+		if err := c.backend.Delete(ctx, rec); err != nil {
+			errs = append(errs, fmt.Errorf("releasing claim %q of %s: %w", rec.Key, self, err))
+			continue
+		}
+		log.FromContext(ctx).V(1).Info("released claim", "claimKey", rec.Key, "holder", self.String())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,190 @@
+package claim
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Default label and annotation keys. A Config's zero value uses these.
+const (
+	// Domain is the prefix of every default label and annotation key.
+	Domain = "claim.ocf.io"
+
+	DefaultKeyAnnotation              = Domain + "/key"
+	DefaultHolderAPIVersionAnnotation = Domain + "/holder-api-version"
+	DefaultHolderKindAnnotation       = Domain + "/holder-kind"
+	DefaultHolderNamespaceAnnotation  = Domain + "/holder-namespace"
+	DefaultHolderNameAnnotation       = Domain + "/holder-name"
+	DefaultHolderUIDAnnotation        = Domain + "/holder-uid"
+	DefaultTokenAnnotation            = Domain + "/token"
+	DefaultSuccessorAnnotation        = Domain + "/successor"
+
+	// DefaultHolderUIDLabel selects a holder's records for the release
+	// sweep.
+	DefaultHolderUIDLabel = Domain + "/holder-uid"
+
+	// DefaultPrefix starts every record name unless Config.Prefix is set.
+	DefaultPrefix = "claim-"
+)
+
+// Annotations names the annotation keys a record is written with. Empty
+// fields take the Default*Annotation keys. An operator migrating from a
+// hand-written claim sets the keys its existing records carry so that it
+// keeps recognising them.
+type Annotations struct {
+	Key              string
+	HolderAPIVersion string
+	HolderKind       string
+	HolderNamespace  string
+	HolderName       string
+	HolderUID        string
+	Token            string
+	Successor        string
+}
+
+// Config says where and how records are stored. Its zero value is valid
+// except for Namespace, which backends that store records in a namespace
+// (the Lease backend) require.
+type Config struct {
+	// Namespace holds the records of backends that create their own objects.
+	Namespace string
+	// Prefix starts every record name made by the default NameFunc.
+	// Default: DefaultPrefix.
+	Prefix string
+	// Labels are added to every record a backend writes.
+	Labels map[string]string
+	// KeyFunc normalizes a key before it is validated and used, for example
+	// to drop userinfo from a URL. It must be deterministic. Default: keys
+	// are used as given.
+	KeyFunc func(key string) (string, error)
+	// NameFunc names the record object of a normalized key. It must be
+	// deterministic and return a valid object name. Default: Prefix
+	// followed by the first 40 hex characters of sha256(key).
+	NameFunc func(key string) string
+	// HolderLabels returns the labels that select a holder's records for the
+	// release sweep; they are written on every record of that holder. Label
+	// values longer than 63 bytes are bounded with [Bound]. Default: the
+	// holder UID under DefaultHolderUIDLabel.
+	HolderLabels func(Holder) map[string]string
+	// Annotations names the annotation keys. Default: Default*Annotation.
+	Annotations Annotations
+}
+
+// withDefaults returns cfg with every empty field defaulted.
+func (cfg Config) withDefaults() Config {
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if cfg.KeyFunc == nil {
+		cfg.KeyFunc = func(key string) (string, error) { return key, nil }
+	}
+	if cfg.NameFunc == nil {
+		prefix := cfg.Prefix
+		cfg.NameFunc = func(key string) string { return HashName(prefix, key) }
+	}
+	if cfg.HolderLabels == nil {
+		cfg.HolderLabels = func(h Holder) map[string]string {
+			return map[string]string{DefaultHolderUIDLabel: string(h.UID)}
+		}
+	}
+	a := &cfg.Annotations
+	for _, f := range []struct {
+		field *string
+		def   string
+	}{
+		{&a.Key, DefaultKeyAnnotation},
+		{&a.HolderAPIVersion, DefaultHolderAPIVersionAnnotation},
+		{&a.HolderKind, DefaultHolderKindAnnotation},
+		{&a.HolderNamespace, DefaultHolderNamespaceAnnotation},
+		{&a.HolderName, DefaultHolderNameAnnotation},
+		{&a.HolderUID, DefaultHolderUIDAnnotation},
+		{&a.Token, DefaultTokenAnnotation},
+		{&a.Successor, DefaultSuccessorAnnotation},
+	} {
+		if *f.field == "" {
+			*f.field = f.def
+		}
+	}
+	return cfg
+}
+
+// validate reports every problem of a defaulted Config at once.
+func (cfg Config) validate() error {
+	var errs []error
+	if cfg.Namespace != "" {
+		for _, msg := range validation.IsDNS1123Label(cfg.Namespace) {
+			errs = append(errs, fmt.Errorf("config.Namespace %q: %s", cfg.Namespace, msg))
+		}
+	}
+	// The default name is the prefix plus 40 hex characters; the prefix is
+	// valid when such a name is.
+	for _, msg := range validation.IsDNS1123Subdomain(cfg.Prefix + strings.Repeat("0", hashLen)) {
+		errs = append(errs, fmt.Errorf("config.Prefix %q: %s", cfg.Prefix, msg))
+	}
+	for k, v := range cfg.Labels {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, fmt.Errorf("config.Labels key %q: %s", k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, fmt.Errorf("config.Labels[%q] value %q: %s", k, v, msg))
+		}
+	}
+	seen := map[string]string{}
+	a := cfg.Annotations
+	for _, f := range []struct{ name, key string }{
+		{"Key", a.Key}, {"HolderAPIVersion", a.HolderAPIVersion}, {"HolderKind", a.HolderKind},
+		{"HolderNamespace", a.HolderNamespace}, {"HolderName", a.HolderName}, {"HolderUID", a.HolderUID},
+		{"Token", a.Token}, {"Successor", a.Successor},
+	} {
+		for _, msg := range validation.IsQualifiedName(f.key) {
+			errs = append(errs, fmt.Errorf("config.Annotations.%s %q: %s", f.name, f.key, msg))
+		}
+		if other, dup := seen[f.key]; dup {
+			errs = append(errs, fmt.Errorf("config.Annotations.%s %q: also used by config.Annotations.%s", f.name, f.key, other))
+		}
+		seen[f.key] = f.name
+	}
+	// HolderLabels is a function; check what it makes of a typical holder so
+	// that a bad label key fails here, not on the first write.
+	for k := range cfg.HolderLabels(Holder{Name: "probe", UID: "00000000-0000-0000-0000-000000000000"}) {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, fmt.Errorf("config.HolderLabels key %q: %s", k, msg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RecordName is the object name of key's record (key already normalized).
+func (cfg Config) RecordName(key string) string { return cfg.NameFunc(key) }
+
+// RecordLabels returns every label a record held by h carries: Config.Labels
+// and the holder's sweep labels, with values bounded to valid label values.
+func (cfg Config) RecordLabels(h Holder) map[string]string {
+	out := make(map[string]string, len(cfg.Labels)+1)
+	for k, v := range cfg.Labels {
+		out[k] = v
+	}
+	for k, v := range cfg.SelectorLabels(h) {
+		out[k] = v
+	}
+	return out
+}
+
+// SelectorLabels returns the labels that select h's records.
+func (cfg Config) SelectorLabels(h Holder) map[string]string {
+	out := map[string]string{}
+	for k, v := range cfg.HolderLabels(h) {
+		out[k] = LabelValue(v)
+	}
+	return out
+}
+
+// LabelValue bounds v to a valid label value: at most 63 bytes, starting and
+// ending with an alphanumeric character.
+func LabelValue(v string) string {
+	v = Bound(v, validation.LabelValueMaxLength)
+	return strings.Trim(v, "-._")
+}
