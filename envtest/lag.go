@@ -28,6 +28,10 @@ func (e *Env) NewLaggingCache(ctx context.Context, warm ...client.ObjectList) (*
 		return nil, fmt.Errorf("creating lagging cache: %w", err)
 	}
 	go func() { _ = ca.Start(ctx) }()
+	if !ca.WaitForCacheSync(ctx) {
+		stop()
+		return nil, fmt.Errorf("starting lagging cache: %w", ctx.Err())
+	}
 	for _, list := range warm {
 		if err := ca.List(ctx, list); err != nil {
 			stop()
