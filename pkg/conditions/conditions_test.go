@@ -1,0 +1,181 @@
+package conditions_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+func TestForOutcomeMapsEveryReason(t *testing.T) {
+	holder := claim.Holder{Kind: "Widget", Namespace: "ns", Name: "a", UID: "u-a"}
+	for _, tc := range []struct {
+		name string
+		o    claim.Outcome
+		want metav1.Condition
+	}{
+		{
+			name: "given a fresh grant then Claimed True with a key message",
+			o:    claim.Outcome{Reason: claim.ReasonAcquired, Key: "k", Holder: holder, Message: "Key \"k\" acquired by Widget ns/a."},
+			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionTrue, Reason: "Claimed", Message: `Holds key "k".`, ObservedGeneration: 3},
+		},
+		{
+			name: "given a key already held then the same condition as a fresh grant",
+			o:    claim.Outcome{Reason: claim.ReasonHeld, Key: "k", Holder: holder, Message: "Key \"k\" is held by Widget ns/a."},
+			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionTrue, Reason: "Claimed", Message: `Holds key "k".`, ObservedGeneration: 3},
+		},
+		{
+			name: "given a takeover then Claimed True",
+			o:    claim.Outcome{Reason: claim.ReasonTakenOver, Key: "k", Holder: holder},
+			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionTrue, Reason: "Claimed", Message: `Holds key "k".`, ObservedGeneration: 3},
+		},
+		{
+			name: "given another live holder then Parked with the outcome's message",
+			o:    claim.Outcome{Reason: claim.ReasonHeldElsewhere, Key: "k", Message: "held by b"},
+			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionFalse, Reason: "Parked", Message: "held by b", ObservedGeneration: 3},
+		},
+		{
+			name: "given a closed gate then WaitingForHandover",
+			o:    claim.Outcome{Reason: claim.ReasonWaitingForHandover, Key: "k", Message: "waits"},
+			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionFalse, Reason: "WaitingForHandover", Message: "waits", ObservedGeneration: 3},
+		},
+		{
+			name: "given a foreign record then Foreign",
+			o:    claim.Outcome{Reason: claim.ReasonForeign, Key: "k", Message: "blocked"},
+			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionFalse, Reason: "Foreign", Message: "blocked", ObservedGeneration: 3},
+		},
+		{
+			name: "given an older sibling then NotFirst",
+			o:    claim.Outcome{Reason: claim.ReasonNotFirst, Key: "k", Message: "older"},
+			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionFalse, Reason: "NotFirst", Message: "older", ObservedGeneration: 3},
+		},
+		{
+			name: "given a reason this package does not know then ClaimError Unknown",
+			o:    claim.Outcome{Reason: "Invented", Key: "k", Message: "?"},
+			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionUnknown, Reason: "ClaimError", Message: "?", ObservedGeneration: 3},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := conditions.ForOutcome(conditions.Claimed, tc.o, 3)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ForOutcome (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestForKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		keys []string
+		want metav1.Condition
+	}{
+		{"given no keys then NoKeys True", nil, metav1.Condition{Type: "Claimed", Status: metav1.ConditionTrue, Reason: "NoKeys", Message: "Names no key to claim.", ObservedGeneration: 1}},
+		{"given two keys then both named", []string{"a", "b"}, metav1.Condition{Type: "Claimed", Status: metav1.ConditionTrue, Reason: "Claimed", Message: `Holds keys "a", "b".`, ObservedGeneration: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, conditions.ForKeys(conditions.Claimed, tc.keys, 1)); diff != "" {
+				t.Errorf("ForKeys (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPriorityRanksWhatAPersonMustFixHighest(t *testing.T) {
+	// Given the reasons in the order a user most needs to see them
+	order := []conditions.Reason{
+		conditions.ReasonInvalidKey, conditions.ReasonForeign, conditions.ReasonClaimError,
+		conditions.ReasonWaitingForHandover, conditions.ReasonParked, conditions.ReasonNotFirst, conditions.ReasonClaimed,
+	}
+	// Then each ranks strictly above the next
+	for i := 1; i < len(order); i++ {
+		if order[i-1].Priority() <= order[i].Priority() {
+			t.Errorf("%s (%d) does not rank above %s (%d)", order[i-1], order[i-1].Priority(), order[i], order[i].Priority())
+		}
+	}
+	// And granted reasons rank with unknown ones, at the bottom
+	if conditions.ReasonNoKeys.Priority() != 0 || conditions.Reason("Other").Priority() != 0 {
+		t.Errorf("NoKeys and unknown reasons should rank 0")
+	}
+}
+
+func TestSetReportsChangesWithoutTimestampChurn(t *testing.T) {
+	then := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	existing := metav1.Condition{Type: "Claimed", Status: metav1.ConditionTrue, Reason: "Claimed", Message: `Holds key "k".`, ObservedGeneration: 2, LastTransitionTime: then}
+	for _, tc := range []struct {
+		name        string
+		next        metav1.Condition
+		wantChanged bool
+		wantMoved   bool // LastTransitionTime moved away from then
+	}{
+		{"given the same condition then nothing changes", conditions.ForKeys(conditions.Claimed, []string{"k"}, 2), false, false},
+		{"given a new generation then changed, time kept", conditions.ForKeys(conditions.Claimed, []string{"k"}, 3), true, false},
+		{"given a new message then changed, time kept", conditions.ForKeys(conditions.Claimed, []string{"k", "l"}, 2), true, false},
+		{"given a new status then changed, time moved", conditions.New(conditions.Claimed, conditions.ReasonParked, "held", 2), true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conds := []metav1.Condition{existing}
+			changed := conditions.Set(&conds, tc.next)
+			if changed != tc.wantChanged {
+				t.Errorf("Set changed = %v, want %v", changed, tc.wantChanged)
+			}
+			if moved := !conds[0].LastTransitionTime.Equal(&then); moved != tc.wantMoved {
+				t.Errorf("LastTransitionTime moved = %v, want %v", moved, tc.wantMoved)
+			}
+			want := tc.next
+			if diff := cmp.Diff(want, conds[0], cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
+				t.Errorf("condition after Set (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFoldReady(t *testing.T) {
+	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Available", Message: "all pods ready", ObservedGeneration: 4}
+	for _, tc := range []struct {
+		name    string
+		ready   metav1.Condition
+		claimed metav1.Condition
+		want    metav1.Condition
+	}{
+		{
+			name:    "given a True claim then the consumer's Ready stands",
+			ready:   ready,
+			claimed: conditions.ForKeys(conditions.Claimed, []string{"k"}, 4),
+			want:    ready,
+		},
+		{
+			name:    "given a parked claim then Ready is False with the claim's reason and message",
+			ready:   ready,
+			claimed: conditions.New(conditions.Claimed, conditions.ReasonParked, "Key \"k\" is held by Widget ns/b.", 4),
+			want:    metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Parked", Message: "Key \"k\" is held by Widget ns/b.", ObservedGeneration: 4},
+		},
+		{
+			name:    "given a claim error then Ready is Unknown",
+			ready:   ready,
+			claimed: conditions.New(conditions.Claimed, conditions.ReasonClaimError, "timeout", 5),
+			want:    metav1.Condition{Type: "Ready", Status: metav1.ConditionUnknown, Reason: "ClaimError", Message: "timeout", ObservedGeneration: 5},
+		},
+		{
+			name:    "given no Ready of the consumer's own then a Ready is made",
+			claimed: conditions.New(conditions.Claimed, conditions.ReasonInvalidKey, "bad", 1),
+			want:    metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "InvalidKey", Message: "bad", ObservedGeneration: 1},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.ready
+			got := conditions.FoldReady(tc.ready, tc.claimed)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("FoldReady (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, tc.ready); diff != "" {
+				t.Errorf("FoldReady changed its input (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
