@@ -1,0 +1,251 @@
+package finalizer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/pkg/finalizer"
+)
+
+var env *envtest.Env
+
+func TestMain(m *testing.M) { envtest.Main(m, &env) }
+
+const name = "claim.ocf.io/test"
+
+// countingClient counts the patches sent through an uncached client.
+func countingClient(t *testing.T) (client.Client, *atomic.Int32) {
+	t.Helper()
+	c, err := env.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patches atomic.Int32
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			patches.Add(1)
+			return c.Patch(ctx, obj, p, opts...)
+		},
+	}), &patches
+}
+
+// direct returns an uncached client of its own.
+func direct(t *testing.T) client.Client {
+	t.Helper()
+	c, err := env.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func newConfigMap(t *testing.T, finalizers ...string) *corev1.ConfigMap {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace(t), Name: "cm", Finalizers: finalizers}}
+	if err := direct(t).Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Let the namespace go: strip every finalizer the test left.
+		ctx := context.Background()
+		fresh := &corev1.ConfigMap{}
+		if err := env.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), fresh); err == nil {
+			fresh.Finalizers = nil
+			_ = direct(t).Update(ctx, fresh)
+		}
+	})
+	return cm
+}
+
+func current(t *testing.T, obj client.Object) *corev1.ConfigMap {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(obj), cm); err != nil {
+		t.Fatalf("reading %s: %v", client.ObjectKeyFromObject(obj), err)
+	}
+	return cm
+}
+
+func TestNewRejectsBadConfiguration(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fin     string
+		writer  client.Client
+		wantErr []string
+	}{
+		{"given no writer and no name then both are reported", "", nil, []string{"writer: nil", "finalizer name \"\""}},
+		{"given a name without a domain then it is refused", "release", env.Client, []string{"needs a domain prefix"}},
+		{"given a name with a space then it is refused", "claim.ocf.io/re lease", env.Client, []string{"finalizer name"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := finalizer.New(tc.fin, tc.writer, nil)
+			if err == nil {
+				t.Fatal("New succeeded")
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestAddWritesOnceAndKeepsOthersFinalizers(t *testing.T) {
+	ctx := context.Background()
+	c, patches := countingClient(t)
+	f, err := finalizer.New(name, c, env.APIReader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Given an object read once, and another controller's finalizer added after that read
+	cm := newConfigMap(t)
+	stale := cm.DeepCopy()
+	other := current(t, cm)
+	other.Finalizers = []string{"example.com/other"}
+	if err := direct(t).Update(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	// When the finalizer is added through the stale copy
+	wrote, err := f.Add(ctx, stale)
+	if err != nil || !wrote {
+		t.Fatalf("Add = %v, %v; want true, nil", wrote, err)
+	}
+	// Then the optimistic lock refused the stale patch, the retry re-read, and both finalizers are there
+	if diff := cmp.Diff([]string{"example.com/other", name}, current(t, cm).Finalizers); diff != "" {
+		t.Errorf("finalizers (-want +got):\n%s", diff)
+	}
+	if got := patches.Load(); got != 2 {
+		t.Errorf("patches = %d, want 2 (one refused, one after the re-read)", got)
+	}
+	// And a second Add writes nothing
+	wrote, err = f.Add(ctx, stale)
+	if err != nil || wrote {
+		t.Fatalf("second Add = %v, %v; want false, nil", wrote, err)
+	}
+	if got := patches.Load(); got != 2 {
+		t.Errorf("patches after second Add = %d, want 2", got)
+	}
+}
+
+func TestRemoveKeepsOthersFinalizers(t *testing.T) {
+	ctx := context.Background()
+	f, err := finalizer.New(name, direct(t), env.APIReader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Given an object with our finalizer, read once, and another finalizer added since
+	cm := newConfigMap(t, name)
+	stale := cm.DeepCopy()
+	other := current(t, cm)
+	other.Finalizers = append(other.Finalizers, "example.com/other")
+	if err := direct(t).Update(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	// When our finalizer is removed through the stale copy
+	wrote, err := f.Remove(ctx, stale)
+	if err != nil || !wrote {
+		t.Fatalf("Remove = %v, %v; want true, nil", wrote, err)
+	}
+	// Then only ours is gone
+	if diff := cmp.Diff([]string{"example.com/other"}, current(t, cm).Finalizers); diff != "" {
+		t.Errorf("finalizers (-want +got):\n%s", diff)
+	}
+}
+
+func TestAddRefusesAnObjectBeingDeleted(t *testing.T) {
+	ctx := context.Background()
+	w := direct(t)
+	f, err := finalizer.New(name, w, env.APIReader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Given an object being deleted (held by another finalizer)
+	cm := newConfigMap(t, "example.com/other")
+	if err := w.Delete(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	deleting := current(t, cm)
+	// When our finalizer is added
+	_, err = f.Add(ctx, deleting)
+	// Then it is refused and nothing was written
+	if err == nil || !strings.Contains(err.Error(), "being deleted") {
+		t.Fatalf("Add on a deleting object: %v, want an error saying it is being deleted", err)
+	}
+	if diff := cmp.Diff([]string{"example.com/other"}, current(t, cm).Finalizers); diff != "" {
+		t.Errorf("finalizers (-want +got):\n%s", diff)
+	}
+}
+
+func TestFinalizeRemovesTheFinalizerOnlyAfterCleanupSucceeded(t *testing.T) {
+	ctx := context.Background()
+	w := direct(t)
+	f, err := finalizer.New(name, w, env.APIReader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Given an object with our finalizer that is being deleted
+	cm := newConfigMap(t, name)
+	if err := w.Delete(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	obj := current(t, cm)
+
+	// When cleanup fails
+	boom := errors.New("boom")
+	removed, err := f.Finalize(ctx, obj, func(context.Context) error { return boom })
+	// Then the error is returned, the finalizer stays and the object is still there
+	if !errors.Is(err, boom) || removed {
+		t.Fatalf("Finalize with failing cleanup = %v, %v; want false, boom", removed, err)
+	}
+	if !f.Has(current(t, cm)) {
+		t.Fatal("finalizer removed although cleanup failed")
+	}
+
+	// When cleanup succeeds
+	ran := false
+	removed, err = f.Finalize(ctx, obj, func(context.Context) error { ran = true; return nil })
+	if err != nil || !removed || !ran {
+		t.Fatalf("Finalize = %v, %v (cleanup ran: %v); want true, nil, ran", removed, err, ran)
+	}
+	// Then the object is gone
+	err = env.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("object after Finalize: %v, want NotFound", err)
+	}
+	// And removing again from the stale copy is a no-op, not an error
+	if _, err := f.Remove(ctx, obj); err != nil {
+		t.Fatalf("Remove after the object is gone: %v", err)
+	}
+}
+
+func TestFinalizeLeavesALiveObjectAlone(t *testing.T) {
+	ctx := context.Background()
+	f, err := finalizer.New(name, direct(t), env.APIReader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Given an object with our finalizer that is not being deleted
+	cm := newConfigMap(t, name)
+	// When Finalize is called
+	ran := false
+	removed, err := f.Finalize(ctx, cm, func(context.Context) error { ran = true; return nil })
+	// Then nothing runs and nothing is removed
+	if err != nil || removed || ran {
+		t.Fatalf("Finalize on a live object = %v, %v (cleanup ran: %v); want false, nil, not run", removed, err, ran)
+	}
+	if !f.Has(current(t, cm)) {
+		t.Fatal("finalizer removed from a live object")
+	}
+}
