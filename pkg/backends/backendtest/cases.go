@@ -1,0 +1,424 @@
+package backendtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+)
+
+// currentNamesTheHolder: Claimer.Current is the "who holds my target" read a
+// controller that only watches a key makes.
+func currentNamesTheHolder(w *world) error {
+	// Given a free key and a holder
+	key, hs := w.env.NewKey(w.t), w.holders(2)
+	c, err := w.claimer()
+	if err != nil {
+		return err
+	}
+	if err := w.free(c, key); err != nil {
+		return fmt.Errorf("before any grant: %w", err)
+	}
+	// When the holder acquires it
+	o, err := w.acquire(c, key, hs[0], claim.ReasonAcquired)
+	if err != nil {
+		return err
+	}
+	// Then a reader with its own Claimer sees the holder and the grant's
+	// token, and Holds answers for the holder alone
+	reader, err := w.claimer()
+	if err != nil {
+		return err
+	}
+	rec, err := w.heldBy(reader, key, hs[0])
+	if err != nil {
+		return err
+	}
+	if rec.Token != o.Token || rec.Ref.Name == "" {
+		return fmt.Errorf("current record of %q: token %q ref %q, want the grant's token %q and a ref", key, rec.Token, rec.Ref, o.Token)
+	}
+	for i, want := range []bool{true, false} {
+		got, err := reader.Holds(w.ctx, key, hs[i])
+		if err != nil {
+			return fmt.Errorf("asking whether %s holds %q: %w", hs[i], key, err)
+		}
+		if got != want {
+			return fmt.Errorf("Holds(%q, %s) = %t, want %t", key, hs[i], got, want)
+		}
+	}
+	return nil
+}
+
+// firstCreateWins: claimants that all read a free key write at once; the
+// backend's create lets exactly one through.
+func firstCreateWins(w *world) error {
+	// Given three claimants that have all read the key as free (the barrier
+	// in Siblings holds each one between its read and its create)
+	const n = 3
+	key, hs := w.env.NewKey(w.t), w.holders(n)
+	b := newBarrier(n)
+	readFree := claim.WithSiblings(claim.SiblingsFunc(func(ctx context.Context, _ string, _ claim.Holder) ([]claim.Holder, error) {
+		b.wait(ctx)
+		return nil, nil
+	}))
+	cs := make([]*claim.Claimer, n)
+	for i := range cs {
+		c, err := w.claimer(readFree)
+		if err != nil {
+			return err
+		}
+		cs[i] = c
+	}
+	// When they create at once
+	outs, err := w.race(cs, key, hs)
+	if err != nil {
+		return err
+	}
+	// Then exactly one is granted and the others are told who holds the key
+	winner, err := oneWinner(outs, hs)
+	if err != nil {
+		return err
+	}
+	if outs[winner].Reason != claim.ReasonAcquired {
+		return fmt.Errorf("winner %s: reason %s, want %s", hs[winner], outs[winner].Reason, claim.ReasonAcquired)
+	}
+	_, err = w.heldBy(cs[0], key, hs[winner])
+	return err
+}
+
+// reentryWithoutWrite: a steady holder asks every reconcile; that must not
+// cost a write.
+func reentryWithoutWrite(w *world) error {
+	// Given a key held by a holder
+	key, h := w.env.NewKey(w.t), w.env.NewHolder(w.t)
+	c, err := w.claimer()
+	if err != nil {
+		return err
+	}
+	granted, err := w.acquire(c, key, h, claim.ReasonAcquired)
+	if err != nil {
+		return err
+	}
+	// When it acquires again and asks whether it holds the key
+	before := w.writes.Load()
+	again, err := w.acquire(c, key, h, claim.ReasonHeld)
+	if err != nil {
+		return err
+	}
+	holds, err := c.Holds(w.ctx, key, h)
+	if err != nil {
+		return fmt.Errorf("asking whether %s holds %q: %w", h, key, err)
+	}
+	// Then it holds the key under the grant's token and nothing was written
+	if !holds {
+		return fmt.Errorf("Holds(%q, %s) = false after re-entry", key, h)
+	}
+	if again.Token != granted.Token {
+		return fmt.Errorf("re-entry token %q, want the grant's %q", again.Token, granted.Token)
+	}
+	if n := w.writes.Load() - before; n != 0 {
+		return fmt.Errorf("re-entry and Holds made %d writes, want none", n)
+	}
+	return nil
+}
+
+// staleRecordConflicts: every backend write is fenced on the record it was
+// given; one read before another writer's write is refused.
+func staleRecordConflicts(w *world) error {
+	// Given a key read free, then granted to A, read again, and taken over
+	// by B after A died
+	key, hs := w.env.NewKey(w.t), w.holders(3)
+	c, err := w.claimer()
+	if err != nil {
+		return err
+	}
+	raw := w.backend()
+	freeRec, err := raw.Get(w.ctx, key)
+	if err != nil {
+		return fmt.Errorf("reading %q: %w", key, err)
+	}
+	if _, err := w.acquire(c, key, hs[0], claim.ReasonAcquired); err != nil {
+		return err
+	}
+	heldRec, err := raw.Get(w.ctx, key)
+	if err != nil {
+		return fmt.Errorf("reading %q: %w", key, err)
+	}
+	w.env.Kill(w.t, hs[0])
+	if _, err := w.acquire(c, key, hs[1], claim.ReasonTakenOver); err != nil {
+		return err
+	}
+	// When the backend is asked to write with the records read before B's
+	// takeover
+	next := claim.Record{Key: key, Holder: hs[2], AcquireTime: time.Now()}
+	_, createErr := raw.Create(w.ctx, freeRec, next)
+	_, updateErr := raw.Update(w.ctx, heldRec, next)
+	deleteErr := raw.Delete(w.ctx, heldRec)
+	// Then every write is refused with ErrConflict and B still holds the key
+	for _, r := range []struct {
+		op  string
+		err error
+	}{{"Create given the free record", createErr}, {"Update given A's record", updateErr}, {"Delete given A's record", deleteErr}} {
+		if !errors.Is(r.err, claim.ErrConflict) {
+			return fmt.Errorf("%w: %s after B took %q over: got %v, want an error wrapping claim.ErrConflict", ErrUnfenced, r.op, key, r.err)
+		}
+	}
+	_, err = w.heldBy(c, key, hs[1])
+	return err
+}
+
+// takeoverOnlyOfDead: a live holder keeps its key; a dead one loses it.
+func takeoverOnlyOfDead(w *world) error {
+	// Given a key held by A
+	key, hs := w.env.NewKey(w.t), w.holders(2)
+	cs, err := w.claimers(2)
+	if err != nil {
+		return err
+	}
+	first, err := w.acquire(cs[0], key, hs[0], claim.ReasonAcquired)
+	if err != nil {
+		return err
+	}
+	// When B acquires while A is alive
+	before := w.writes.Load()
+	o, err := w.acquire(cs[1], key, hs[1], claim.ReasonHeldElsewhere)
+	if err != nil {
+		return err
+	}
+	// Then B is told A holds it, and nothing was written
+	if !o.Holder.Is(hs[0]) {
+		return fmt.Errorf("B was told %s holds %q, want A %s", o.Holder, key, hs[0])
+	}
+	if n := w.writes.Load() - before; n != 0 {
+		return fmt.Errorf("parking behind a live holder made %d writes, want none", n)
+	}
+	// When A dies and B acquires again
+	w.env.Kill(w.t, hs[0])
+	o, err = w.acquire(cs[1], key, hs[1], claim.ReasonTakenOver)
+	if err != nil {
+		return err
+	}
+	// Then B took it over from A, under a newer token
+	if !o.Previous.Is(hs[0]) {
+		return fmt.Errorf("takeover names %s as previous holder, want %s", o.Previous, hs[0])
+	}
+	if err := newer(o.Token, first.Token, "takeover"); err != nil {
+		return err
+	}
+	_, err = w.heldBy(cs[0], key, hs[1])
+	return err
+}
+
+// oneTakeoverWins: claimants that all judged the same holder dead write at
+// once; the version precondition lets exactly one through.
+func oneTakeoverWins(w *world) error {
+	// Given a key held by A, who died, and two claimants that have both
+	// judged A dead before either writes (the barrier in Liveness)
+	key, hs := w.env.NewKey(w.t), w.holders(3)
+	c, err := w.claimer()
+	if err != nil {
+		return err
+	}
+	if _, err := w.acquire(c, key, hs[0], claim.ReasonAcquired); err != nil {
+		return err
+	}
+	w.env.Kill(w.t, hs[0])
+	b := newBarrier(2)
+	base := w.liveness()
+	judged := claim.WithLiveness(claim.LivenessFunc(func(ctx context.Context, key string, h claim.Holder) (bool, error) {
+		alive, err := base.Alive(ctx, key, h)
+		b.wait(ctx)
+		return alive, err
+	}))
+	cs := make([]*claim.Claimer, 2)
+	for i := range cs {
+		if cs[i], err = w.claimer(judged); err != nil {
+			return err
+		}
+	}
+	// When both take over at once
+	outs, err := w.race(cs, key, hs[1:])
+	if err != nil {
+		return err
+	}
+	// Then exactly one took it over and the other is told who won
+	winner, err := oneWinner(outs, hs[1:])
+	if err != nil {
+		return err
+	}
+	if outs[winner].Reason != claim.ReasonTakenOver {
+		return fmt.Errorf("winner %s: reason %s, want %s", hs[1+winner], outs[winner].Reason, claim.ReasonTakenOver)
+	}
+	_, err = w.heldBy(c, key, hs[1+winner])
+	return err
+}
+
+// foreignBlocks: a record the claim did not write is never granted over,
+// taken over or released.
+func foreignBlocks(w *world) error {
+	// Given a key whose record was written by someone else
+	key, h := w.env.NewKey(w.t), w.env.NewHolder(w.t)
+	w.env.SeedForeign(w.t, key)
+	c, err := w.claimer()
+	if err != nil {
+		return err
+	}
+	seeded, err := c.Current(w.ctx, key)
+	if err != nil {
+		return fmt.Errorf("reading %q: %w", key, err)
+	}
+	if !seeded.Exists || seeded.Foreign == "" {
+		return fmt.Errorf("seeded record of %q: exists %t foreign %q, want an existing foreign record", key, seeded.Exists, seeded.Foreign)
+	}
+	// When a holder acquires it and then releases everything it holds
+	before := w.writes.Load()
+	if _, err := w.acquire(c, key, h, claim.ReasonForeign); err != nil {
+		return err
+	}
+	if err := c.Release(w.ctx, h); err != nil {
+		return fmt.Errorf("releasing %s: %w", h, err)
+	}
+	// Then nothing was written and the foreign record is as it was
+	if n := w.writes.Load() - before; n != 0 {
+		return fmt.Errorf("acquire and release against a foreign record made %d writes, want none", n)
+	}
+	after, err := c.Current(w.ctx, key)
+	if err != nil {
+		return fmt.Errorf("reading %q: %w", key, err)
+	}
+	if !after.Exists || after.Foreign == "" || after.UID != seeded.UID || after.Version != seeded.Version {
+		return fmt.Errorf("foreign record of %q changed: uid %s version %s foreign %q, was uid %s version %s", key, after.UID, after.Version, after.Foreign, seeded.UID, seeded.Version)
+	}
+	return nil
+}
+
+// sweepWithKeep: Release frees every key of the holder except the kept ones
+// and nothing of anyone else.
+func sweepWithKeep(w *world) error {
+	// Given A holding three keys and B holding a fourth
+	keys := []string{w.env.NewKey(w.t), w.env.NewKey(w.t), w.env.NewKey(w.t), w.env.NewKey(w.t)}
+	hs := w.holders(2)
+	cs, err := w.claimers(2)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys[:3] {
+		if _, err := w.acquire(cs[0], k, hs[0], claim.ReasonAcquired); err != nil {
+			return err
+		}
+	}
+	if _, err := w.acquire(cs[1], keys[3], hs[1], claim.ReasonAcquired); err != nil {
+		return err
+	}
+	// When A releases everything but its second key
+	if err := cs[0].Release(w.ctx, hs[0], keys[1]); err != nil {
+		return fmt.Errorf("releasing %s keeping %q: %w", hs[0], keys[1], err)
+	}
+	// Then its first and third keys are free, the kept key is still A's,
+	// B's key is still B's, and a freed key can be granted again
+	for _, k := range []string{keys[0], keys[2]} {
+		if err := w.free(cs[1], k); err != nil {
+			return fmt.Errorf("after the sweep: %w", err)
+		}
+	}
+	if _, err := w.heldBy(cs[1], keys[1], hs[0]); err != nil {
+		return fmt.Errorf("kept key: %w", err)
+	}
+	if _, err := w.heldBy(cs[1], keys[3], hs[1]); err != nil {
+		return fmt.Errorf("another holder's key: %w", err)
+	}
+	_, err = w.acquire(cs[1], keys[0], hs[1], claim.ReasonAcquired)
+	return err
+}
+
+// releaseOthersNoOp: Release is fenced on identity (UID), not on name.
+func releaseOthersNoOp(w *world) error {
+	// Given a key held by A, another holder B, and an impostor with A's
+	// name but another UID (A deleted and re-created, say)
+	key, hs := w.env.NewKey(w.t), w.holders(2)
+	impostor := hs[0]
+	impostor.UID += "-recreated"
+	cs, err := w.claimers(2)
+	if err != nil {
+		return err
+	}
+	if _, err := w.acquire(cs[0], key, hs[0], claim.ReasonAcquired); err != nil {
+		return err
+	}
+	held, err := w.heldBy(cs[1], key, hs[0])
+	if err != nil {
+		return err
+	}
+	// When B and the impostor release everything they hold
+	before := w.writes.Load()
+	for _, h := range []claim.Holder{hs[1], impostor} {
+		if err := cs[1].Release(w.ctx, h); err != nil {
+			return fmt.Errorf("releasing %s (uid %s): %w", h, h.UID, err)
+		}
+	}
+	// Then nothing was written and A's record is as it was
+	if n := w.writes.Load() - before; n != 0 {
+		return fmt.Errorf("releases of holders without claims made %d writes, want none", n)
+	}
+	after, err := w.heldBy(cs[1], key, hs[0])
+	if err != nil {
+		return err
+	}
+	if after.Version != held.Version {
+		return fmt.Errorf("A's record of %q changed from version %s to %s", key, held.Version, after.Version)
+	}
+	return nil
+}
+
+// tokensRise: every grant of a key carries a token newer than every earlier
+// grant's, across takeover and release-and-reacquire.
+func tokensRise(w *world) error {
+	// Given a key and three holders
+	key, hs := w.env.NewKey(w.t), w.holders(3)
+	c, err := w.claimer()
+	if err != nil {
+		return err
+	}
+	var tokens []claim.Token
+	grant := func(h claim.Holder, want claim.Reason) error {
+		o, err := w.acquire(c, key, h, want)
+		if err != nil {
+			return err
+		}
+		if _, err := claim.ParseToken(o.Token.String()); err != nil {
+			return fmt.Errorf("%s grant to %s: %w", want, h, err)
+		}
+		if len(tokens) > 0 {
+			if err := newer(o.Token, tokens[len(tokens)-1], fmt.Sprintf("%s grant %d to %s", want, len(tokens)+1, h)); err != nil {
+				return err
+			}
+		}
+		tokens = append(tokens, o.Token)
+		return nil
+	}
+	release := func(h claim.Holder) error {
+		if err := c.Release(w.ctx, h); err != nil {
+			return fmt.Errorf("releasing %s: %w", h, err)
+		}
+		return nil
+	}
+	// When the key is acquired by A, taken over by B after A died, released
+	// by B and acquired by C, released by C and acquired by C again
+	// Then every grant's token is newer than the one before
+	steps := []func() error{
+		func() error { return grant(hs[0], claim.ReasonAcquired) },
+		func() error { w.env.Kill(w.t, hs[0]); return grant(hs[1], claim.ReasonTakenOver) },
+		func() error { return release(hs[1]) },
+		func() error { return grant(hs[2], claim.ReasonAcquired) },
+		func() error { return release(hs[2]) },
+		func() error { return grant(hs[2], claim.ReasonAcquired) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
