@@ -128,9 +128,10 @@ func Main(m *testing.M, env **Env, opts ...Options) {
 }
 
 // NewClient returns a new uncached client with its own connection, as a
-// separate claimant process would have.
-func (e *Env) NewClient() (client.Client, error) {
-	c, err := client.New(rest.CopyConfig(e.Config), client.Options{Scheme: e.Scheme})
+// separate claimant process would have. It can watch, so that tests may wrap
+// it with controller-runtime's interceptor package.
+func (e *Env) NewClient() (client.WithWatch, error) {
+	c, err := client.NewWithWatch(rest.CopyConfig(e.Config), client.Options{Scheme: e.Scheme})
 	if err != nil {
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
