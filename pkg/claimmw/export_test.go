@@ -1,0 +1,4 @@
+package claimmw
+
+// WithStateForTest exposes withState to the external tests.
+var WithStateForTest = withState

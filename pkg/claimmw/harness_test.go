@@ -1,0 +1,313 @@
+package claimmw_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+var env *envtest.Env
+
+func TestMain(m *testing.M) {
+	envtest.Main(m, &env, envtest.Options{
+		AddToScheme: []func(*runtime.Scheme) error{testcrd.AddToScheme},
+		CRDs:        []*apiextensionsv1.CustomResourceDefinition{testcrd.WidgetCRD()},
+	})
+}
+
+// failKeyFuncKey makes the test KeyFunc fail, as a KeyFunc that cannot
+// resolve a reference would.
+const failKeyFuncKey = "fail-keyfunc"
+
+// specKeys is the tests' KeyFunc: a Widget's spec.keys.
+func specKeys(_ context.Context, obj client.Object) ([]string, error) {
+	w := obj.(*testcrd.Widget)
+	for _, k := range w.Spec.Keys {
+		if k == failKeyFuncKey {
+			return nil, errors.New("resolving the storage reference: no such backend")
+		}
+	}
+	return w.Spec.Keys, nil
+}
+
+// call is one call of the inner reconciler.
+type call struct {
+	state    claimmw.State
+	hasState bool
+}
+
+// inner records its calls per Widget name and fails when fail says so.
+type inner struct {
+	mu    sync.Mutex
+	calls map[string][]call
+	fail  func(name string, c call) error
+}
+
+func (r *inner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	s, ok := claimmw.StateFrom(ctx)
+	c := call{state: s, hasState: ok}
+	r.mu.Lock()
+	if r.calls == nil {
+		r.calls = map[string][]call{}
+	}
+	r.calls[req.Name] = append(r.calls[req.Name], c)
+	fail := r.fail
+	r.mu.Unlock()
+	if fail != nil {
+		if err := fail(req.Name, c); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *inner) callsOf(name string) []call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]call(nil), r.calls[name]...)
+}
+
+// writes counts the writes the manager's client sends, by "verb Kind", and
+// can make Lease deletes fail.
+type writes struct {
+	mu               sync.Mutex
+	counts           map[string]int
+	failLeaseDeletes atomic.Bool
+}
+
+func (w *writes) add(verb string, obj client.Object) {
+	gvk, _ := apiutil.GVKForObject(obj, env.Scheme)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.counts == nil {
+		w.counts = map[string]int{}
+	}
+	w.counts[verb+" "+gvk.Kind]++
+}
+
+func (w *writes) snapshot() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range w.counts {
+		out[k] = v
+	}
+	return out
+}
+
+func (w *writes) funcs() interceptor.Funcs {
+	return interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			w.add("create", obj)
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			w.add("update", obj)
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			w.add("patch", obj)
+			return c.Patch(ctx, obj, p, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			w.add("delete", obj)
+			if _, isLease := obj.(*coordinationv1.Lease); isLease && w.failLeaseDeletes.Load() {
+				return apierrors.NewServiceUnavailable("injected: Lease deletes fail")
+			}
+			return c.Delete(ctx, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			w.add("update/"+sub, obj)
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			w.add("patch/"+sub, obj)
+			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+	}
+}
+
+// fixture is one running manager with the middleware around an inner
+// reconciler, restricted to one fresh namespace that also holds the Leases.
+type fixture struct {
+	ns     string
+	mw     *claimmw.Middleware
+	inner  *inner
+	writes *writes
+	client client.Client
+}
+
+type setup struct {
+	opts      []claimmw.Option
+	claimOpts []claim.Option
+}
+
+func start(t *testing.T, s setup) *fixture {
+	t.Helper()
+	f := &fixture{ns: env.Namespace(t), inner: &inner{}, writes: &writes{}}
+	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return interceptor.NewClient(c, f.writes.funcs()), nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.client = mgr.GetClient()
+	claimOpts := append([]claim.Option{claim.WithBackend(lease.Backend)}, s.claimOpts...)
+	opts := append([]claimmw.Option{
+		claimmw.FromManager(mgr),
+		claimmw.For(&testcrd.Widget{}),
+		claimmw.WithClaim(claim.Config{Namespace: f.ns}, claimOpts...),
+		claimmw.WithKeys(specKeys),
+		// Long intervals: every test that expects a change sooner proves a
+		// wake-up, not a requeue.
+		claimmw.WithRequeue(time.Hour, time.Hour),
+	}, s.opts...)
+	f.mw, err = claimmw.Wrap(f.inner, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		For(&testcrd.Widget{}).
+		Watches(&coordinationv1.Lease{}, f.mw.ClaimEvents()).
+		Watches(&corev1.Pod{}, f.mw.HandoverEvents()).
+		Complete(f.mw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return f
+}
+
+// direct returns an uncached client of its own, as a user's kubectl.
+func direct(t *testing.T) client.Client {
+	t.Helper()
+	c, err := env.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (f *fixture) createWidget(t *testing.T, name string, keys ...string) *testcrd.Widget {
+	t.Helper()
+	w := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Spec: testcrd.WidgetSpec{Keys: keys}}
+	if err := direct(t).Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (f *fixture) widget(t *testing.T, name string) (*testcrd.Widget, error) {
+	t.Helper()
+	w := &testcrd.Widget{}
+	err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, w)
+	return w, err
+}
+
+// claimed returns the Widget's claim condition, or a zero condition.
+func (f *fixture) claimed(t *testing.T, name string) metav1.Condition {
+	t.Helper()
+	w, err := f.widget(t, name)
+	if err != nil {
+		return metav1.Condition{}
+	}
+	if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// waitForReason waits until the Widget's claim condition has reason and
+// returns it.
+func (f *fixture) waitForReason(t *testing.T, name string, reason conditions.Reason, within time.Duration) metav1.Condition {
+	t.Helper()
+	var c metav1.Condition
+	eventually(t, within, func() (bool, string) {
+		c = f.claimed(t, name)
+		return c.Reason == string(reason), fmt.Sprintf("widget %s: claim condition %+v, want reason %s", name, c, reason)
+	})
+	return c
+}
+
+func (f *fixture) leaseExists(t *testing.T, key string) bool {
+	t.Helper()
+	name := f.mw.Claimer().Config().RecordName(key)
+	err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, &coordinationv1.Lease{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("reading Lease of %q: %v", key, err)
+	}
+	return err == nil
+}
+
+// eventually polls cond until it holds or within passes.
+func eventually(t *testing.T, within time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", within, msg)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func mustContain(t *testing.T, what, s string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			t.Errorf("%s %q does not contain %q", what, s, p)
+		}
+	}
+}

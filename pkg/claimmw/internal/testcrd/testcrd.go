@@ -1,0 +1,170 @@
+// Package testcrd defines the custom resources the claimmw tests claim with:
+// Widget, which carries status.conditions as the middleware requires, and
+// Gadget, which does not. The types, their DeepCopy and the Widget CRD are
+// written by hand (no code generator in this repository).
+package testcrd
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+)
+
+// GroupVersion is the API group and version of the test types.
+var GroupVersion = schema.GroupVersion{Group: "test.claim.ocf.io", Version: "v1"}
+
+// AddToScheme registers Widget and Gadget.
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Widget{}, &WidgetList{}, &Gadget{}, &GadgetList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}
+
+// Widget names the keys it wants in spec.keys.
+type Widget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   WidgetSpec   `json:"spec,omitempty"`
+	Status WidgetStatus `json:"status,omitempty"`
+}
+
+// WidgetSpec is what a Widget wants.
+type WidgetSpec struct {
+	// Keys are the claim keys the Widget needs.
+	Keys []string `json:"keys,omitempty"`
+}
+
+// WidgetStatus carries the conditions the middleware writes.
+type WidgetStatus struct {
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// WidgetList is a list of Widgets.
+type WidgetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Widget `json:"items"`
+}
+
+// DeepCopyInto copies w into out.
+func (w *Widget) DeepCopyInto(out *Widget) {
+	*out = *w
+	out.TypeMeta = w.TypeMeta
+	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if w.Spec.Keys != nil {
+		out.Spec.Keys = append([]string(nil), w.Spec.Keys...)
+	}
+	if w.Status.Conditions != nil {
+		out.Status.Conditions = make([]metav1.Condition, len(w.Status.Conditions))
+		for i := range w.Status.Conditions {
+			w.Status.Conditions[i].DeepCopyInto(&out.Status.Conditions[i])
+		}
+	}
+}
+
+// DeepCopy returns a copy of w.
+func (w *Widget) DeepCopy() *Widget {
+	if w == nil {
+		return nil
+	}
+	out := new(Widget)
+	w.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (w *Widget) DeepCopyObject() runtime.Object { return w.DeepCopy() }
+
+// DeepCopyObject implements runtime.Object.
+func (l *WidgetList) DeepCopyObject() runtime.Object {
+	if l == nil {
+		return nil
+	}
+	out := &WidgetList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	if l.Items != nil {
+		out.Items = make([]Widget, len(l.Items))
+		for i := range l.Items {
+			l.Items[i].DeepCopyInto(&out.Items[i])
+		}
+	}
+	return out
+}
+
+// Gadget has a status without conditions: the middleware refuses it.
+type Gadget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Status GadgetStatus `json:"status,omitempty"`
+}
+
+// GadgetStatus has a phase and no conditions.
+type GadgetStatus struct {
+	Phase string `json:"phase,omitempty"`
+}
+
+// GadgetList is a list of Gadgets.
+type GadgetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Gadget `json:"items"`
+}
+
+// DeepCopyObject implements runtime.Object.
+func (g *Gadget) DeepCopyObject() runtime.Object {
+	if g == nil {
+		return nil
+	}
+	out := *g
+	g.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	return &out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (l *GadgetList) DeepCopyObject() runtime.Object {
+	if l == nil {
+		return nil
+	}
+	out := &GadgetList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	for i := range l.Items {
+		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*Gadget))
+	}
+	return out
+}
+
+// WidgetCRD is the CustomResourceDefinition of Widget, with the status
+// subresource.
+func WidgetCRD() *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + GroupVersion.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: GroupVersion.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{
+				Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList",
+			},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: GroupVersion.Version, Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+							"keys": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}},
+						}},
+						"status": {Type: "object", XPreserveUnknownFields: ptr.To(true)},
+					},
+				}},
+				AdditionalPrinterColumns: []apiextensionsv1.CustomResourceColumnDefinition{
+					{Name: "Claimed", Type: "string", JSONPath: `.status.conditions[?(@.type=="Claimed")].status`},
+					{Name: "Reason", Type: "string", JSONPath: `.status.conditions[?(@.type=="Claimed")].reason`},
+				},
+			}},
+		},
+	}
+}

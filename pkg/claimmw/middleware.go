@@ -1,0 +1,370 @@
+package claimmw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/finalizer"
+)
+
+// Event reasons the middleware records on the object. Parked states are
+// recorded under their condition reason (conditions.ReasonParked and the
+// others) when the condition changes to them.
+const (
+	// EventClaimed: the object acquired a free key.
+	EventClaimed = "Claimed"
+	// EventTakenOver: the object took a key over from a holder that is gone.
+	EventTakenOver = "TakenOver"
+	// EventReleased: the object released keys it no longer names, or every
+	// key before its deletion.
+	EventReleased = "Released"
+)
+
+// event actions, as the events API asks for a verb.
+const (
+	actionAcquire = "Acquire"
+	actionRelease = "Release"
+	actionPark    = "Park"
+)
+
+// missedWakeRequeue is how soon an object is reconciled again when the
+// record it now waits on changed while it was being reconciled: the wake-up
+// came before it was registered as waiting.
+const missedWakeRequeue = 100 * time.Millisecond
+
+// Middleware is a reconcile.Reconciler that acquires an object's claim keys
+// before it calls the inner reconciler. Build it with [Wrap]. It is safe for
+// concurrent use by a controller's workers.
+type Middleware struct {
+	inner   reconcile.Reconciler
+	cfg     config
+	claimer *claim.Claimer
+	fin     *finalizer.Finalizer
+	metrics *recorder
+	track   *tracker
+}
+
+var _ reconcile.Reconciler = (*Middleware)(nil)
+
+// Wrap returns a Middleware around inner configured by opts. It validates
+// every option once and reports every problem at once (errors.Join); no
+// reconcile re-validates them.
+func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
+	c := config{metrics: true}
+	for _, opt := range opts {
+		opt(&c)
+	}
+	var errs []error
+	if inner == nil {
+		errs = append(errs, errors.New("inner reconciler: nil"))
+	}
+	if err := c.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("configuring claim middleware: %w", errors.Join(errs...))
+	}
+	m := &Middleware{inner: inner, cfg: c, claimer: c.claimer, track: newTracker()}
+	if m.claimer == nil {
+		cl, err := claim.New(c.apiReader, c.client, *c.claimCfg, c.claimOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("configuring claim middleware: %w", err)
+		}
+		m.claimer = cl
+	}
+	fin, err := finalizer.New(c.finalizer, c.client, c.apiReader)
+	if err != nil {
+		return nil, fmt.Errorf("configuring claim middleware: %w", err)
+	}
+	m.fin = fin
+	if c.metrics {
+		m.metrics = newRecorder(c.name)
+	}
+	return m, nil
+}
+
+// Claimer returns the Claimer the middleware acquires with, for code that
+// needs to read who holds a key.
+func (m *Middleware) Claimer() *claim.Claimer { return m.claimer }
+
+// Reconcile acquires the object's keys and calls the inner reconciler as
+// the package documentation describes.
+func (m *Middleware) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	logger := log.FromContext(ctx).WithName("claim")
+	ctx = log.IntoContext(ctx, logger)
+	snap := m.track.snapshot()
+
+	obj := newObject(m.cfg.prototype)
+	if err := m.cfg.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			m.forget(req)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("reading %s: %w", req.NamespacedName, err)
+	}
+	self, err := m.claimer.HolderOf(obj)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		return m.finalize(ctx, req, obj, self)
+	}
+
+	gen := obj.GetGeneration()
+	keys, err := m.keysOf(ctx, obj)
+	if err != nil {
+		cond := conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, sentence(err.Error()), gen)
+		return m.parked(ctx, req, obj, cond, nil, snap)
+	}
+	if len(keys) > 0 {
+		// Before the first claim write: a claim written for an object without
+		// the finalizer would leak when the object is deleted.
+		if _, err := m.fin.Add(ctx, obj); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+
+	grants := make([]Grant, 0, len(keys))
+	var happened []claim.Outcome
+	for _, key := range keys {
+		o, err := m.acquire(ctx, key, self)
+		if err != nil {
+			m.track.setHeld(req.NamespacedName, len(grants), m.metrics)
+			if errors.Is(err, claim.ErrInvalidKey) {
+				return m.parked(ctx, req, obj, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, sentence(err.Error()), gen), nil, snap)
+			}
+			// The claim could not be judged: say so, and let the controller
+			// retry with its backoff.
+			cond := conditions.New(m.cfg.condType, conditions.ReasonClaimError, sentence(err.Error()), gen)
+			if _, werr := m.setCondition(ctx, obj, cond); werr != nil {
+				logger.Error(werr, "writing the claim condition after an acquire error")
+			}
+			return reconcile.Result{}, err
+		}
+		if !o.Granted() {
+			m.track.setHeld(req.NamespacedName, len(grants), m.metrics)
+			return m.parked(ctx, req, obj, conditions.ForOutcome(m.cfg.condType, o, gen), &o, snap)
+		}
+		grants = append(grants, Grant{Key: o.Key, Token: o.Token})
+		if o.Reason != claim.ReasonHeld {
+			happened = append(happened, o)
+		}
+	}
+	m.track.setHeld(req.NamespacedName, len(grants), m.metrics)
+	m.track.stopWaiting(req.NamespacedName)
+
+	cond := conditions.ForKeys(m.cfg.condType, keys, gen)
+	if _, err := m.setCondition(ctx, obj, cond); err != nil {
+		return reconcile.Result{}, err
+	}
+	for _, o := range happened {
+		if o.Reason == claim.ReasonTakenOver {
+			m.event(obj, corev1.EventTypeNormal, EventTakenOver, actionAcquire, o.Message)
+		} else {
+			m.event(obj, corev1.EventTypeNormal, EventClaimed, actionAcquire, o.Message)
+		}
+	}
+
+	res, err := m.inner.Reconcile(withState(ctx, State{Granted: true, Grants: grants, Condition: cond}), req)
+	if err != nil {
+		// The inner pass did not finish: claims the object no longer names
+		// may still be in use by its old workloads. Keep them.
+		return res, err
+	}
+	if err := m.sweep(ctx, obj, self, keys); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// keysOf computes obj's keys, normalized, without duplicates, sorted.
+func (m *Middleware) keysOf(ctx context.Context, obj client.Object) ([]string, error) {
+	raw, err := m.cfg.keys(ctx, obj)
+	if err != nil {
+		return nil, fmt.Errorf("computing claim keys: %w", err)
+	}
+	keys := make([]string, 0, len(raw))
+	for _, k := range raw {
+		norm, err := m.claimer.NormalizeKey(k)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, norm)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys), nil
+}
+
+func (m *Middleware) acquire(ctx context.Context, key string, self claim.Holder) (claim.Outcome, error) {
+	start := time.Now()
+	_, o, err := m.claimer.Acquire(ctx, key, self)
+	m.metrics.observeAcquire(o, err, time.Since(start))
+	log.FromContext(ctx).V(1).Info("acquired claim", "claimKey", key, "reason", string(o.Reason), "error", err)
+	return o, err
+}
+
+// parked records a pass in which the object does not hold every key: the
+// condition, the wake-up registration, an event when the state changed, and
+// the inner reconciler in parked mode when so configured.
+func (m *Middleware) parked(ctx context.Context, req reconcile.Request, obj client.Object, cond metav1.Condition, o *claim.Outcome, snap uint64) (reconcile.Result, error) {
+	reason := conditions.Reason(cond.Reason)
+	changed, err := m.setCondition(ctx, obj, cond)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if changed {
+		m.metrics.observeParked(reason)
+		eventType := corev1.EventTypeNormal
+		if reason.Priority() >= conditions.ReasonClaimError.Priority() {
+			eventType = corev1.EventTypeWarning
+		}
+		m.event(obj, eventType, string(reason), actionPark, cond.Message)
+	}
+
+	after := m.cfg.parkedRequeue
+	if reason == conditions.ReasonWaitingForHandover {
+		after = m.cfg.waitRequeue
+	}
+	var record *claim.Record
+	if o != nil && o.Record.Ref.Name != "" {
+		record = &o.Record
+	}
+	if m.track.wait(req.NamespacedName, record, reason == conditions.ReasonWaitingForHandover, snap) {
+		log.FromContext(ctx).V(1).Info("the awaited claim record changed during this pass; reconciling again soon")
+		after = missedWakeRequeue
+	}
+
+	res := reconcile.Result{RequeueAfter: after}
+	if m.cfg.parkedMode == RunInnerWhileParked {
+		inner, err := m.inner.Reconcile(withState(ctx, State{Condition: cond}), req)
+		if err != nil {
+			return inner, err
+		}
+		if inner.RequeueAfter > 0 && inner.RequeueAfter < after {
+			res.RequeueAfter = inner.RequeueAfter
+		}
+	}
+	return res, nil
+}
+
+// sweep releases every claim of self that keys no longer names. It lists
+// self's records only when the key set differs from the one the last sweep
+// of this object kept, so that a steady pass makes no request for it.
+func (m *Middleware) sweep(ctx context.Context, obj client.Object, self claim.Holder, keys []string) error {
+	prev, known := m.track.swept(obj.GetUID())
+	if known && slices.Equal(prev, keys) {
+		return nil
+	}
+	if err := m.claimer.Release(ctx, self, keys...); err != nil {
+		return fmt.Errorf("releasing claims %s no longer names: %w", client.ObjectKeyFromObject(obj), err)
+	}
+	m.track.setSwept(obj.GetUID(), keys)
+	var released []string
+	for _, k := range prev {
+		if !slices.Contains(keys, k) {
+			released = append(released, fmt.Sprintf("%q", k))
+		}
+	}
+	if len(released) > 0 {
+		m.event(obj, corev1.EventTypeNormal, EventReleased, actionRelease, "Released "+strings.Join(released, ", ")+", which it no longer names.")
+	}
+	return nil
+}
+
+// finalize runs the deletion path: the inner reconciler, then one release
+// sweep, then the finalizer comes off. A deleted object never acquires.
+func (m *Middleware) finalize(ctx context.Context, req reconcile.Request, obj client.Object, self claim.Holder) (reconcile.Result, error) {
+	res, err := m.inner.Reconcile(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	removed, err := m.fin.Finalize(ctx, obj, func(ctx context.Context) error {
+		if err := m.claimer.Release(ctx, self); err != nil {
+			return fmt.Errorf("releasing claims: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if removed {
+		m.event(obj, corev1.EventTypeNormal, EventReleased, actionRelease, "Released every claim before deletion.")
+	}
+	m.forget(req)
+	m.track.forgetSwept(obj.GetUID())
+	return res, nil
+}
+
+func (m *Middleware) forget(req reconcile.Request) {
+	m.track.stopWaiting(req.NamespacedName)
+	m.track.setHeld(req.NamespacedName, 0, m.metrics)
+}
+
+// setCondition sets cond on obj and writes the status only when it changed,
+// with an optimistic lock: the conditions list is written whole, so a write
+// computed from a stale read must not replace a newer one.
+func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond metav1.Condition) (bool, error) {
+	base, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return false, fmt.Errorf("copying %T: not a client.Object", obj)
+	}
+	changed, err := setConditionOn(obj, cond)
+	if err != nil || !changed {
+		return false, err
+	}
+	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+	if err := m.cfg.client.Status().Patch(ctx, obj, patch); err != nil {
+		return false, fmt.Errorf("writing condition %s=%s (%s) on %s: %w", cond.Type, cond.Status, cond.Reason, client.ObjectKeyFromObject(obj), err)
+	}
+	log.FromContext(ctx).V(1).Info("wrote claim condition", "status", cond.Status, "reason", cond.Reason)
+	return true, nil
+}
+
+func setConditionOn(obj client.Object, cond metav1.Condition) (bool, error) {
+	if c, ok := obj.(Conditioned); ok {
+		conds := c.GetConditions()
+		changed := conditions.Set(&conds, cond)
+		if changed {
+			c.SetConditions(conds)
+		}
+		return changed, nil
+	}
+	conds, err := conditionsOf(obj)
+	if err != nil {
+		return false, err
+	}
+	return conditions.Set(conds, cond), nil
+}
+
+func (m *Middleware) event(obj client.Object, eventType, reason, action, note string) {
+	if m.cfg.recorder == nil {
+		return
+	}
+	m.cfg.recorder.Eventf(obj, nil, eventType, reason, action, "%s", note)
+}
+
+// sentence makes an error text a condition message: capitalized, with a
+// full stop.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	s = strings.ToUpper(s[:1]) + s[1:]
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
+}

@@ -1,0 +1,242 @@
+package claimmw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/finalizer"
+)
+
+// Defaults of the options.
+const (
+	// DefaultFinalizer is the finalizer the middleware puts on every object
+	// that names a key, so that deleting it releases its claims.
+	DefaultFinalizer = claim.Domain + "/release"
+	// DefaultParkedRequeue is how long a parked object (Parked, NotFirst,
+	// Foreign, InvalidKey) waits before it is reconciled again when no
+	// claim event wakes it earlier.
+	DefaultParkedRequeue = 5 * time.Minute
+	// DefaultWaitingRequeue is how long an object WaitingForHandover waits
+	// before it asks the gate again.
+	DefaultWaitingRequeue = 10 * time.Second
+	// EventRecorderName is the reporting controller name [FromManager]
+	// asks the manager's event recorder for.
+	EventRecorderName = "ocf-claim"
+)
+
+// KeyFunc returns the claim keys obj needs: none, one or several. An error
+// is shown as the InvalidKey condition on obj, not retried as an error.
+type KeyFunc func(ctx context.Context, obj client.Object) ([]string, error)
+
+// ParkedMode says what the middleware does with the inner reconciler while
+// the object does not hold every key.
+type ParkedMode int
+
+const (
+	// SkipInnerWhileParked does not call the inner reconciler. Default.
+	SkipInnerWhileParked ParkedMode = iota
+	// RunInnerWhileParked calls the inner reconciler with a [State] whose
+	// Granted is false, so that it can render a suspended form of what it
+	// manages. It must not act on the keys.
+	RunInnerWhileParked
+)
+
+// Conditioned is implemented by objects that give access to their status
+// conditions themselves. Objects that do not implement it need a
+// Status.Conditions field of type []metav1.Condition.
+type Conditioned interface {
+	client.Object
+	GetConditions() []metav1.Condition
+	SetConditions([]metav1.Condition)
+}
+
+// Option configures a Middleware.
+type Option func(*config)
+
+type config struct {
+	prototype     client.Object
+	client        client.Client
+	apiReader     client.Reader
+	claimer       *claim.Claimer
+	claimCfg      *claim.Config
+	claimOpts     []claim.Option
+	keys          KeyFunc
+	condType      conditions.Type
+	finalizer     string
+	parkedRequeue time.Duration
+	waitRequeue   time.Duration
+	parkedMode    ParkedMode
+	recorder      events.EventRecorder
+	metrics       bool
+	name          string
+}
+
+// For names the type of the objects the middleware reconciles, as
+// prototype (for example &v1.CamundaCluster{}). Required. The type needs a
+// Status.Conditions []metav1.Condition field or must implement
+// [Conditioned], and a status subresource.
+func For(prototype client.Object) Option { return func(c *config) { c.prototype = prototype } }
+
+// WithClient sets the client that reads the object (a cached client is
+// fine) and writes its status and finalizer. Required unless [FromManager]
+// is given.
+func WithClient(cl client.Client) Option { return func(c *config) { c.client = cl } }
+
+// WithAPIReader sets the uncached reader the claim protocol and the
+// finalizer's conflict retries read through. Required with [WithClaim]
+// unless [FromManager] is given.
+func WithAPIReader(r client.Reader) Option { return func(c *config) { c.apiReader = r } }
+
+// FromManager takes the client, the API reader and an event recorder from
+// mgr. Options given after it override what it set.
+func FromManager(mgr manager.Manager) Option {
+	return func(c *config) {
+		c.client = mgr.GetClient()
+		c.apiReader = mgr.GetAPIReader()
+		c.recorder = mgr.GetEventRecorder(EventRecorderName)
+	}
+}
+
+// WithClaimer sets a ready Claimer. Give either this or [WithClaim].
+func WithClaimer(cl *claim.Claimer) Option { return func(c *config) { c.claimer = cl } }
+
+// WithClaim builds the Claimer from cfg and opts (the backend, Liveness,
+// HandoverGate, Siblings) with the API reader and the client. Give either
+// this or [WithClaimer].
+func WithClaim(cfg claim.Config, opts ...claim.Option) Option {
+	return func(c *config) { c.claimCfg, c.claimOpts = &cfg, opts }
+}
+
+// WithKeys sets the function that computes an object's keys. Required.
+func WithKeys(f KeyFunc) Option { return func(c *config) { c.keys = f } }
+
+// WithConditionType sets the type of the claim condition. Default:
+// conditions.Claimed.
+func WithConditionType(t conditions.Type) Option { return func(c *config) { c.condType = t } }
+
+// WithFinalizer sets the finalizer name. Default: [DefaultFinalizer].
+func WithFinalizer(name string) Option { return func(c *config) { c.finalizer = name } }
+
+// WithRequeue sets how long a parked object and an object waiting for a
+// handover wait before they are reconciled again when nothing wakes them
+// earlier. Defaults: [DefaultParkedRequeue], [DefaultWaitingRequeue].
+func WithRequeue(parked, waiting time.Duration) Option {
+	return func(c *config) { c.parkedRequeue, c.waitRequeue = parked, waiting }
+}
+
+// WhileParked sets what happens to the inner reconciler while the object is
+// not granted. Default: [SkipInnerWhileParked].
+func WhileParked(m ParkedMode) Option { return func(c *config) { c.parkedMode = m } }
+
+// WithEventRecorder sets where events about claims go. nil records none.
+func WithEventRecorder(r events.EventRecorder) Option { return func(c *config) { c.recorder = r } }
+
+// WithMetrics turns the Prometheus metrics on or off. Default: on.
+func WithMetrics(on bool) Option { return func(c *config) { c.metrics = on } }
+
+// WithName sets the name the middleware's logs and metrics carry. Default:
+// the lower-case kind of the object type.
+func WithName(name string) Option { return func(c *config) { c.name = name } }
+
+// validate reports every problem of c at once and fills the defaults.
+func (c *config) validate() error {
+	var errs []error
+	if c.prototype == nil {
+		errs = append(errs, errors.New("object type: none given; pass claimmw.For(&v1.YourKind{})"))
+	} else if _, err := conditionsOf(newObject(c.prototype)); err != nil {
+		errs = append(errs, fmt.Errorf("object type %T: %w", c.prototype, err))
+	}
+	if c.client == nil {
+		errs = append(errs, errors.New("client: none given; pass claimmw.FromManager(mgr) or claimmw.WithClient"))
+	}
+	switch {
+	case c.claimer == nil && c.claimCfg == nil:
+		errs = append(errs, errors.New("claimer: none given; pass claimmw.WithClaimer or claimmw.WithClaim"))
+	case c.claimer != nil && c.claimCfg != nil:
+		errs = append(errs, errors.New("claimer: both WithClaimer and WithClaim given; pass one"))
+	case c.claimCfg != nil && c.apiReader == nil:
+		errs = append(errs, errors.New("API reader: none given for WithClaim; pass claimmw.FromManager(mgr) or claimmw.WithAPIReader"))
+	}
+	if c.keys == nil {
+		errs = append(errs, errors.New("keys: no KeyFunc given; pass claimmw.WithKeys"))
+	}
+	if c.condType == "" {
+		c.condType = conditions.Claimed
+	}
+	if c.finalizer == "" {
+		c.finalizer = DefaultFinalizer
+	}
+	if err := finalizer.ValidateName(c.finalizer); err != nil {
+		errs = append(errs, err)
+	}
+	if c.parkedRequeue == 0 {
+		c.parkedRequeue = DefaultParkedRequeue
+	}
+	if c.waitRequeue == 0 {
+		c.waitRequeue = DefaultWaitingRequeue
+	}
+	if c.parkedRequeue < 0 || c.waitRequeue < 0 {
+		errs = append(errs, fmt.Errorf("requeue: intervals must not be negative (parked %s, waiting %s)", c.parkedRequeue, c.waitRequeue))
+	}
+	if c.parkedMode != SkipInnerWhileParked && c.parkedMode != RunInnerWhileParked {
+		errs = append(errs, fmt.Errorf("parked mode: unknown value %d", c.parkedMode))
+	}
+	if c.name == "" && c.prototype != nil && c.client != nil {
+		if gvk, err := apiutil.GVKForObject(c.prototype, c.client.Scheme()); err == nil {
+			c.name = strings.ToLower(gvk.Kind)
+		} else {
+			errs = append(errs, fmt.Errorf("object type %T: %w", c.prototype, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// newObject returns a new, empty object of prototype's type.
+func newObject(prototype client.Object) client.Object {
+	t := reflect.TypeOf(prototype)
+	if t.Kind() != reflect.Pointer {
+		return prototype.DeepCopyObject().(client.Object) //nolint:forcetypeassert // a client.Object's copy is one
+	}
+	return reflect.New(t.Elem()).Interface().(client.Object) //nolint:forcetypeassert // same type as prototype
+}
+
+var conditionSliceType = reflect.TypeOf([]metav1.Condition(nil))
+
+// conditionsOf returns a pointer to obj's status conditions.
+func conditionsOf(obj client.Object) (*[]metav1.Condition, error) {
+	if c, ok := obj.(Conditioned); ok {
+		conds := c.GetConditions()
+		return &conds, nil
+	}
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, errors.New("is not a pointer to a struct and does not implement claimmw.Conditioned")
+	}
+	status := v.Elem().FieldByName("Status")
+	if status.Kind() == reflect.Pointer {
+		if status.IsNil() {
+			status.Set(reflect.New(status.Type().Elem()))
+		}
+		status = status.Elem()
+	}
+	if !status.IsValid() || status.Kind() != reflect.Struct {
+		return nil, errors.New("has no Status struct field and does not implement claimmw.Conditioned")
+	}
+	f := status.FieldByName("Conditions")
+	if !f.IsValid() || f.Type() != conditionSliceType {
+		return nil, errors.New("has no Status.Conditions []metav1.Condition field and does not implement claimmw.Conditioned")
+	}
+	return f.Addr().Interface().(*[]metav1.Condition), nil //nolint:forcetypeassert // type checked above
+}
