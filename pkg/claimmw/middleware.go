@@ -45,6 +45,10 @@ const (
 // came before it was registered as waiting.
 const missedWakeRequeue = 100 * time.Millisecond
 
+// staleReadRequeue is how soon an object whose status write met a newer
+// version is read again.
+const staleReadRequeue = 50 * time.Millisecond
+
 // Middleware is a reconcile.Reconciler that acquires an object's claim keys
 // before it calls the inner reconciler. Build it with [Wrap]. It is safe for
 // concurrent use by a controller's workers.
@@ -100,11 +104,28 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 // needs to read who holds a key.
 func (m *Middleware) Claimer() *claim.Claimer { return m.claimer }
 
+// errStaleRead marks a status write refused because the object changed since
+// it was read, most often because the cache has not yet seen the
+// middleware's own last write.
+var errStaleRead = errors.New("object changed since it was read")
+
 // Reconcile acquires the object's keys and calls the inner reconciler as
 // the package documentation describes.
 func (m *Middleware) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	logger := log.FromContext(ctx).WithName("claim")
 	ctx = log.IntoContext(ctx, logger)
+	res, err := m.reconcile(ctx, req)
+	if errors.Is(err, errStaleRead) {
+		// Not a failure: read again once the cache caught up, without the
+		// error backoff and its log line.
+		logger.V(1).Info("status write refused by its optimistic lock; reading again", "error", err.Error())
+		return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
+	}
+	return res, err
+}
+
+func (m *Middleware) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	logger := log.FromContext(ctx)
 	snap := m.track.snapshot()
 
 	obj := newObject(m.cfg.prototype)
@@ -327,6 +348,9 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 	}
 	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 	if err := m.cfg.client.Status().Patch(ctx, obj, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			err = fmt.Errorf("%w: %w", errStaleRead, err)
+		}
 		return false, fmt.Errorf("writing condition %s=%s (%s) on %s: %w", cond.Type, cond.Status, cond.Reason, client.ObjectKeyFromObject(obj), err)
 	}
 	log.FromContext(ctx).V(1).Info("wrote claim condition", "status", cond.Status, "reason", cond.Reason)

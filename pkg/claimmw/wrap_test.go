@@ -1,0 +1,93 @@
+package claimmw_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+)
+
+func TestWrapReportsEveryConfigurationProblemAtOnce(t *testing.T) {
+	noop := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })
+	keys := claimmw.WithKeys(func(context.Context, client.Object) ([]string, error) { return nil, nil })
+	claimer, err := lease.NewClaimer(env.APIReader, env.Client, claim.Config{Namespace: "claims"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		inner reconcile.Reconciler
+		opts  []claimmw.Option
+		want  []string
+	}{
+		{
+			name: "given nothing then every required option is named",
+			want: []string{"inner reconciler: nil", "object type: none given", "client: none given", "claimer: none given", "keys: no KeyFunc"},
+		},
+		{
+			name:  "given a type without status conditions then it is refused",
+			inner: noop,
+			opts:  []claimmw.Option{claimmw.For(&testcrd.Gadget{}), claimmw.WithClient(env.Client), claimmw.WithClaimer(claimer), keys},
+			want:  []string{"*testcrd.Gadget", "Status.Conditions []metav1.Condition"},
+		},
+		{
+			name:  "given both claimer options and a bad finalizer then both are named",
+			inner: noop,
+			opts: []claimmw.Option{
+				claimmw.For(&testcrd.Widget{}), claimmw.WithClient(env.Client), keys,
+				claimmw.WithClaimer(claimer), claimmw.WithClaim(claim.Config{Namespace: "claims"}, claim.WithBackend(lease.Backend)),
+				claimmw.WithFinalizer("release"),
+			},
+			want: []string{"both WithClaimer and WithClaim", "needs a domain prefix"},
+		},
+		{
+			name:  "given WithClaim without an API reader then the reader is asked for",
+			inner: noop,
+			opts:  []claimmw.Option{claimmw.For(&testcrd.Widget{}), claimmw.WithClient(env.Client), keys, claimmw.WithClaim(claim.Config{Namespace: "claims"}, claim.WithBackend(lease.Backend))},
+			want:  []string{"API reader: none given"},
+		},
+		{
+			name:  "given a negative requeue then it is refused",
+			inner: noop,
+			opts:  []claimmw.Option{claimmw.For(&testcrd.Widget{}), claimmw.WithClient(env.Client), keys, claimmw.WithClaimer(claimer), claimmw.WithRequeue(-1, 0)},
+			want:  []string{"requeue: intervals must not be negative"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mw, err := claimmw.Wrap(tc.inner, tc.opts...)
+			if err == nil {
+				t.Fatalf("Wrap succeeded: %v", mw)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestWrapAcceptsAWidget(t *testing.T) {
+	// Given the minimal options
+	claimer, err := lease.NewClaimer(env.APIReader, env.Client, claim.Config{Namespace: "claims"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// When the middleware is built twice (metrics register once)
+	for range 2 {
+		_, err := claimmw.Wrap(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }),
+			claimmw.For(&testcrd.Widget{}), claimmw.WithClient(env.Client), claimmw.WithClaimer(claimer),
+			claimmw.WithKeys(func(context.Context, client.Object) ([]string, error) { return nil, nil }))
+		// Then it builds
+		if err != nil {
+			t.Fatalf("Wrap: %v", err)
+		}
+	}
+}
