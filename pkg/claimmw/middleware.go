@@ -177,6 +177,7 @@ func (m *Middleware) reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		if !o.Granted() {
 			m.track.setHeld(req.NamespacedName, len(grants), m.metrics)
+			m.grantEvents(obj, happened)
 			return m.parked(ctx, req, obj, conditions.ForOutcome(m.cfg.condType, o, gen), &o, snap)
 		}
 		grants = append(grants, Grant{Key: o.Key, Token: o.Token})
@@ -191,13 +192,7 @@ func (m *Middleware) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if _, err := m.setCondition(ctx, obj, cond); err != nil {
 		return reconcile.Result{}, err
 	}
-	for _, o := range happened {
-		if o.Reason == claim.ReasonTakenOver {
-			m.event(obj, corev1.EventTypeNormal, EventTakenOver, actionAcquire, o.Message)
-		} else {
-			m.event(obj, corev1.EventTypeNormal, EventClaimed, actionAcquire, o.Message)
-		}
-	}
+	m.grantEvents(obj, happened)
 
 	res, err := m.inner.Reconcile(withState(ctx, State{Granted: true, Grants: grants, Condition: cond}), req)
 	if err != nil {
@@ -285,14 +280,15 @@ func (m *Middleware) parked(ctx context.Context, req reconcile.Request, obj clie
 // self's records only when the key set differs from the one the last sweep
 // of this object kept, so that a steady pass makes no request for it.
 func (m *Middleware) sweep(ctx context.Context, obj client.Object, self claim.Holder, keys []string) error {
-	prev, known := m.track.swept(obj.GetUID())
+	nn := client.ObjectKeyFromObject(obj)
+	prev, known := m.track.swept(nn, obj.GetUID())
 	if known && slices.Equal(prev, keys) {
 		return nil
 	}
 	if err := m.claimer.Release(ctx, self, keys...); err != nil {
 		return fmt.Errorf("releasing claims %s no longer names: %w", client.ObjectKeyFromObject(obj), err)
 	}
-	m.track.setSwept(obj.GetUID(), keys)
+	m.track.setSwept(nn, obj.GetUID(), keys)
 	var released []string
 	for _, k := range prev {
 		if !slices.Contains(keys, k) {
@@ -325,12 +321,11 @@ func (m *Middleware) finalize(ctx context.Context, req reconcile.Request, obj cl
 		m.event(obj, corev1.EventTypeNormal, EventReleased, actionRelease, "Released every claim before deletion.")
 	}
 	m.forget(req)
-	m.track.forgetSwept(obj.GetUID())
 	return res, nil
 }
 
 func (m *Middleware) forget(req reconcile.Request) {
-	m.track.stopWaiting(req.NamespacedName)
+	m.track.forget(req.NamespacedName)
 	m.track.setHeld(req.NamespacedName, 0, m.metrics)
 }
 
@@ -371,6 +366,17 @@ func setConditionOn(obj client.Object, cond metav1.Condition) (bool, error) {
 		return false, err
 	}
 	return conditions.Set(conds, cond), nil
+}
+
+// grantEvents records the grants of this pass that changed something.
+func (m *Middleware) grantEvents(obj client.Object, happened []claim.Outcome) {
+	for _, o := range happened {
+		if o.Reason == claim.ReasonTakenOver {
+			m.event(obj, corev1.EventTypeNormal, EventTakenOver, actionAcquire, o.Message)
+		} else {
+			m.event(obj, corev1.EventTypeNormal, EventClaimed, actionAcquire, o.Message)
+		}
+	}
 }
 
 func (m *Middleware) event(obj client.Object, eventType, reason, action, note string) {

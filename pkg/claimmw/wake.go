@@ -37,7 +37,7 @@ type tracker struct {
 	waiters   map[types.NamespacedName]map[types.NamespacedName]struct{}
 	handover  map[types.NamespacedName]struct{} // objects WaitingForHandover
 
-	sweptKeys map[types.UID][]string
+	sweptKeys map[types.NamespacedName]sweptEntry
 	held      map[types.NamespacedName]int
 	heldTotal int
 }
@@ -48,7 +48,7 @@ func newTracker() *tracker {
 		waitingOn: map[types.NamespacedName]types.NamespacedName{},
 		waiters:   map[types.NamespacedName]map[types.NamespacedName]struct{}{},
 		handover:  map[types.NamespacedName]struct{}{},
-		sweptKeys: map[types.UID][]string{},
+		sweptKeys: map[types.NamespacedName]sweptEntry{},
 		held:      map[types.NamespacedName]int{},
 	}
 }
@@ -142,23 +142,35 @@ func (t *tracker) handoverChanged() []reconcile.Request {
 	return reqs
 }
 
-func (t *tracker) swept(uid types.UID) ([]string, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	keys, ok := t.sweptKeys[uid]
-	return keys, ok
+// sweptEntry is the key set the last successful sweep of an object kept.
+// The UID tells a recreated object of the same name from the old one.
+type sweptEntry struct {
+	uid  types.UID
+	keys []string
 }
 
-func (t *tracker) setSwept(uid types.UID, keys []string) {
+func (t *tracker) swept(obj types.NamespacedName, uid types.UID) ([]string, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.sweptKeys[uid] = keys
+	e, ok := t.sweptKeys[obj]
+	if !ok || e.uid != uid {
+		return nil, false
+	}
+	return e.keys, true
 }
 
-func (t *tracker) forgetSwept(uid types.UID) {
+func (t *tracker) setSwept(obj types.NamespacedName, uid types.UID, keys []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.sweptKeys, uid)
+	t.sweptKeys[obj] = sweptEntry{uid: uid, keys: keys}
+}
+
+// forget drops everything remembered about obj.
+func (t *tracker) forget(obj types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.unwaitLocked(obj)
+	delete(t.sweptKeys, obj)
 }
 
 // setHeld records how many keys obj holds and updates the gauge.
