@@ -18,7 +18,8 @@ type LabelsFunc func(key string, previous claim.Holder) map[string]string
 
 // PodsGone is the common HandoverGate: it stays closed while a pod labelled
 // by labelsFor as belonging to the previous holder still runs in the
-// previous holder's namespace. A pod counts as running until it reaches
+// previous holder's namespace (every namespace for a cluster-scoped
+// holder). A pod counts as running until it reaches
 // phase Succeeded or Failed; a pending pod may still start. Read pods
 // through an uncached reader, or through the manager's cache when the pods
 // are watched anyway (the gate only delays a takeover, and Create still
