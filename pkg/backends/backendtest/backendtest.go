@@ -366,8 +366,9 @@ func (b countingBackend) Delete(ctx context.Context, prev claim.Record) error {
 	return b.Backend.Delete(ctx, prev)
 }
 
-// countingClient counts every object write a backend makes through the
-// writer, so a backend that writes while reading is caught too.
+// countingClient counts every write a backend makes through the writer's
+// object API (subresource writes are not counted), so a backend that writes
+// while reading is caught too.
 type countingClient struct {
 	client.Client
 	n *atomic.Int64
