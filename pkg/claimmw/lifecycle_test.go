@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -190,7 +191,7 @@ func TestDeletingAWidgetWhoseSweepFailsKeepsTheFinalizerUntilTheCauseIsFixed(t *
 	if err != nil {
 		t.Fatalf("a after failed sweeps: %v", err)
 	}
-	if a.DeletionTimestamp == nil || !containsString(a.Finalizers, claimmw.DefaultFinalizer) {
+	if a.DeletionTimestamp == nil || !slices.Contains(a.Finalizers, claimmw.DefaultFinalizer) {
 		t.Fatalf("a after failed sweeps: deletion %v, finalizers %v; want being deleted with %s", a.DeletionTimestamp, a.Finalizers, claimmw.DefaultFinalizer)
 	}
 	if !f.leaseExists(t, "k") {
@@ -271,13 +272,4 @@ func TestKeysThatCannotBeUsedGiveClearConditions(t *testing.T) {
 			}
 		})
 	}
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
