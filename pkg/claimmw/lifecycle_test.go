@@ -273,3 +273,28 @@ func TestKeysThatCannotBeUsedGiveClearConditions(t *testing.T) {
 		})
 	}
 }
+
+func TestAForeignRecordBlocksUntilAPersonRemovesIt(t *testing.T) {
+	f := start(t, setup{})
+	ctx := context.Background()
+	c := direct(t)
+	// Given a Lease under k's record name that the claim did not write
+	foreign := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.mw.Claimer().Config().RecordName("k")}}
+	if err := c.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	// When a names k
+	f.createWidget(t, "a", "k")
+	// Then a is blocked with Foreign, naming the Lease, and its inner never ran
+	cond := f.waitForReason(t, "a", conditions.ReasonForeign, 10*time.Second)
+	mustContain(t, "a's message", cond.Message, `"k"`, foreign.Name)
+	if n := len(f.inner.callsOf("a")); n != 0 {
+		t.Errorf("inner ran %d times for the blocked a", n)
+	}
+	// When a person deletes the foreign Lease
+	if err := c.Delete(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	// Then a is woken and claims k within seconds
+	f.waitForReason(t, "a", conditions.ReasonClaimed, wakeWithin)
+}
