@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -174,6 +175,9 @@ func (c *config) validate() error {
 	}
 	if c.condType == "" {
 		c.condType = conditions.Claimed
+	}
+	for _, msg := range validation.IsQualifiedName(string(c.condType)) {
+		errs = append(errs, fmt.Errorf("condition type %q: %s", c.condType, msg))
 	}
 	if c.finalizer == "" {
 		c.finalizer = DefaultFinalizer

@@ -38,14 +38,14 @@ func TestWrapReportsEveryConfigurationProblemAtOnce(t *testing.T) {
 			want:  []string{"*testcrd.Gadget", "Status.Conditions []metav1.Condition"},
 		},
 		{
-			name:  "given both claimer options and a bad finalizer then both are named",
+			name:  "given both claimer options, a bad finalizer and a bad condition type then all are named",
 			inner: noop,
 			opts: []claimmw.Option{
 				claimmw.For(&testcrd.Widget{}), claimmw.WithClient(env.Client), keys,
 				claimmw.WithClaimer(claimer), claimmw.WithClaim(claim.Config{Namespace: "claims"}, claim.WithBackend(lease.Backend)),
-				claimmw.WithFinalizer("release"),
+				claimmw.WithFinalizer("release"), claimmw.WithConditionType("Claimed now"),
 			},
-			want: []string{"both WithClaimer and WithClaim", "needs a domain prefix"},
+			want: []string{"both WithClaimer and WithClaim", "needs a domain prefix", `condition type "Claimed now"`},
 		},
 		{
 			name:  "given WithClaim without an API reader then the reader is asked for",
