@@ -240,7 +240,11 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 			return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: asking the handover gate about %s (it keeps the claim): %w", key, current, err)
 		}
 	}
-	switch afterLiveness(alive, open) {
+	pending := rec.Successor != nil && rec.Successor.Is(self)
+	if alive && pending {
+		detail = "a planned handover to it is prepared and waits for the commit"
+	}
+	switch afterLiveness(alive, open, pending) {
 	case stepPark:
 		return c.outcome(Outcome{Reason: ReasonHeldElsewhere, Key: key, Holder: current, Record: rec}), true, nil
 	case stepWait:

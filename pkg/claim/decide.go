@@ -46,9 +46,13 @@ const (
 )
 
 // afterLiveness decides between park, wait and takeover. gateOpen is only
-// meaningful when alive is false.
-func afterLiveness(alive, gateOpen bool) step {
+// meaningful when alive is false. successorIsSelf says a planned handover to
+// self is prepared: self waits for the holder's commit while the holder
+// lives, and is never granted before it.
+func afterLiveness(alive, gateOpen, successorIsSelf bool) step {
 	switch {
+	case alive && successorIsSelf:
+		return stepWait
 	case alive:
 		return stepPark
 	case !gateOpen:

@@ -40,17 +40,23 @@ func TestJudge(t *testing.T) {
 
 func TestAfterLiveness(t *testing.T) {
 	tests := []struct {
-		alive, open bool
-		want        step
+		alive, open, successor bool
+		want                   step
 	}{
 		{alive: true, open: true, want: stepPark},
 		{alive: true, open: false, want: stepPark},
 		{alive: false, open: false, want: stepWait},
 		{alive: false, open: true, want: stepTakeOver},
+		// A prepared successor waits for the commit while the holder lives.
+		{alive: true, open: true, successor: true, want: stepWait},
+		// A holder that died after preparing never commits: the successor
+		// takes over like anyone else, through the gate.
+		{alive: false, open: false, successor: true, want: stepWait},
+		{alive: false, open: true, successor: true, want: stepTakeOver},
 	}
 	for _, tt := range tests {
-		if got := afterLiveness(tt.alive, tt.open); got != tt.want {
-			t.Errorf("afterLiveness(alive=%v, open=%v) = %v, want %v", tt.alive, tt.open, got, tt.want)
+		if got := afterLiveness(tt.alive, tt.open, tt.successor); got != tt.want {
+			t.Errorf("afterLiveness(alive=%v, open=%v, successor=%v) = %v, want %v", tt.alive, tt.open, tt.successor, got, tt.want)
 		}
 	}
 }

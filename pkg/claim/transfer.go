@@ -1,0 +1,154 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Errors of a planned handover.
+var (
+	// ErrNotHolder marks a transfer step asked of a holder that does not
+	// hold the key.
+	ErrNotHolder = errors.New("not the holder of the claim")
+	// ErrNotPrepared marks a Commit whose record is not as Prepare left it:
+	// another successor, none at all, or another holder.
+	ErrNotPrepared = errors.New("claim handover not prepared")
+)
+
+// Prepare records successor as the pending successor of key, which self
+// holds. The holder does not change and no token is issued; Acquire by the
+// successor reports ReasonWaitingForHandover until Commit. Prepare again with
+// the same successor writes nothing; with another successor it replaces the
+// first. It fails with ErrNotHolder when self does not hold key.
+func (c *Claimer) Prepare(ctx context.Context, key string, self, successor Holder) (Outcome, error) {
+	key, rec, err := c.readHeld(ctx, "preparing handover of", key, self)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if err := successor.validate(); err != nil {
+		return Outcome{}, fmt.Errorf("preparing handover of claim %q: successor: %w", key, err)
+	}
+	if successor.Is(self) {
+		return Outcome{}, fmt.Errorf("preparing handover of claim %q: %w: successor %s is the holder itself", key, ErrInvalidHolder, successor)
+	}
+	held := Outcome{Reason: ReasonHeld, Key: key, Holder: self, Token: rec.Token, Record: rec}
+	if rec.Successor != nil && rec.Successor.Is(successor) {
+		return c.outcome(held), nil
+	}
+	next := rec.claimFields()
+	next.Successor = &successor
+	got, err := c.backend.Update(ctx, rec, next)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("preparing handover of claim %q to %s: %w", key, successor, err)
+	}
+	held.Record = got
+	return c.outcome(held), nil
+}
+
+// Commit makes the successor prepared for key the holder, with a new token
+// greater than self's, provided the record is still as Prepare left it. A
+// Commit retried after a lost response finds the successor holding the key
+// and reports the same grant again without a write. The returned Outcome is
+// the successor's grant (ReasonTakenOver, Previous self).
+//
+// It fails with ErrNotPrepared when no successor (or another holder) is
+// recorded, and with an error wrapping ErrConflict when the record changed
+// between the read and the write; re-reading decides.
+func (c *Claimer) Commit(ctx context.Context, key string, self, successor Holder) (Outcome, error) {
+	key, err := c.NormalizeKey(key)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("committing handover: %w", err)
+	}
+	rec, err := c.backend.Get(ctx, key)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("committing handover of claim %q: reading record: %w", key, err)
+	}
+	switch {
+	case rec.Ours() && rec.Holder.Is(successor) && rec.Successor == nil:
+		// Our earlier Commit landed and its answer was lost.
+		return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: successor, Previous: self, Token: rec.Token, Record: rec}), nil
+	case !rec.Ours() || !rec.Holder.Is(self):
+		return Outcome{}, fmt.Errorf("committing handover of claim %q: %w: it is held by %s", key, ErrNotHolder, describeHolder(rec))
+	case rec.Successor == nil || !rec.Successor.Is(successor):
+		return Outcome{}, fmt.Errorf("committing handover of claim %q to %s: %w: pending successor is %s", key, successor, ErrNotPrepared, describeSuccessor(rec))
+	}
+	next := Record{Key: key, Holder: *rec.Successor, AcquireTime: c.clock.Now(), Transitions: rec.Transitions + 1}
+	got, err := c.backend.Update(ctx, rec, next)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("committing handover of claim %q to %s: %w", key, successor, err)
+	}
+	return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: next.Holder, Previous: self, Token: got.Token, Record: got}), nil
+}
+
+// Abort clears the pending successor of key, which self holds. Aborting when
+// nothing is pending writes nothing. After a Commit it fails with
+// ErrNotHolder: the successor holds the key and the handover cannot be
+// undone.
+func (c *Claimer) Abort(ctx context.Context, key string, self Holder) error {
+	key, err := c.NormalizeKey(key)
+	if err != nil {
+		return fmt.Errorf("aborting handover: %w", err)
+	}
+	rec, err := c.backend.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("aborting handover of claim %q: reading record: %w", key, err)
+	}
+	if !rec.Ours() || !rec.Holder.Is(self) {
+		return fmt.Errorf("aborting handover of claim %q: %w: it is held by %s", key, ErrNotHolder, describeHolder(rec))
+	}
+	if rec.Successor == nil {
+		return nil
+	}
+	next := rec.claimFields()
+	next.Successor = nil
+	if _, err := c.backend.Update(ctx, rec, next); err != nil {
+		return fmt.Errorf("aborting handover of claim %q: %w", key, err)
+	}
+	return nil
+}
+
+// readHeld reads key's record and checks self holds it.
+func (c *Claimer) readHeld(ctx context.Context, verb, key string, self Holder) (string, Record, error) {
+	key, err := c.NormalizeKey(key)
+	if err != nil {
+		return "", Record{}, fmt.Errorf("%s claim: %w", verb, err)
+	}
+	if err := self.validate(); err != nil {
+		return "", Record{}, fmt.Errorf("%s claim %q: %w", verb, key, err)
+	}
+	rec, err := c.backend.Get(ctx, key)
+	if err != nil {
+		return "", Record{}, fmt.Errorf("%s claim %q: reading record: %w", verb, key, err)
+	}
+	if !rec.Ours() || !rec.Holder.Is(self) {
+		return "", Record{}, fmt.Errorf("%s claim %q: %w: it is held by %s", verb, key, ErrNotHolder, describeHolder(rec))
+	}
+	return key, rec, nil
+}
+
+// claimFields returns the claim fields of rec, for a write that keeps the
+// grant: the token is passed on so the grant keeps it.
+func (r Record) claimFields() Record {
+	return Record{
+		Key: r.Key, Holder: r.Holder, Successor: r.Successor, Token: r.Token,
+		AcquireTime: r.AcquireTime, RenewTime: r.RenewTime, Transitions: r.Transitions,
+	}
+}
+
+func describeHolder(rec Record) string {
+	switch {
+	case !rec.Exists:
+		return "nobody"
+	case rec.Foreign != "":
+		return "a foreign record (" + rec.Foreign + ")"
+	}
+	return rec.Holder.String()
+}
+
+func describeSuccessor(rec Record) string {
+	if rec.Successor == nil {
+		return "none"
+	}
+	return rec.Successor.String()
+}
