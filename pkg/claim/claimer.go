@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/client-go/discovery"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -39,6 +40,7 @@ type options struct {
 	siblings Siblings
 	clock    clock.PassiveClock
 	message  MessageFunc
+	server   discovery.ServerVersionInterface
 }
 
 // WithBackend names where records are stored, for example lease.Backend.
@@ -91,6 +93,14 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.server != nil {
+		info, err := o.server.ServerVersion()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("asking the API server its version: %w", err))
+		} else if err := checkComparableVersions(info); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("configuring claimer: %w", errors.Join(errs...))
@@ -229,7 +239,13 @@ func (c *Claimer) create(ctx context.Context, key string, self Holder, rec Recor
 // over with one write fenced on rec's UID and version.
 func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Record) (Outcome, bool, error) {
 	current := rec.Holder
-	alive, err := c.liveness.Alive(ctx, key, current)
+	var alive bool
+	var err error
+	if rl, ok := c.liveness.(RecordLiveness); ok {
+		alive, err = rl.AliveRecord(ctx, rec)
+	} else {
+		alive, err = c.liveness.Alive(ctx, key, current)
+	}
 	if err != nil {
 		return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: judging liveness of holder %s (it keeps the claim): %w", key, current, err)
 	}

@@ -1,0 +1,231 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+)
+
+var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// eventually polls cond until it holds or a real-time limit passes. Time in
+// the protocol moves only through fake clocks; this waits for goroutines.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func expiryClaimer(t *testing.T, ns string, clk *clocktesting.FakeClock, d time.Duration) *claim.Claimer {
+	t.Helper()
+	e, err := claim.NewExpiry(d, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newClaimer(t, ns, nil, nil, claim.WithLiveness(e), claim.WithClock(clk))
+}
+
+func TestTimeBasedLivenessTakesOverOnlyAfterTheDuration(t *testing.T) {
+	ctx, ns := context.Background(), env.Namespace(t)
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	clk := clocktesting.NewFakeClock(epoch)
+	ca := newClaimer(t, ns, nil, nil, claim.WithClock(clk))
+	acquire(t, ca, key, a)
+	cb := expiryClaimer(t, ns, clk, 30*time.Second)
+
+	// Given b first sees a's record now
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+	// When 29 s pass without a renewal
+	clk.Step(29 * time.Second)
+	// Then a is still alive
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+	// When a renews, the duration starts again from b's sight of it
+	if _, err := ca.Renew(ctx, key, a); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(2 * time.Second)
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+	clk.Step(29 * time.Second)
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+	// When a full duration passes without a change
+	clk.Step(time.Second)
+	// Then b takes over
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonTakenOver)
+}
+
+func TestTimeBasedLivenessIgnoresTheRemoteRenewTime(t *testing.T) {
+	ns := env.Namespace(t)
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	// Given a holder whose clock is an hour behind, so its renewTime looks an
+	// hour old to everyone else (equally: b's wall clock jumped an hour ahead)
+	behind := clocktesting.NewFakeClock(epoch.Add(-time.Hour))
+	ca := newClaimer(t, ns, nil, nil, claim.WithClock(behind))
+	acquire(t, ca, key, a)
+	if _, err := ca.Renew(context.Background(), key, a); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(epoch)
+	cb := expiryClaimer(t, ns, clk, 30*time.Second)
+	// When b judges a within the duration of first seeing the record
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+	clk.Step(20 * time.Second)
+	// Then a is alive: only b's own observation counts
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+}
+
+func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
+	ns := env.Namespace(t)
+	a := holder(t, ns, "a")
+	clk := clocktesting.NewFakeClock(epoch)
+	// Given renewals that can be made to fail or to hang
+	var mode atomicMode
+	release := make(chan struct{})
+	writer, _ := env.NewClient()
+	flaky := interceptor.NewClient(writer, interceptor.Funcs{
+		Update: func(ctx context.Context, w client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			switch mode.get() {
+			case "fail":
+				return errors.New("apiserver unavailable")
+			case "hang":
+				<-release
+				return errors.New("request hung")
+			}
+			return w.Update(ctx, obj, opts...)
+		},
+	})
+	c := newClaimer(t, ns, nil, flaky, claim.WithClock(clk))
+	acquire(t, c, key, a)
+	k, err := claim.NewKeeper(c, claim.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("given renewals succeed then the holder keeps acting", func(t *testing.T) {
+		held, stop := k.Hold(context.Background(), key, a)
+		defer stop()
+		before := leaseOf(t, c, key).ResourceVersion
+		clk.Step(5 * time.Second)
+		eventually(t, "a renewal", func() bool { return leaseOf(t, c, key).ResourceVersion != before })
+		clk.Step(5 * time.Second)
+		if held.Err() != nil {
+			t.Fatalf("hold ended while renewing: %v", context.Cause(held))
+		}
+	})
+	t.Run("given renewals fail then the holder stops at the deadline", func(t *testing.T) {
+		mode.set("")
+		held, stop := k.Hold(context.Background(), key, a)
+		defer stop()
+		before := leaseOf(t, c, key).ResourceVersion
+		clk.Step(5 * time.Second)
+		eventually(t, "a renewal", func() bool { return leaseOf(t, c, key).ResourceVersion != before })
+		mode.set("fail")
+		for range 3 {
+			clk.Step(5 * time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if held.Err() != nil {
+			t.Fatalf("hold ended %v before the deadline: %v", 15*time.Second, context.Cause(held))
+		}
+		clk.Step(5 * time.Second)
+		eventually(t, "the hold to end", func() bool { return held.Err() != nil })
+		if !errors.Is(context.Cause(held), claim.ErrRenewDeadline) {
+			t.Fatalf("cause = %v, want ErrRenewDeadline", context.Cause(held))
+		}
+	})
+	t.Run("given a renewal hangs then the holder still stops at the deadline", func(t *testing.T) {
+		mode.set("hang")
+		defer close(release)
+		held, stop := k.Hold(context.Background(), key, a)
+		defer stop()
+		clk.Step(5 * time.Second)
+		for range 3 {
+			clk.Step(5 * time.Second)
+		}
+		eventually(t, "the hold to end while a renewal hangs", func() bool { return held.Err() != nil })
+		if !errors.Is(context.Cause(held), claim.ErrRenewDeadline) {
+			t.Fatalf("cause = %v, want ErrRenewDeadline", context.Cause(held))
+		}
+	})
+	t.Run("given the claim was lost then the holder stops at once", func(t *testing.T) {
+		mode.set("")
+		held, stop := k.Hold(context.Background(), key, a)
+		defer stop()
+		if err := c.Release(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(5 * time.Second)
+		eventually(t, "the hold to end", func() bool { return held.Err() != nil })
+		if !errors.Is(context.Cause(held), claim.ErrNotHolder) {
+			t.Fatalf("cause = %v, want ErrNotHolder", context.Cause(held))
+		}
+	})
+}
+
+func TestWatchStreamsTheRecord(t *testing.T) {
+	ns := env.Namespace(t)
+	a := holder(t, ns, "a")
+	c := newClaimer(t, ns, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := c.Watch(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() claim.Record {
+		t.Helper()
+		select {
+		case r := <-ch:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("no record from the watch")
+		}
+		return claim.Record{}
+	}
+	// Given a free key, the watch sends its absence first
+	if r := next(); r.Exists {
+		t.Fatalf("first record %+v, want absent", r)
+	}
+	// When a acquires, the watch sends a's record
+	acquire(t, c, key, a)
+	if r := next(); !r.Ours() || !r.Holder.Is(a) {
+		t.Fatalf("record after acquire: %+v", r)
+	}
+	// When a releases, the watch sends the deletion
+	if err := c.Release(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	if r := next(); r.Exists {
+		t.Fatalf("record after release: %+v", r)
+	}
+	// And the channel closes when ctx ends
+	cancel()
+	for range ch {
+	}
+}
+
+type atomicMode struct{ v atomicString }
+
+func (m *atomicMode) get() string  { return m.v.Load() }
+func (m *atomicMode) set(s string) { m.v.Store(s) }
+
+type atomicString struct{ p atomic.Pointer[string] }
+
+func (a *atomicString) Load() string {
+	if s := a.p.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
+func (a *atomicString) Store(s string) { a.p.Store(&s) }

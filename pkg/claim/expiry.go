@@ -1,0 +1,201 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// RecordLiveness is a Liveness that judges from the record itself rather
+// than from the holder object. A Claimer asks AliveRecord instead of Alive
+// when its Liveness implements it.
+type RecordLiveness interface {
+	AliveRecord(ctx context.Context, rec Record) (bool, error)
+}
+
+// Expiry is a time-based Liveness for holders that are processes, or that
+// may hang without disappearing: a holder is dead once its record has not
+// changed for the lease duration.
+//
+// It judges the client-go way: from the local clock's time at which this
+// process last saw the record change (a new version or a new holder), never by
+// comparing the record's renewTime, written by another machine's clock, with
+// the local clock. So a holder whose clock is skewed is not taken over early,
+// and a fresh process waits a whole duration before it takes over anything,
+// since it has never seen the record change. With the real clock the
+// comparison uses Go's monotonic clock, which a wall-clock jump does not move.
+//
+// Holders renew their records with [Claimer.Renew], or with a [Keeper].
+type Expiry struct {
+	duration time.Duration
+	clock    clock.PassiveClock
+
+	mu   sync.Mutex
+	seen map[string]observation
+}
+
+type observation struct {
+	holder  types.UID
+	version string
+	at      time.Time
+}
+
+// NewExpiry returns an Expiry with the given lease duration, on clk (the real
+// clock when nil). The duration must be positive.
+func NewExpiry(duration time.Duration, clk clock.PassiveClock) (*Expiry, error) {
+	if duration <= 0 {
+		return nil, fmt.Errorf("configuring expiry: duration %v is not positive", duration)
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Expiry{duration: duration, clock: clk, seen: map[string]observation{}}, nil
+}
+
+// Alive cannot judge without the record and keeps the holder alive; a
+// Claimer calls AliveRecord.
+func (e *Expiry) Alive(context.Context, string, Holder) (bool, error) { return true, nil }
+
+// AliveRecord reports whether rec changed within the lease duration, as seen
+// by this process.
+func (e *Expiry) AliveRecord(_ context.Context, rec Record) (bool, error) {
+	now := e.clock.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	last, ok := e.seen[rec.Key]
+	if !ok || last.holder != rec.Holder.UID || last.version != rec.Version {
+		e.seen[rec.Key] = observation{holder: rec.Holder.UID, version: rec.Version, at: now}
+		return true, nil
+	}
+	return now.Sub(last.at) < e.duration, nil
+}
+
+// Renew records that self, which holds key, is still alive: one write that
+// keeps the grant and its token. It fails with ErrNotHolder when self no
+// longer holds key, and with an error wrapping ErrConflict when the record
+// changed between the read and the write.
+func (c *Claimer) Renew(ctx context.Context, key string, self Holder) (Outcome, error) {
+	key, rec, err := c.readHeld(ctx, "renewing", key, self)
+	if err != nil {
+		return Outcome{}, err
+	}
+	next := rec.claimFields()
+	next.RenewTime = c.clock.Now()
+	got, err := c.backend.Update(ctx, rec, next)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("renewing claim %q: %w", key, err)
+	}
+	return c.outcome(Outcome{Reason: ReasonHeld, Key: key, Holder: self, Token: got.Token, Record: got}), nil
+}
+
+// ErrRenewDeadline is the cause of a Keeper's context when the holder could
+// not renew its claim before its renew deadline: it must stop acting, as
+// another process may judge it dead soon.
+var ErrRenewDeadline = errors.New("claim not renewed before the renew deadline")
+
+// KeeperConfig times a Keeper. RenewEvery < RenewDeadline < Duration, where
+// Duration is the lease duration the contenders' Expiry uses.
+type KeeperConfig struct {
+	Duration      time.Duration
+	RenewEvery    time.Duration
+	RenewDeadline time.Duration
+	// Clock drives the renew ticker and the deadline. Default: the real one.
+	Clock clock.WithTicker
+}
+
+// Keeper keeps time-bound claims alive and tells the holder when to stop
+// acting.
+type Keeper struct {
+	claimer *Claimer
+	cfg     KeeperConfig
+}
+
+// NewKeeper validates cfg and returns a Keeper renewing through c.
+func NewKeeper(c *Claimer, cfg KeeperConfig) (*Keeper, error) {
+	var errs []error
+	if c == nil {
+		errs = append(errs, errors.New("claimer: nil"))
+	}
+	if !(0 < cfg.RenewEvery && cfg.RenewEvery < cfg.RenewDeadline && cfg.RenewDeadline < cfg.Duration) {
+		errs = append(errs, fmt.Errorf("timings: want 0 < RenewEvery (%v) < RenewDeadline (%v) < Duration (%v)", cfg.RenewEvery, cfg.RenewDeadline, cfg.Duration))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("configuring keeper: %w", errors.Join(errs...))
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Keeper{claimer: c, cfg: cfg}, nil
+}
+
+// Hold renews self's claim on key every RenewEvery until stop is called or
+// ctx ends, and returns a context for the work the claim guards. That
+// context is cancelled, with cause ErrRenewDeadline, once RenewDeadline has
+// passed since the last successful renewal was sent (counted from the call
+// to Hold), also while a renewal hangs; and at once, with a cause wrapping
+// ErrNotHolder, when a renewal finds that self lost the claim. The caller
+// must have been granted key just before calling Hold.
+func (k *Keeper) Hold(ctx context.Context, key string, self Holder) (held context.Context, stop func()) {
+	held, cancel := context.WithCancelCause(ctx)
+	clk := k.cfg.Clock
+	ticker := clk.NewTicker(k.cfg.RenewEvery)
+	deadline := clk.NewTimer(k.cfg.RenewDeadline)
+	done := make(chan struct{})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			close(done)
+			cancel(context.Canceled)
+		})
+	}
+	type result struct {
+		sent time.Time
+		err  error
+	}
+	results := make(chan result, 1)
+	go func() {
+		defer ticker.Stop()
+		defer deadline.Stop()
+		inflight := false
+		for {
+			select {
+			case <-done:
+				return
+			case <-held.Done():
+				return
+			case <-deadline.C():
+				cancel(fmt.Errorf("%w: key %q, holder %s", ErrRenewDeadline, key, self))
+				return
+			case <-ticker.C():
+				if inflight {
+					// A renewal that hangs must not pile up more; the
+					// deadline timer ends the hold if it never returns.
+					continue
+				}
+				inflight = true
+				sent := clk.Now()
+				go func() {
+					_, err := k.claimer.Renew(held, key, self)
+					results <- result{sent: sent, err: err}
+				}()
+			case r := <-results:
+				inflight = false
+				switch {
+				case r.err == nil:
+					// Count from when the renewal was sent: contenders
+					// saw the record change no earlier than that.
+					deadline.Reset(k.cfg.RenewDeadline - clk.Since(r.sent))
+				case errors.Is(r.err, ErrNotHolder):
+					cancel(r.err)
+					return
+				}
+			}
+		}
+	}()
+	return held, stop
+}
