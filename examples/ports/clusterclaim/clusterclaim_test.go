@@ -1,0 +1,371 @@
+package clusterclaim_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/examples/ports/clusterclaim"
+	"github.com/ocf-claim/claim/examples/ports/internal/portapi"
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+var env *envtest.Env
+
+// TestMain installs Backup and Restore but not Export: Export stands for an
+// optional kind the API server does not serve.
+func TestMain(m *testing.M) {
+	envtest.Main(m, &env, envtest.Options{
+		AddToScheme: []func(*runtime.Scheme) error{portapi.AddToScheme},
+		CRDs:        []*apiextensionsv1.CustomResourceDefinition{portapi.BackupCRD(), portapi.RestoreCRD()},
+	})
+}
+
+const cluster = "camunda"
+
+// fixture is the ported operator in one namespace: a Claimer shared by the
+// Backup and Restore middlewares.
+type fixture struct {
+	ns      string
+	client  client.Client
+	backups *claimmw.Middleware
+	restore *claimmw.Middleware
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	c, err := env.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimer, err := clusterclaim.NewClaimer(env.APIReader, env.APIReader, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{ns: env.Namespace(t), client: c}
+	noop := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })
+	for _, mw := range []struct {
+		into  **claimmw.Middleware
+		proto client.Object
+	}{{&f.backups, &portapi.Backup{}}, {&f.restore, &portapi.Restore{}}} {
+		opts := append(clusterclaim.Options(claimer, mw.proto), claimmw.WithClient(c), claimmw.WithAPIReader(env.APIReader), claimmw.WithMetrics(false))
+		if *mw.into, err = claimmw.Wrap(noop, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func (f *fixture) key() string { return clusterclaim.Key(f.ns, cluster) }
+
+// backup creates a Backup of cluster and gives it status.
+func (f *fixture) backup(t *testing.T, name string, status portapi.JobStatus) *portapi.Backup {
+	t.Helper()
+	b := &portapi.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Spec: portapi.JobSpec{Cluster: cluster}}
+	f.create(t, b, func() { b.Status = status })
+	return b
+}
+
+func (f *fixture) restoreOf(t *testing.T, name string, status portapi.JobStatus) *portapi.Restore {
+	t.Helper()
+	r := &portapi.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Spec: portapi.JobSpec{Cluster: cluster}}
+	f.create(t, r, func() { r.Status = status })
+	return r
+}
+
+func (f *fixture) create(t *testing.T, obj client.Object, setStatus func()) {
+	t.Helper()
+	if err := f.client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %s: %v", obj.GetName(), err)
+	}
+	setStatus()
+	if err := f.client.Status().Update(context.Background(), obj); err != nil {
+		t.Fatalf("writing the status of %s: %v", obj.GetName(), err)
+	}
+}
+
+// reconcile runs one pass of obj's middleware and returns the result and
+// the claim condition as the API server has it.
+func (f *fixture) reconcile(t *testing.T, obj client.Object) (reconcile.Result, metav1.Condition) {
+	t.Helper()
+	mw := f.restore
+	if _, ok := obj.(*portapi.Backup); ok {
+		mw = f.backups
+	}
+	res, err := mw.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+	if err != nil {
+		t.Fatalf("reconciling %s: %v", obj.GetName(), err)
+	}
+	got := obj.DeepCopyObject().(client.Object)
+	if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(obj), got); err != nil {
+		t.Fatal(err)
+	}
+	var conds []metav1.Condition
+	switch o := got.(type) {
+	case *portapi.Backup:
+		conds = o.Status.Conditions
+	case *portapi.Restore:
+		conds = o.Status.Conditions
+	}
+	cond := meta.FindStatusCondition(conds, string(conditions.Claimed))
+	if cond == nil {
+		t.Fatalf("%s has no claim condition", obj.GetName())
+	}
+	return res, *cond
+}
+
+func (f *fixture) lease(t *testing.T) (*coordinationv1.Lease, bool) {
+	t.Helper()
+	var l coordinationv1.Lease
+	ref := types.NamespacedName{Namespace: f.ns, Name: claim.HashName(clusterclaim.LeasePrefix, f.key())}
+	err := env.APIReader.Get(context.Background(), ref, &l)
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &l, true
+}
+
+// legacyLease writes the cluster's Lease as the hand-written claim did: in
+// the cluster's namespace, its prefix and annotations, kind but no
+// apiVersion, a label by holder UID.
+func (f *fixture) legacyLease(t *testing.T, kind, name string, uid types.UID) *coordinationv1.Lease {
+	t.Helper()
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: f.ns,
+			Name:      claim.HashName(clusterclaim.LeasePrefix, f.key()),
+			Labels:    map[string]string{clusterclaim.HolderUIDLabel: string(uid)},
+			Annotations: map[string]string{
+				clusterclaim.KeyAnnotation:             f.key(),
+				clusterclaim.HolderKindAnnotation:      kind,
+				clusterclaim.HolderNamespaceAnnotation: f.ns,
+				clusterclaim.HolderNameAnnotation:      name,
+				clusterclaim.HolderUIDAnnotation:       string(uid),
+			},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(kind + "/" + name)},
+	}
+	if err := env.Client.Create(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func wantCondition(t *testing.T, who string, got metav1.Condition, reason conditions.Reason, mentions ...string) {
+	t.Helper()
+	if got.Reason != string(reason) {
+		t.Fatalf("%s: condition %s (%s), want reason %s", who, got.Reason, got.Message, reason)
+	}
+	for _, m := range mentions {
+		if !strings.Contains(got.Message, m) {
+			t.Fatalf("%s: message %q does not mention %q", who, got.Message, m)
+		}
+	}
+}
+
+var (
+	running   = portapi.JobStatus{Phase: portapi.PhaseRunning}
+	completed = portapi.JobStatus{Phase: portapi.PhaseCompleted}
+)
+
+func TestTheLivenessOfEachHolderKind(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// holder makes the recorded holder: its kind, name and UID.
+		holder func(t *testing.T, f *fixture) (kind, name string, uid types.UID)
+		want   conditions.Reason
+	}{{
+		name: "a running Backup keeps the cluster",
+		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
+			return "Backup", "b", f.backup(t, "b", running).UID
+		},
+		want: conditions.ReasonParked,
+	}, {
+		name: "a completed Backup lets go",
+		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
+			return "Backup", "b", f.backup(t, "b", completed).UID
+		},
+		want: conditions.ReasonClaimed,
+	}, {
+		name: "a failed Backup that resumed its cluster lets go",
+		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
+			return "Backup", "b", f.backup(t, "b", portapi.JobStatus{Phase: portapi.PhaseFailed}).UID
+		},
+		want: conditions.ReasonClaimed,
+	}, {
+		name: "a failed Backup that could not resume its cluster keeps it",
+		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
+			return "Backup", "b", f.backup(t, "b", portapi.JobStatus{Phase: portapi.PhaseFailed, ResumeFailed: true}).UID
+		},
+		want: conditions.ReasonParked,
+	}, {
+		name: "a deleted Backup lets go",
+		holder: func(t *testing.T, _ *fixture) (string, string, types.UID) {
+			return "Backup", "b", uuid.NewUUID()
+		},
+		want: conditions.ReasonClaimed,
+	}, {
+		name: "a running Backup recreated under the holder's name is another holder",
+		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
+			f.backup(t, "b", running)
+			return "Backup", "b", uuid.NewUUID()
+		},
+		want: conditions.ReasonClaimed,
+	}, {
+		name: "a running Restore keeps the cluster",
+		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
+			return "Restore", "other", f.restoreOf(t, "other", running).UID
+		},
+		want: conditions.ReasonParked,
+	}, {
+		name: "a completed Restore lets go",
+		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
+			return "Restore", "other", f.restoreOf(t, "other", completed).UID
+		},
+		want: conditions.ReasonClaimed,
+	}, {
+		name: "a holder of a kind the liveness does not know keeps the cluster",
+		holder: func(t *testing.T, _ *fixture) (string, string, types.UID) {
+			return "Snapshot", "s", uuid.NewUUID()
+		},
+		want: conditions.ReasonParked,
+	}, {
+		name: "a holder of a kind the server does not serve lets go",
+		holder: func(t *testing.T, _ *fixture) (string, string, types.UID) {
+			return "Export", "e", uuid.NewUUID()
+		},
+		want: conditions.ReasonClaimed,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			// Given the cluster's Lease, as the hand-written claim wrote it,
+			// naming the holder
+			kind, name, uid := tc.holder(t, f)
+			f.legacyLease(t, kind, name, uid)
+			// When a Restore of the cluster reconciles
+			r := f.restoreOf(t, "r", running)
+			res, cond := f.reconcile(t, r)
+			// Then it parks behind a live holder, naming it, or takes over
+			wantCondition(t, "restore", cond, tc.want)
+			if tc.want == conditions.ReasonParked {
+				wantCondition(t, "restore", cond, tc.want, kind+" "+name)
+				if res.RequeueAfter != clusterclaim.Requeue {
+					t.Fatalf("requeue %s, want %s", res.RequeueAfter, clusterclaim.Requeue)
+				}
+			}
+		})
+	}
+}
+
+func TestALegacyLeaseIsHeldByItsHolderAfterThePort(t *testing.T) {
+	f := newFixture(t)
+	// Given a running Backup holding its cluster through a Lease the
+	// hand-written claim wrote
+	b := f.backup(t, "b", running)
+	legacy := f.legacyLease(t, "Backup", b.Name, b.UID)
+	r := f.restoreOf(t, "r", running)
+
+	// When the ported operator reconciles the Backup and a Restore
+	_, condB := f.reconcile(t, b)
+	_, condR := f.reconcile(t, r)
+
+	// Then the Backup re-enters without a write and the Restore parks
+	// naming it: no double grant across the upgrade
+	wantCondition(t, "backup", condB, conditions.ReasonClaimed)
+	wantCondition(t, "restore", condR, conditions.ReasonParked, "Backup b")
+	if l, _ := f.lease(t); l.ResourceVersion != legacy.ResourceVersion {
+		t.Fatal("the legacy Lease was written on re-entry")
+	}
+}
+
+func TestAHoldingBackupReentersWhenAnOlderSiblingAppears(t *testing.T) {
+	f := newFixture(t)
+	// Given an older Backup of another cluster, and a younger one that
+	// takes this cluster
+	older := f.backup(t, "older", running)
+	older.Spec.Cluster = "elsewhere"
+	if err := f.client.Update(context.Background(), older); err != nil {
+		t.Fatal(err)
+	}
+	younger := f.backup(t, "younger", running)
+	_, cond := f.reconcile(t, younger)
+	wantCondition(t, "younger", cond, conditions.ReasonClaimed)
+
+	// When the older Backup turns to this cluster and both reconcile
+	older.Spec.Cluster = cluster
+	if err := f.client.Update(context.Background(), older); err != nil {
+		t.Fatal(err)
+	}
+	_, condOlder := f.reconcile(t, older)
+	_, condYounger := f.reconcile(t, younger)
+
+	// Then the Lease decides, not age: the holder keeps the cluster and the
+	// older one waits for it (the tie-break used to make both wait)
+	wantCondition(t, "older", condOlder, conditions.ReasonParked, "Backup younger")
+	wantCondition(t, "younger", condYounger, conditions.ReasonClaimed)
+}
+
+func TestTheFirstBackupGoesFirstWhileTheClusterIsFree(t *testing.T) {
+	f := newFixture(t)
+	// Given two Backups of a free cluster, created in this order (in the
+	// same second the name breaks the tie, and "older" sorts first too)
+	older := f.backup(t, "older", running)
+	younger := f.backup(t, "younger", running)
+	// When the younger reconciles first, it yields to the older one
+	_, cond := f.reconcile(t, younger)
+	wantCondition(t, "younger", cond, conditions.ReasonNotFirst, "older")
+	// And the older one takes the cluster
+	_, cond = f.reconcile(t, older)
+	wantCondition(t, "older", cond, conditions.ReasonClaimed)
+}
+
+func TestAFinishedHolderFreesTheCluster(t *testing.T) {
+	f := newFixture(t)
+	// Given a running Backup holding the cluster in a Lease of the
+	// cluster's namespace under the legacy name, and a Restore parked behind it
+	b := f.backup(t, "b", running)
+	_, cond := f.reconcile(t, b)
+	wantCondition(t, "backup", cond, conditions.ReasonClaimed)
+	l, ok := f.lease(t)
+	if !ok || l.Annotations[clusterclaim.HolderKindAnnotation] != "Backup" {
+		t.Fatalf("Lease %v after the grant, want one naming the Backup", l)
+	}
+	r := f.restoreOf(t, "r", running)
+	_, cond = f.reconcile(t, r)
+	wantCondition(t, "restore", cond, conditions.ReasonParked)
+
+	// When the Backup completes and reconciles
+	if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(b), b); err != nil {
+		t.Fatal(err)
+	}
+	b.Status.Phase = portapi.PhaseCompleted
+	if err := f.client.Status().Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t, b)
+
+	// Then its Lease is gone and the Restore acquires the free cluster
+	if _, ok := f.lease(t); ok {
+		t.Fatal("the finished Backup's Lease survived its sweep")
+	}
+	_, cond = f.reconcile(t, r)
+	wantCondition(t, "restore", cond, conditions.ReasonClaimed)
+}
