@@ -38,6 +38,7 @@ type Env struct {
 
 	env    *crenvtest.Environment
 	cancel context.CancelFunc
+	dirs   []string // etcd data and cert dirs of a restartable control plane
 }
 
 // Options configure Start.
@@ -46,6 +47,10 @@ type Options struct {
 	AddToScheme []func(*runtime.Scheme) error
 	// CRDs are installed before Start returns.
 	CRDs []*apiextensionsv1.CustomResourceDefinition
+	// Restartable keeps etcd's data and the API server's certificates in
+	// directories of their own so that [Env.Restart] can stop and start the
+	// control plane without losing either. Main ignores it.
+	Restartable bool
 }
 
 // Start starts a control plane on free ports and connects the clients.
@@ -69,11 +74,18 @@ func Start(opts Options) (*Env, error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}}
+	if opts.Restartable {
+		if err := e.persistentDirs(); err != nil {
+			return nil, fmt.Errorf("starting envtest: %w", err)
+		}
+	}
 	if e.Config, err = e.env.Start(); err != nil {
+		e.removeDirs()
 		return nil, fmt.Errorf("starting envtest control plane from %s: %w", dir, err)
 	}
 	if err := e.connect(); err != nil {
 		_ = e.env.Stop()
+		e.removeDirs()
 		return nil, err
 	}
 	return e, nil
@@ -100,7 +112,14 @@ func (e *Env) Stop() error {
 	if e.cancel != nil {
 		e.cancel()
 	}
+	defer e.removeDirs()
 	return e.env.Stop()
+}
+
+func (e *Env) removeDirs() {
+	for _, d := range e.dirs {
+		_ = os.RemoveAll(d)
+	}
 }
 
 // Main is a TestMain helper: it starts a control plane with opts, stores it
