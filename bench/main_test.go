@@ -1,0 +1,349 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// Environment variables `make bench` sets.
+const (
+	// envFull runs every scenario at its full size.
+	envFull = "BENCH_FULL"
+	// envScale overrides the number of holders of the scale scenario.
+	envScale = "BENCH_SCALE"
+	// envReport names the markdown file the results are written to.
+	envReport = "BENCH_REPORT"
+	// envMicro names the saved output of the pkg/claim Go benchmarks to
+	// include in the report.
+	envMicro = "BENCH_MICRO"
+	// envCommand is the command that produced the run, for the report.
+	envCommand = "BENCH_COMMAND"
+)
+
+var env *envtest.Env
+
+func TestMain(m *testing.M) {
+	envtest.Main(m, &env, envtest.Options{
+		AddToScheme: []func(*runtime.Scheme) error{addToScheme},
+		CRDs:        []*apiextensionsv1.CustomResourceDefinition{claimantCRD()},
+	})
+}
+
+// sizes are how much each scenario does. The smoke sizes keep every
+// scenario compiled and correct in `make test` within a few seconds each.
+type sizes struct {
+	full       bool
+	passes     int // scenarios 1 and 2
+	opRuns     int // scenario 3 and baseline (b)
+	handovers  int // scenario 4
+	requeue    time.Duration
+	rounds     int // scenario 5, per claimant count
+	contenders []int
+	scale      int // scenario 6
+	probes     int // scenario 6: fresh keys acquired per probe, and the sweep's claims
+	workers    int
+	leKeys     int // baseline (a)
+	window     time.Duration
+}
+
+func sizesFromEnv(t *testing.T) sizes {
+	s := sizes{passes: 2, opRuns: 2, handovers: 2, requeue: time.Second, rounds: 1, contenders: []int{2},
+		scale: 20, probes: 3, workers: 8, leKeys: 1, window: 3 * time.Second}
+	if os.Getenv(envFull) != "" {
+		s = sizes{full: true, passes: 1000, opRuns: 100, handovers: 100, requeue: time.Second, rounds: 5,
+			contenders: []int{2, 10, 50}, scale: 10000, probes: 100, workers: 16, leKeys: 10, window: 20 * time.Second}
+	}
+	if v := os.Getenv(envScale); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 20 {
+			t.Fatalf("%s=%q: want a number of at least 20", envScale, v)
+		}
+		s.scale = n
+	}
+	return s
+}
+
+// inner is the operator's own reconciler: it does nothing but note when
+// each object was first run with its keys granted.
+type inner struct {
+	mu      sync.Mutex
+	granted map[string]time.Time
+}
+
+func (r *inner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if s, ok := claimmw.StateFrom(ctx); ok && s.Granted {
+		r.mu.Lock()
+		if r.granted == nil {
+			r.granted = map[string]time.Time{}
+		}
+		if _, seen := r.granted[req.Name]; !seen {
+			r.granted[req.Name] = time.Now()
+		}
+		r.mu.Unlock()
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *inner) grantedAt(name string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.granted[name]
+	return at, ok
+}
+
+// waitGranted waits until the inner reconciler ran for name with its keys
+// granted, and returns when. It polls memory only, so it adds no requests.
+func (r *inner) waitGranted(t *testing.T, name string, within time.Duration) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if at, ok := r.grantedAt(name); ok {
+			return at
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not granted within %s", name, within)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// rig is one operator process: a manager whose every request is counted,
+// restricted to one namespace that also holds the Leases, with the
+// middleware around inner.
+type rig struct {
+	ns     string
+	api    *counter
+	calls  *clientCalls
+	client client.Client
+	reader client.Reader
+	mw     *claimmw.Middleware
+	inner  *inner
+}
+
+type rigOptions struct {
+	// controller runs the middleware in a controller; otherwise the
+	// benchmark calls Reconcile itself.
+	controller bool
+	// wake watches the Leases with the middleware's ClaimEvents handler.
+	wake bool
+	// parkedRequeue is the parked objects' requeue (default: an hour, so
+	// that only a wake-up can explain a quick handover).
+	parkedRequeue time.Duration
+	metrics       bool
+}
+
+func newRig(t *testing.T, ns string, o rigOptions) *rig {
+	t.Helper()
+	r := &rig{ns: ns, api: &counter{}, calls: &clientCalls{}, inner: &inner{}}
+	mgr, err := ctrl.NewManager(r.api.wrap(env.Config), ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(cfg, opts)
+			if err != nil {
+				return nil, err
+			}
+			return r.calls.wrapClient(c), nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.client, r.reader = mgr.GetClient(), mgr.GetAPIReader()
+	requeue := o.parkedRequeue
+	if requeue == 0 {
+		requeue = time.Hour
+	}
+	r.mw, err = claimmw.Wrap(r.inner,
+		claimmw.FromManager(mgr),
+		claimmw.For(&Claimant{}),
+		claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
+		claimmw.WithKeys(specKeys),
+		claimmw.WithRequeue(requeue, time.Hour),
+		claimmw.WithMetrics(o.metrics),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.controller {
+		b := ctrl.NewControllerManagedBy(mgr).For(&Claimant{})
+		if o.wake {
+			b = b.Watches(&coordinationv1.Lease{}, r.mw.ClaimEvents())
+		}
+		if err := b.Complete(r.mw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("manager cache did not sync")
+	}
+	return r
+}
+
+func specKeys(_ context.Context, obj client.Object) ([]string, error) {
+	return obj.(*Claimant).Spec.Keys, nil
+}
+
+// reconcileOnce runs one pass of the middleware for name.
+func (r *rig) reconcileOnce(ctx context.Context, name string) (reconcile.Result, error) {
+	return r.mw.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: r.ns, Name: name}})
+}
+
+// settle reconciles name until a pass writes nothing and its condition has
+// reason, so that the measured passes start from a steady state (the
+// cache has seen the middleware's own writes).
+func (r *rig) settle(t *testing.T, name string, reason conditions.Reason) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; i < 200; i++ {
+		before := r.api.snapshot()
+		_, err := r.reconcileOnce(ctx, name)
+		if err == nil && r.api.since(before).writes() == 0 && conditionReason(t, r.ns, name) == string(reason) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s did not settle with reason %s (has %q)", name, reason, conditionReason(t, r.ns, name))
+}
+
+// conditionReason reads name's claim condition reason, uncached.
+func conditionReason(t *testing.T, ns, name string) string {
+	t.Helper()
+	c := &Claimant{}
+	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
+		return ""
+	}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, string(conditions.Claimed)); cond != nil {
+		return cond.Reason
+	}
+	return ""
+}
+
+// direct returns an uncached client of its own, as a user's kubectl; its
+// requests are not counted.
+func direct(t *testing.T) client.Client {
+	t.Helper()
+	c, err := env.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func newClaimant(ns, name string, keys ...string) *Claimant {
+	return &Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: ClaimantSpec{Keys: keys}}
+}
+
+func newConfigMap(ns, name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+}
+
+// parallel runs do(0..n-1) on a bounded pool of workers and returns the
+// first error.
+func parallel(n, workers int, do func(i int) error) error {
+	var next atomic.Int64
+	var first atomic.Pointer[error]
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || first.Load() != nil {
+					return
+				}
+				if err := do(i); err != nil {
+					first.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if p := first.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// latencies collects durations and reports percentiles.
+type latencies []time.Duration
+
+// pct is the nearest-rank percentile p (0-100).
+func (l latencies) pct(p int) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(i-1, 0)]
+}
+
+func (l latencies) String() string {
+	return fmt.Sprintf("p50 %s, p99 %s (n=%d)", ms(l.pct(50)), ms(l.pct(99)), len(l))
+}
+
+func ms(d time.Duration) string {
+	switch {
+	case d >= 2*time.Minute:
+		return fmt.Sprintf("%.2f min", d.Minutes())
+	case d >= 10*time.Second:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	default:
+		return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+	}
+}
+
+// heapInUse is the live heap after two collections.
+func heapInUse() uint64 {
+	var m goruntime.MemStats
+	goruntime.GC()
+	goruntime.GC()
+	goruntime.ReadMemStats(&m)
+	return m.HeapAlloc
+}

@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+)
+
+// Given s.scale holders of one key each in one namespace, when a probe
+// holder acquires fresh keys and then sweeps them, then an acquire costs
+// about what it costs among 10 keys and the sweep is one List and one
+// Delete per claim of its own; and the middleware's memory for them is
+// measured.
+func scale(t *testing.T, s sizes, rep *report) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	r := newRig(t, ns, rigOptions{})
+	cr := newClaimerRig(t, ns)
+	probe := holders(t, cr.cl, ns, "probe", 1, 1)[0]
+	dc := direct(t)
+
+	populate := func(from, to int) {
+		t.Helper()
+		if err := parallel(to-from, s.workers, func(i int) error {
+			i += from
+			return dc.Create(ctx, newClaimant(ns, fmt.Sprintf("scale-%d", i), fmt.Sprintf("scale-key-%d", i)))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Minute)
+		for {
+			list := &ClaimantList{}
+			if err := r.client.List(ctx, list, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			if len(list.Items) >= to {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the cache saw %d of %d Claimants", len(list.Items), to)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := parallel(to-from, s.workers, func(i int) error {
+			name := fmt.Sprintf("scale-%d", i+from)
+			for attempt := 0; ; attempt++ {
+				_, err := r.reconcileOnce(ctx, name)
+				if _, ok := r.inner.grantedAt(name); ok && err == nil {
+					return nil
+				}
+				if attempt == 20 {
+					return fmt.Errorf("%s not granted after %d passes: %v", name, attempt, err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// probeRun acquires s.probes fresh keys one after the other, then
+	// releases them all in one sweep.
+	probeRun := func(tag string) (acq latencies, sweep counts, sweepTook time.Duration) {
+		t.Helper()
+		for j := range s.probes {
+			start := time.Now()
+			_, o, err := cr.cl.Acquire(ctx, fmt.Sprintf("probe-%s-%d", tag, j), probe)
+			if err := wantReason(o, err, claim.ReasonAcquired); err != nil {
+				t.Fatal(err)
+			}
+			acq = append(acq, time.Since(start))
+		}
+		before := cr.api.snapshot()
+		start := time.Now()
+		if err := cr.cl.Release(ctx, probe); err != nil {
+			t.Fatal(err)
+		}
+		return acq, cr.api.since(before), time.Since(start)
+	}
+
+	const small = 10
+	populate(0, small)
+	smallAcq, smallSweep, smallTook := probeRun("small")
+	start := time.Now()
+	populate(small, s.scale)
+	populated := time.Since(start)
+	largeAcq, largeSweep, largeTook := probeRun("large")
+
+	withMW := heapInUse()
+	r.mw = nil
+	withoutMW := heapInUse()
+	var mem int64 = int64(withMW) - int64(withoutMW)
+
+	for _, sw := range []counts{smallSweep, largeSweep} {
+		if sw.of(verbList, "leases") != 1 || sw.of(verbDelete, "leases") != s.probes || sw.writes() != s.probes {
+			t.Errorf("sweep of %d claims: %s, want 1 list and %d deletes", s.probes, sw.byVerb(1), s.probes)
+		}
+	}
+	scen := fmt.Sprintf("6 Scale, %d holders in one namespace", s.scale)
+	ratioP50 := float64(largeAcq.pct(50)) / float64(smallAcq.pct(50))
+	rep.add(row{scen, fmt.Sprintf("fresh acquire at %d keys vs at %d keys", s.scale, small),
+		fmt.Sprintf("%s vs %s (%.2fx)", largeAcq, smallAcq, ratioP50), "", "p50 within 2x",
+		verdict(ratioP50 <= 2, fmt.Sprintf("%.2fx", ratioP50))})
+	rep.add(row{scen, fmt.Sprintf("sweep of one holder with %d claims: requests; time at %d vs %d keys", s.probes, s.scale, small),
+		fmt.Sprintf("%s; %s vs %s", largeSweep.byVerb(1), ms(largeTook), ms(smallTook)), "", fmt.Sprintf("1 list, %d deletes", s.probes),
+		verdict(largeSweep.of(verbList, "leases") == 1 && largeSweep.of(verbDelete, "leases") == s.probes, largeSweep.byVerb(1))})
+	rep.add(row{scen, "middleware memory (wake-up index, swept keys, held counts)",
+		fmt.Sprintf("%.1f MiB for %d objects, %d B per object", float64(mem)/(1<<20), s.scale, mem/int64(s.scale)), "", "", ""})
+	rep.add(row{scen, "populate: Claimants created and reconciled once each",
+		fmt.Sprintf("%d in %s (%d workers)", s.scale-small, populated.Round(time.Second), s.workers), "", "", ""})
+}
