@@ -1,0 +1,169 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/ocf-claim/claim/examples/camundacluster/api/v1alpha1"
+	"github.com/ocf-claim/claim/pkg/claim"
+)
+
+// Storage types a CamundaCluster may name in spec.secondaryStorage, and the
+// prefix of realm keys. Each starts its claim keys, so that keys of different
+// resources never collide in the one Lease namespace.
+const (
+	StorageElasticsearch = "elasticsearch"
+	StorageOpenSearch    = "opensearch"
+	StorageRDBMS         = "rdbms"
+	realmKeyPrefix       = "keycloak"
+	keySeparator         = "|"
+)
+
+// Default ports filled into keys, so that `es.data.svc` and
+// `es.data.svc:9200` are one backend.
+const (
+	defaultSearchPort   = 9200
+	defaultPostgresPort = 5432
+)
+
+// ErrInvalidReference marks a spec field that names no usable backend or
+// realm. The middleware shows it as the InvalidKey condition.
+var ErrInvalidReference = errors.New("invalid reference")
+
+// Keys returns the claim keys of cc: its storage backend and, when it names
+// one, its Keycloak realm. The keys are normalized, so that two spellings of
+// one backend are one key.
+func Keys(cc *v1alpha1.CamundaCluster) ([]string, error) {
+	storage, err := StorageKey(cc.Namespace, cc.Spec.SecondaryStorage)
+	if err != nil {
+		return nil, err
+	}
+	keys := []string{storage}
+	if cc.Spec.KeycloakRealm != "" {
+		realm, err := RealmKey(cc.Namespace, cc.Spec.KeycloakRealm)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, realm)
+	}
+	return keys, nil
+}
+
+// IsRealmKey reports whether key is the key of a Keycloak realm rather than
+// of a storage backend.
+func IsRealmKey(key string) bool { return strings.HasPrefix(key, realmKeyPrefix+keySeparator) }
+
+// StorageKey normalizes a spec.secondaryStorage reference of a cluster in
+// namespace into its claim key: `elasticsearch|https://es.data.svc:9200`,
+// `rdbms|postgres.data.svc:5432/camunda`. Scheme and host are lower-cased,
+// credentials, paths and queries dropped, the default port filled in, and a
+// bare service name qualified with namespace.
+func StorageKey(namespace, ref string) (string, error) {
+	typ, addr, ok := strings.Cut(ref, keySeparator)
+	typ = strings.ToLower(strings.TrimSpace(typ))
+	addr = strings.TrimSpace(addr)
+	if !ok || addr == "" {
+		return "", fmt.Errorf("%w: secondaryStorage %q is not <type>|<address>", ErrInvalidReference, ref)
+	}
+	switch typ {
+	case StorageElasticsearch, StorageOpenSearch:
+		u, err := parseHTTPURL("secondaryStorage", addr)
+		if err != nil {
+			return "", err
+		}
+		return typ + keySeparator + u.Scheme + "://" + hostPort(namespace, u, defaultSearchPort), nil
+	case StorageRDBMS:
+		return rdbmsKey(namespace, ref, addr)
+	default:
+		return "", fmt.Errorf("%w: secondaryStorage %q: unknown type %q (want %s, %s or %s)",
+			ErrInvalidReference, ref, typ, StorageElasticsearch, StorageOpenSearch, StorageRDBMS)
+	}
+}
+
+func rdbmsKey(namespace, ref, addr string) (string, error) {
+	if _, after, found := strings.Cut(addr, "@"); found {
+		addr = after // credentials never enter a key: keys are stored in annotations
+	}
+	hostport, db, _ := strings.Cut(addr, "/")
+	db = strings.Trim(db, "/")
+	if hostport == "" || db == "" || strings.ContainsAny(db, "/?#") {
+		return "", fmt.Errorf("%w: secondaryStorage %q is not rdbms|<host>[:<port>]/<database>", ErrInvalidReference, ref)
+	}
+	u := &url.URL{Host: hostport}
+	if u.Hostname() == "" {
+		return "", fmt.Errorf("%w: secondaryStorage %q names no host", ErrInvalidReference, ref)
+	}
+	if p := u.Port(); p != "" {
+		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
+			return "", fmt.Errorf("%w: secondaryStorage %q: port %q is not a number", ErrInvalidReference, ref, p)
+		}
+	}
+	return StorageRDBMS + keySeparator + hostPort(namespace, u, defaultPostgresPort) + "/" + db, nil
+}
+
+// RealmKey normalizes a spec.keycloakRealm URL of a cluster in namespace
+// into its claim key, `keycloak|https://keycloak.auth.svc/realms/camunda`.
+// Credentials are dropped (a password in a key would be written to the
+// Lease's annotations, and would split one realm into two keys), as are the
+// default port, the query and a trailing slash.
+func RealmKey(namespace, realmURL string) (string, error) {
+	u, err := parseHTTPURL("keycloakRealm", realmURL)
+	if err != nil {
+		return "", err
+	}
+	path := strings.TrimRight(u.EscapedPath(), "/")
+	before, realm, found := strings.Cut(path, "/realms/")
+	if !found || realm == "" || strings.Contains(realm, "/") {
+		return "", fmt.Errorf("%w: keycloakRealm %q does not end in /realms/<realm>", ErrInvalidReference, realmURL)
+	}
+	host := hostPort(namespace, u, 0)
+	switch {
+	case u.Scheme == "https" && strings.HasSuffix(host, ":443"):
+		host = strings.TrimSuffix(host, ":443")
+	case u.Scheme == "http" && strings.HasSuffix(host, ":80"):
+		host = strings.TrimSuffix(host, ":80")
+	}
+	return realmKeyPrefix + keySeparator + u.Scheme + "://" + host + before + "/realms/" + realm, nil
+}
+
+func parseHTTPURL(field, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s %q: %w", ErrInvalidReference, field, raw, err)
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return nil, fmt.Errorf("%w: %s %q is not an http or https URL with a host", ErrInvalidReference, field, raw)
+	}
+	if p := u.Port(); p != "" {
+		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
+			return nil, fmt.Errorf("%w: %s %q: port %q is not a number", ErrInvalidReference, field, raw, p)
+		}
+	}
+	return u, nil
+}
+
+// hostPort returns u's host lower-cased, qualified with namespace when it
+// is a bare service name, with defaultPort when u has none (0: keep none).
+func hostPort(namespace string, u *url.URL, defaultPort int) string {
+	host := strings.ToLower(u.Hostname())
+	if !strings.Contains(host, ".") && host != "localhost" && net.ParseIP(host) == nil {
+		host = host + "." + namespace + ".svc"
+	}
+	port := u.Port()
+	if port == "" && defaultPort != 0 {
+		port = strconv.Itoa(defaultPort)
+	}
+	if port == "" {
+		return host
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// KeyHash is the label value that marks a workload as using key: the first
+// 40 hex characters of sha256(key). Keys themselves do not fit in labels.
+func KeyHash(key string) string { return claim.HashName("", key) }
