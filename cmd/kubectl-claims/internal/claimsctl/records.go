@@ -1,0 +1,195 @@
+package claimsctl
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocf-claim/claim/pkg/backends/annotation"
+	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/claim"
+)
+
+// State is what the plugin makes of a record. The values are printed and
+// are stable: scripts may match on them.
+type State string
+
+const (
+	// StateHeld: the record is ours and its holder exists (or cannot be
+	// read back because the record names no kind).
+	StateHeld State = "held"
+	// StateHolderGone: the record is ours and its holder object is gone or
+	// was recreated with another UID; the next claimant will take it over.
+	StateHolderGone State = "holder gone"
+	// StateForeign: the object was not written by a Claimer for its key; it
+	// blocks the key until a person removes it.
+	StateForeign State = "foreign"
+	// StateUnknown: the holder could not be read (for instance, no RBAC to
+	// get its kind); Detail says why.
+	StateUnknown State = "unknown"
+)
+
+// backendLease names the Lease backend in output.
+const backendLease = "Lease"
+
+// record is one claim record as found in the cluster.
+type record struct {
+	rec claim.Record
+	// backend is "Lease" or the resource of annotation-backed records.
+	backend string
+	state   State
+	detail  string
+	// since is when the current holder got the key, if known.
+	since time.Time
+}
+
+// leaseRecords lists the Leases in namespace (all namespaces when empty)
+// that carry a claim annotation or the holder-UID label, and decodes each.
+// extra narrows the list (a --selector, a holder's label).
+func (ss *session) leaseRecords(ctx context.Context, namespace string, extra ...client.ListOption) ([]record, error) {
+	var list coordinationv1.LeaseList
+	opts := append([]client.ListOption{client.InNamespace(namespace)}, extra...)
+	if err := ss.c.List(ctx, &list, opts...); err != nil {
+		return nil, fmt.Errorf("listing Leases: %w", err)
+	}
+	var out []record
+	for i := range list.Items {
+		l := &list.Items[i]
+		if !ss.carriesClaim(l) {
+			continue
+		}
+		out = append(out, ss.leaseRecord(l))
+	}
+	return out, nil
+}
+
+// leaseRecord decodes one Lease. A Lease whose name is not the record name
+// of the key it names was not made by a Claimer of this configuration.
+func (ss *session) leaseRecord(l *coordinationv1.Lease) record {
+	key := l.Annotations[ss.s.cfg.Annotations.Key]
+	rec := lease.Decode(ss.s.cfg, key, l)
+	if rec.Foreign == "" && ss.s.recordName(key) != l.Name {
+		rec.Foreign = fmt.Sprintf("name %q is not the record name of key %q", l.Name, key)
+	}
+	r := record{rec: rec, backend: backendLease, since: rec.AcquireTime}
+	if r.since.IsZero() {
+		r.since = l.CreationTimestamp.Time
+	}
+	return r
+}
+
+// carriesClaim reports whether obj bears any sign of a claim record: one of
+// the record annotations or the holder-UID label.
+func (ss *session) carriesClaim(obj metav1.Object) bool {
+	if _, ok := obj.GetLabels()[ss.s.holderUIDLabel]; ok {
+		return true
+	}
+	for _, k := range ss.s.cfg.Annotations.Owned() {
+		if _, ok := obj.GetAnnotations()[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// annotationRecords lists the objects of resource in namespace (all when
+// empty) that carry claim annotations, metadata only, and decodes each with
+// the annotation backend's decoder.
+func (ss *session) annotationRecords(ctx context.Context, resource, namespace string, extra ...client.ListOption) ([]record, error) {
+	gvk, err := ss.kindFor(resource)
+	if err != nil {
+		return nil, fmt.Errorf("--annotation-backend: %w", err)
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	opts := append([]client.ListOption{client.InNamespace(namespace)}, extra...)
+	if err := ss.c.List(ctx, list, opts...); err != nil {
+		return nil, fmt.Errorf("listing %s: %w", resource, err)
+	}
+	var out []record
+	for i := range list.Items {
+		obj := &list.Items[i]
+		key := obj.Annotations[ss.s.cfg.Annotations.Key]
+		rec := annotation.Decode(ss.s.cfg, key, obj)
+		if !rec.Exists {
+			// Only a holder label, no annotation: no record.
+			continue
+		}
+		out = append(out, record{rec: rec, backend: resource})
+	}
+	return out, nil
+}
+
+// kindFor resolves a resource argument (plural, singular or short name,
+// optionally with .group or .version.group) to its kind.
+func (ss *session) kindFor(resource string) (schema.GroupVersionKind, error) {
+	mapper := ss.c.RESTMapper()
+	if gvr, _ := schema.ParseResourceArg(resource); gvr != nil {
+		if gvk, err := mapper.KindFor(*gvr); err == nil {
+			return gvk, nil
+		}
+	}
+	gvk, err := mapper.KindFor(schema.ParseGroupResource(resource).WithVersion(""))
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("resolving resource %q: %w", resource, err)
+	}
+	return gvk, nil
+}
+
+// judge sets each record's state: foreign records as such, the others by
+// reading their holder back with the claim package's default liveness.
+func (ss *session) judge(ctx context.Context, recs []record) {
+	alive := claim.HolderExists(ss.c)
+	for i := range recs {
+		r := &recs[i]
+		if r.rec.Foreign != "" {
+			r.state, r.detail = StateForeign, r.rec.Foreign
+			continue
+		}
+		ok, err := alive.Alive(ctx, r.rec.Key, r.rec.Holder)
+		switch {
+		case err != nil:
+			r.state, r.detail = StateUnknown, err.Error()
+		case ok:
+			r.state = StateHeld
+		default:
+			r.state, r.detail = StateHolderGone, "the holder object is gone or was recreated with another UID"
+		}
+	}
+}
+
+// sortRecords orders records by key, then by where they are stored.
+func sortRecords(recs []record) {
+	sort.SliceStable(recs, func(i, j int) bool {
+		a, b := recs[i], recs[j]
+		if a.rec.Key != b.rec.Key {
+			return a.rec.Key < b.rec.Key
+		}
+		if a.backend != b.backend {
+			return a.backend < b.backend
+		}
+		return a.rec.Ref.String() < b.rec.Ref.String()
+	})
+}
+
+// holderRef is the display form kind/namespace/name of a holder.
+func holderRef(h claim.Holder) string {
+	if h.Name == "" {
+		return ""
+	}
+	parts := make([]string, 0, 3)
+	if h.Kind != "" {
+		parts = append(parts, h.Kind)
+	}
+	if h.Namespace != "" {
+		parts = append(parts, h.Namespace)
+	}
+	return strings.Join(append(parts, h.Name), "/")
+}
