@@ -23,6 +23,11 @@ type State struct {
 	Granted bool
 	// Grants are the keys held, in sorted order; empty unless Granted.
 	Grants []Grant
+	// Handovers are the held keys this pass hands to a successor (see
+	// [WithHandover]): move the workloads off them and return success with
+	// a zero Result, and the middleware commits the handovers after the
+	// pass. Empty unless Granted.
+	Handovers []Handover
 	// Condition is the claim condition as the middleware set it. An inner
 	// reconciler that runs while parked renders a suspended form from it,
 	// and folds it into its Ready with conditions.FoldReady.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -71,6 +73,9 @@ type inner struct {
 	mu    sync.Mutex
 	calls map[string][]call
 	fail  func(name string, c call) error
+	// hook, when set, runs after fail with the pass's context and decides
+	// the pass's result.
+	hook func(ctx context.Context, name string, c call) (reconcile.Result, error)
 }
 
 func (r *inner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -81,12 +86,15 @@ func (r *inner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		r.calls = map[string][]call{}
 	}
 	r.calls[req.Name] = append(r.calls[req.Name], c)
-	fail := r.fail
+	fail, hook := r.fail, r.hook
 	r.mu.Unlock()
 	if fail != nil {
 		if err := fail(req.Name, c); err != nil {
 			return reconcile.Result{}, err
 		}
+	}
+	if hook != nil {
+		return hook(ctx, req.Name, c)
 	}
 	return reconcile.Result{}, nil
 }
@@ -103,6 +111,23 @@ type writes struct {
 	mu               sync.Mutex
 	counts           map[string]int
 	failLeaseDeletes atomic.Bool
+	// failRenewalsOf, when it holds a UID, fails every Lease update that
+	// names that holder: its renewals, not a takeover by another.
+	failRenewalsOf atomic.Value
+	failedRenewals atomic.Int32
+}
+
+// failsRenewal reports whether obj is a Lease update to refuse.
+func (w *writes) failsRenewal(obj client.Object) bool {
+	uid, _ := w.failRenewalsOf.Load().(types.UID)
+	if _, isLease := obj.(*coordinationv1.Lease); !isLease || uid == "" {
+		return false
+	}
+	if obj.GetAnnotations()[claim.DefaultHolderUIDAnnotation] != string(uid) {
+		return false
+	}
+	w.failedRenewals.Add(1)
+	return true
 }
 
 func (w *writes) add(verb string, obj client.Object) {
@@ -133,6 +158,9 @@ func (w *writes) funcs() interceptor.Funcs {
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			w.add("update", obj)
+			if w.failsRenewal(obj) {
+				return apierrors.NewServiceUnavailable("injected: renewals fail")
+			}
 			return c.Update(ctx, obj, opts...)
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
@@ -170,6 +198,8 @@ type fixture struct {
 type setup struct {
 	opts      []claimmw.Option
 	claimOpts []claim.Option
+	// workers is the controller's MaxConcurrentReconciles; default 1.
+	workers int
 }
 
 func start(t *testing.T, s setup) *fixture {
@@ -208,6 +238,7 @@ func start(t *testing.T, s setup) *fixture {
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&testcrd.Widget{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(s.workers, 1)}).
 		Watches(&coordinationv1.Lease{}, f.mw.ClaimEvents()).
 		Watches(&corev1.Pod{}, f.mw.HandoverEvents()).
 		Complete(f.mw)

@@ -11,8 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -31,19 +33,33 @@ const (
 	// EventReleased: the object released keys it no longer names, or every
 	// key before its deletion.
 	EventReleased = "Released"
+	// EventHandoverPrepared: the object prepared the handover of a key to
+	// the successor its HandoverFunc names.
+	EventHandoverPrepared = "HandoverPrepared"
+	// EventHandoverAborted: the object names no successor any more and
+	// cleared the prepared handover.
+	EventHandoverAborted = "HandoverAborted"
+	// EventHandedOver: the object committed a handover; the successor
+	// holds the key.
+	EventHandedOver = "HandedOver"
 )
 
 // event actions, as the events API asks for a verb.
 const (
-	actionAcquire = "Acquire"
-	actionRelease = "Release"
-	actionPark    = "Park"
+	actionAcquire  = "Acquire"
+	actionRelease  = "Release"
+	actionPark     = "Park"
+	actionHandover = "Handover"
 )
 
 // missedWakeRequeue is how soon an object is reconciled again when the
 // record it now waits on changed while it was being reconciled: the wake-up
 // came before it was registered as waiting.
 const missedWakeRequeue = 100 * time.Millisecond
+
+// handedOverRequeue is how soon an object that committed a handover is
+// reconciled again, so that its condition stops saying it holds the key.
+const handedOverRequeue = 50 * time.Millisecond
 
 // staleReadRequeue is how soon an object whose status write met a newer
 // version is read again.
@@ -59,6 +75,7 @@ type Middleware struct {
 	fin     *finalizer.Finalizer
 	metrics *recorder
 	track   *tracker
+	renew   *renewals
 }
 
 var _ reconcile.Reconciler = (*Middleware)(nil)
@@ -83,11 +100,31 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 	}
 	m := &Middleware{inner: inner, cfg: c, claimer: c.claimer, track: newTracker()}
 	if m.claimer == nil {
-		cl, err := claim.New(c.apiReader, c.client, *c.claimCfg, c.claimOpts...)
+		opts := c.claimOpts
+		if c.manager != nil {
+			dc, err := discovery.NewDiscoveryClientForConfig(c.manager.GetConfig())
+			if err != nil {
+				return nil, fmt.Errorf("configuring claim middleware: building a discovery client: %w", err)
+			}
+			opts = append(slices.Clip(opts), claim.WithServerVersion(dc))
+		}
+		cl, err := claim.New(c.apiReader, c.client, *c.claimCfg, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("configuring claim middleware: %w", err)
 		}
 		m.claimer = cl
+	}
+	if c.renewal != nil {
+		r, err := newRenewals(m.claimer, *c.renewal)
+		if err != nil {
+			return nil, fmt.Errorf("configuring claim middleware: %w", err)
+		}
+		m.renew = r
+		if c.manager != nil {
+			if err := c.manager.Add(manager.RunnableFunc(m.Start)); err != nil {
+				return nil, fmt.Errorf("configuring claim middleware: adding the renewals to the manager: %w", err)
+			}
+		}
 	}
 	fin, err := finalizer.New(c.finalizer, c.client, c.apiReader)
 	if err != nil {
@@ -98,6 +135,15 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 		m.metrics = newRecorder(c.name)
 	}
 	return m, nil
+}
+
+// Start blocks until ctx ends, then stops every renewal of [WithRenewal] and
+// refuses new ones. [FromManager] adds it to the manager; a middleware built
+// without one runs it itself, or its renewals end only with their claims.
+func (m *Middleware) Start(ctx context.Context) error {
+	<-ctx.Done()
+	m.renew.close()
+	return nil
 }
 
 // Claimer returns the Claimer the middleware acquires with, for code that
@@ -159,6 +205,7 @@ func (m *Middleware) reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	grants := make([]Grant, 0, len(keys))
+	held := make([]claim.Outcome, 0, len(keys))
 	var happened []claim.Outcome
 	for _, key := range keys {
 		o, err := m.acquire(ctx, key, self)
@@ -176,11 +223,13 @@ func (m *Middleware) reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 		if !o.Granted() {
+			m.renew.stop(req.NamespacedName, key)
 			m.track.setHeld(req.NamespacedName, len(grants), m.metrics)
 			m.grantEvents(obj, happened)
 			return m.parked(ctx, req, obj, conditions.ForOutcome(m.cfg.condType, o, gen), &o, snap)
 		}
 		grants = append(grants, Grant{Key: o.Key, Token: o.Token})
+		held = append(held, o)
 		if o.Reason != claim.ReasonHeld {
 			happened = append(happened, o)
 		}
@@ -194,15 +243,35 @@ func (m *Middleware) reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	m.grantEvents(obj, happened)
 
-	res, err := m.inner.Reconcile(withState(ctx, State{Granted: true, Grants: grants, Condition: cond}), req)
+	handovers, err := m.planHandovers(ctx, obj, self, held)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	holds, err := m.renew.ensure(ctx, req.NamespacedName, self, held)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	innerCtx, release := guard(ctx, holds)
+	innerCtx = withFencing(withState(innerCtx, State{Granted: true, Grants: grants, Handovers: handovers, Condition: cond}),
+		fencing{client: m.cfg.client, reader: m.cfg.apiReader})
+	res, err := m.inner.Reconcile(innerCtx, req)
+	release()
 	if err != nil {
 		// The inner pass did not finish: claims the object no longer names
-		// may still be in use by its old workloads. Keep them.
+		// may still be in use by its old workloads, and keys it hands over
+		// may not be free of them yet. Keep them.
 		return res, err
+	}
+	if len(handovers) > 0 && res.IsZero() {
+		if err := m.commitHandovers(ctx, obj, self, handovers); err != nil {
+			return reconcile.Result{}, err
+		}
+		res = reconcile.Result{RequeueAfter: handedOverRequeue}
 	}
 	if err := m.sweep(ctx, obj, self, keys); err != nil {
 		return res, err
 	}
+	m.renew.stopExcept(req.NamespacedName, keys...)
 	return res, nil
 }
 
@@ -253,6 +322,11 @@ func (m *Middleware) parked(ctx context.Context, req reconcile.Request, obj clie
 	after := m.cfg.parkedRequeue
 	if reason == conditions.ReasonWaitingForHandover {
 		after = m.cfg.waitRequeue
+	}
+	if r := m.cfg.renewal; r != nil && reason == conditions.ReasonParked && after > r.Duration {
+		// A holder that stops renewing sends no event: only asking again
+		// once the lease duration passed notices that it expired.
+		after = r.Duration
 	}
 	var record *claim.Record
 	if o != nil && o.Record.Ref.Name != "" {
@@ -308,6 +382,8 @@ func (m *Middleware) finalize(ctx context.Context, req reconcile.Request, obj cl
 	if err != nil {
 		return res, err
 	}
+	// A deleted object acts no more: stop renewing before the release.
+	m.renew.stopExcept(req.NamespacedName)
 	removed, err := m.fin.Finalize(ctx, obj, func(ctx context.Context) error {
 		if err := m.claimer.Release(ctx, self); err != nil {
 			return fmt.Errorf("releasing claims: %w", err)
@@ -325,6 +401,7 @@ func (m *Middleware) finalize(ctx context.Context, req reconcile.Request, obj cl
 }
 
 func (m *Middleware) forget(req reconcile.Request) {
+	m.renew.stopExcept(req.NamespacedName)
 	m.track.forget(req.NamespacedName)
 	m.track.setHeld(req.NamespacedName, 0, m.metrics)
 }

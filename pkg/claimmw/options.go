@@ -82,6 +82,9 @@ type config struct {
 	recorder      events.EventRecorder
 	metrics       bool
 	name          string
+	handover      HandoverFunc
+	renewal       *claim.KeeperConfig
+	manager       manager.Manager
 }
 
 // For names the type of the objects the middleware reconciles, as
@@ -101,9 +104,14 @@ func WithClient(cl client.Client) Option { return func(c *config) { c.client = c
 func WithAPIReader(r client.Reader) Option { return func(c *config) { c.apiReader = r } }
 
 // FromManager takes the client, the API reader and an event recorder from
-// mgr. Options given after it override what it set.
+// mgr. Options given after it override what it set. With [WithClaim], the
+// Claimer is built with claim.WithServerVersion on a discovery client of
+// mgr.GetConfig(), so [Wrap] fails on an API server that does not promise
+// comparable resourceVersions instead of handing out fencing tokens that may
+// not increase. With [WithRenewal], the renewals are stopped when mgr stops.
 func FromManager(mgr manager.Manager) Option {
 	return func(c *config) {
+		c.manager = mgr
 		c.client = mgr.GetClient()
 		c.apiReader = mgr.GetAPIReader()
 		c.recorder = mgr.GetEventRecorder(EventRecorderName)
@@ -151,6 +159,45 @@ func WithMetrics(on bool) Option { return func(c *config) { c.metrics = on } }
 // the lower-case kind of the object type.
 func WithName(name string) Option { return func(c *config) { c.name = name } }
 
+// WithHandover lets an object hand the keys it holds to a named successor,
+// an object of the same type (planned handover, see claim.Claimer.Prepare).
+// f is asked, in every pass in which the object holds all its keys, about
+// each key it holds:
+//
+//   - Naming a successor prepares the handover on the key's record (once;
+//     later passes write nothing). The successor stays WaitingForHandover
+//     and its inner reconciler does not run. The object keeps the key, and
+//     its inner reconciler runs with the handover in [State].Handovers: that
+//     pass moves the workloads off the key.
+//   - After an inner pass that saw the handover and returned success with a
+//     zero Result (no error, no requeue), the middleware commits: the
+//     successor becomes the holder with a new, greater token, and is woken
+//     by the record's change (watch records with [Middleware.ClaimEvents]).
+//     An inner pass that needs more time returns a requeue or an error and
+//     the commit waits. The object then no longer holds the key; it is
+//     reconciled again at once and shows Parked while it still names it.
+//   - Naming no successor any more, before the commit, aborts the handover.
+//
+// A successor that does not exist (read uncached, by UID) or is being
+// deleted is no successor: nothing is prepared. Needs an API reader.
+func WithHandover(f HandoverFunc) Option { return func(c *config) { c.handover = f } }
+
+// WithRenewal keeps time-based claims alive: after a key is granted, a
+// claim.Keeper renews its record every cfg.RenewEvery until the object
+// releases the key, is deleted, hands the key over or loses it (one goroutine
+// per held key). Contenders judge the holder by claim.NewExpiry with
+// cfg.Duration (pass it with claim.WithLiveness to [WithClaim]).
+//
+// The inner reconciler's context is cancelled as soon as the hold of any key
+// of its pass ends: when cfg.RenewDeadline passed without a successful
+// renewal (the cause wraps claim.ErrRenewDeadline), or when a renewal found
+// the claim lost (claim.ErrNotHolder). Stop acting when it is. The next pass
+// acquires again: a key still recorded for the object is renewed once (a
+// write conditional on the record) before it is held again.
+func WithRenewal(cfg claim.KeeperConfig) Option {
+	return func(c *config) { c.renewal = &cfg }
+}
+
 // validate reports every problem of c at once and fills the defaults.
 func (c *config) validate() error {
 	var errs []error
@@ -169,6 +216,9 @@ func (c *config) validate() error {
 		errs = append(errs, errors.New("claimer: both WithClaimer and WithClaim given; pass one"))
 	case c.claimCfg != nil && c.apiReader == nil:
 		errs = append(errs, errors.New("API reader: none given for WithClaim; pass claimmw.FromManager(mgr) or claimmw.WithAPIReader"))
+	}
+	if c.handover != nil && c.apiReader == nil {
+		errs = append(errs, errors.New("handover: needs an API reader to resolve successors; pass claimmw.FromManager(mgr) or claimmw.WithAPIReader"))
 	}
 	if c.keys == nil {
 		errs = append(errs, errors.New("keys: no KeyFunc given; pass claimmw.WithKeys"))

@@ -35,6 +35,9 @@ type Widget struct {
 type WidgetSpec struct {
 	// Keys are the claim keys the Widget needs.
 	Keys []string `json:"keys,omitempty"`
+	// HandTo names the Widget, in the same namespace, that this Widget
+	// hands its keys to (a planned handover).
+	HandTo string `json:"handTo,omitempty"`
 }
 
 // WidgetStatus carries the conditions the middleware writes.
@@ -155,7 +158,8 @@ func WidgetCRD() *apiextensionsv1.CustomResourceDefinition {
 					Type: "object",
 					Properties: map[string]apiextensionsv1.JSONSchemaProps{
 						"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-							"keys": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}},
+							"keys":   {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}},
+							"handTo": {Type: "string"},
 						}},
 						"status": {Type: "object", XPreserveUnknownFields: ptr.To(true)},
 					},

@@ -1,0 +1,121 @@
+package claimmw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+)
+
+// HandoverFunc names the object that obj hands key to, for a planned
+// handover (see [WithHandover]). ok is false when obj hands nothing over. The
+// successor is an object of the type given to [For]; an empty Namespace means
+// obj's namespace. An error fails the pass and is retried with backoff; the
+// inner reconciler does not run, so it never acts on a handover that could not
+// be judged.
+type HandoverFunc func(ctx context.Context, obj client.Object, key string) (successor client.ObjectKey, ok bool, err error)
+
+// Handover is one key the object hands over in this pass: the key is still
+// held (it is among the grants), and the successor waits for it.
+type Handover struct {
+	Key       string
+	Successor claim.Holder
+}
+
+// planHandovers asks the HandoverFunc about every key obj holds and brings
+// each record in line with the answer: Prepare for a named successor, Abort
+// when none is named any more. It returns the keys handed over in this pass.
+// A steady pass (the record already names the successor, or none was named
+// and none is pending) writes nothing.
+func (m *Middleware) planHandovers(ctx context.Context, obj client.Object, self claim.Holder, held []claim.Outcome) ([]Handover, error) {
+	if m.cfg.handover == nil {
+		return nil, nil
+	}
+	var out []Handover
+	for _, o := range held {
+		succ, ok, err := m.successorOf(ctx, obj, self, o.Key)
+		if err != nil {
+			return nil, err
+		}
+		pending := o.Record.Successor
+		if !ok {
+			if pending != nil {
+				if err := m.claimer.Abort(ctx, o.Key, self); err != nil {
+					return nil, fmt.Errorf("aborting handover of claim %q: %w", o.Key, err)
+				}
+				m.event(obj, corev1.EventTypeNormal, EventHandoverAborted, actionHandover, fmt.Sprintf("Aborted the handover of %q to %s: it is no longer named.", o.Key, pending))
+			}
+			continue
+		}
+		if pending == nil || !pending.Is(succ) {
+			if _, err := m.claimer.Prepare(ctx, o.Key, self, succ); err != nil {
+				return nil, fmt.Errorf("preparing handover of claim %q to %s: %w", o.Key, succ, err)
+			}
+			m.event(obj, corev1.EventTypeNormal, EventHandoverPrepared, actionHandover, fmt.Sprintf("Prepared the handover of %q to %s.", o.Key, succ))
+		}
+		out = append(out, Handover{Key: o.Key, Successor: succ})
+	}
+	return out, nil
+}
+
+// successorOf resolves the successor the HandoverFunc names for key to a
+// Holder with its UID, read uncached: a cached read could name a successor
+// deleted and recreated since. A successor that does not exist, or obj
+// itself, is no successor: nothing is prepared until it exists.
+func (m *Middleware) successorOf(ctx context.Context, obj client.Object, self claim.Holder, key string) (claim.Holder, bool, error) {
+	name, ok, err := m.cfg.handover(ctx, obj, key)
+	if err != nil {
+		return claim.Holder{}, false, fmt.Errorf("naming the successor of claim %q: %w", key, err)
+	}
+	if !ok {
+		return claim.Holder{}, false, nil
+	}
+	if name.Namespace == "" {
+		name.Namespace = obj.GetNamespace()
+	}
+	succ := newObject(m.cfg.prototype)
+	if err := m.cfg.apiReader.Get(ctx, name, succ); err != nil {
+		if apierrors.IsNotFound(err) {
+			log.FromContext(ctx).Info("the named successor does not exist; not handing over", "claimKey", key, "successor", name.String())
+			return claim.Holder{}, false, nil
+		}
+		return claim.Holder{}, false, fmt.Errorf("reading successor %s of claim %q: %w", name, key, err)
+	}
+	h, err := m.claimer.HolderOf(succ)
+	if err != nil {
+		return claim.Holder{}, false, fmt.Errorf("naming the successor of claim %q: %w", key, err)
+	}
+	if h.Is(self) {
+		log.FromContext(ctx).Info("the object names itself as successor; not handing over", "claimKey", key)
+		return claim.Holder{}, false, nil
+	}
+	if succ.GetDeletionTimestamp() != nil {
+		log.FromContext(ctx).Info("the named successor is being deleted; not handing over", "claimKey", key, "successor", name.String())
+		return claim.Holder{}, false, nil
+	}
+	return h, true, nil
+}
+
+// commitHandovers makes each successor the holder of its key. It runs only
+// after an inner pass that saw the handovers and returned success without a
+// requeue: that pass moved the workloads off the keys.
+func (m *Middleware) commitHandovers(ctx context.Context, obj client.Object, self claim.Holder, handovers []Handover) error {
+	var errs []error
+	for _, h := range handovers {
+		o, err := m.claimer.Commit(ctx, h.Key, self, h.Successor)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("committing handover of claim %q to %s: %w", h.Key, h.Successor, err))
+			continue
+		}
+		m.renew.stop(client.ObjectKeyFromObject(obj), h.Key)
+		log.FromContext(ctx).Info("handed claim over", "claimKey", h.Key, "successor", h.Successor.String(), "token", o.Token.String())
+		m.event(obj, corev1.EventTypeNormal, EventHandedOver, actionHandover, fmt.Sprintf("Handed %q over to %s.", h.Key, h.Successor))
+	}
+	return errors.Join(errs...)
+}

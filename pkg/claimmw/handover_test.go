@@ -1,0 +1,227 @@
+package claimmw_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/fence"
+)
+
+// handTo is the tests' HandoverFunc: a Widget's spec.handTo, for every key.
+func handTo(_ context.Context, obj client.Object, _ string) (client.ObjectKey, bool, error) {
+	w := obj.(*testcrd.Widget)
+	if w.Spec.HandTo == "" {
+		return client.ObjectKey{}, false, nil
+	}
+	return client.ObjectKey{Name: w.Spec.HandTo}, true, nil
+}
+
+// edit changes a Widget as a user would, retrying on conflicts.
+func (f *fixture) edit(t *testing.T, name string, change func(*testcrd.Widget)) {
+	t.Helper()
+	c := direct(t)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		w := &testcrd.Widget{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, w); err != nil {
+			return err
+		}
+		change(w)
+		return c.Update(context.Background(), w)
+	})
+	if err != nil {
+		t.Fatalf("editing widget %s: %v", name, err)
+	}
+}
+
+// touch makes the controller reconcile a Widget without changing its spec.
+func (f *fixture) touch(t *testing.T, name string) {
+	t.Helper()
+	f.edit(t, name, func(w *testcrd.Widget) {
+		if w.Labels == nil {
+			w.Labels = map[string]string{}
+		}
+		n, _ := strconv.Atoi(w.Labels["touched"])
+		w.Labels["touched"] = strconv.Itoa(n + 1)
+	})
+}
+
+func (f *fixture) record(t *testing.T, key string) claim.Record {
+	t.Helper()
+	rec, err := f.mw.Claimer().Current(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func TestPlannedHandoverWaitsForTheHoldersPassThenGrantsTheSuccessorANewerToken(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
+	ctx := context.Background()
+	// Given a holds k, c names k too and is parked, and a's inner reconciler
+	// has not yet moved its workloads off k (it asks to be requeued)
+	var moved atomic.Bool
+	var sawHandover atomic.Int32
+	f.inner.mu.Lock()
+	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name != "a" || len(c.state.Handovers) == 0 {
+			return reconcile.Result{}, nil
+		}
+		sawHandover.Add(1)
+		if !moved.Load() {
+			return reconcile.Result{RequeueAfter: time.Hour}, nil
+		}
+		return reconcile.Result{}, nil
+	}
+	f.inner.mu.Unlock()
+	f.createWidget(t, "a", "k")
+	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	before := f.record(t, "k")
+	f.createWidget(t, "c", "k")
+	f.waitForReason(t, "c", conditions.ReasonParked, 10*time.Second)
+	a, _ := f.widget(t, "a")
+	cw, _ := f.widget(t, "c")
+
+	// When a names c as its successor
+	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.HandTo = "c" })
+	// Then c waits for the handover, woken by the prepared record
+	cond := f.waitForReason(t, "c", conditions.ReasonWaitingForHandover, wakeWithin)
+	mustContain(t, "c's message", cond.Message, `"k"`, "Widget "+f.ns+"/a")
+	// And a still holds k, runs with the handover in its state, and k names c as pending
+	eventually(t, wakeWithin, func() (bool, string) {
+		return sawHandover.Load() > 0, "a's inner never saw the handover"
+	})
+	rec := f.record(t, "k")
+	if !rec.Holder.Is(claim.Holder{UID: a.UID}) || rec.Successor == nil || rec.Successor.UID != cw.UID {
+		t.Fatalf("record of k while prepared: holder %s, successor %v; want a, pending c", rec.Holder, rec.Successor)
+	}
+	if diff := fmt.Sprint(f.claimed(t, "a").Reason); diff != string(conditions.ReasonClaimed) {
+		t.Errorf("a while handing over: reason %s, want Claimed", diff)
+	}
+
+	// When a stops naming a successor
+	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.HandTo = "" })
+	// Then the handover is aborted and c is parked again
+	f.waitForReason(t, "c", conditions.ReasonParked, wakeWithin)
+	if rec := f.record(t, "k"); rec.Successor != nil || !rec.Holder.Is(claim.Holder{UID: a.UID}) {
+		t.Fatalf("record of k after abort: holder %s, successor %v; want a, none", rec.Holder, rec.Successor)
+	}
+
+	// When a names c again and its inner pass then moves the workloads
+	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.HandTo = "c" })
+	f.waitForReason(t, "c", conditions.ReasonWaitingForHandover, wakeWithin)
+	time.Sleep(200 * time.Millisecond) // c stays waiting while a's pass has not succeeded
+	if got := f.claimed(t, "c").Reason; got != string(conditions.ReasonWaitingForHandover) {
+		t.Fatalf("c before the commit: reason %s, want WaitingForHandover", got)
+	}
+	if n := len(f.inner.callsOf("c")); n != 0 {
+		t.Fatalf("c's inner ran %d times before the commit", n)
+	}
+	moved.Store(true)
+	f.touch(t, "a")
+	// Then c is Claimed with a token newer than a's, and a is parked on c
+	f.waitForReason(t, "c", conditions.ReasonClaimed, wakeWithin)
+	cond = f.waitForReason(t, "a", conditions.ReasonParked, wakeWithin)
+	mustContain(t, "a's message", cond.Message, "Widget "+f.ns+"/c")
+	eventually(t, wakeWithin, func() (bool, string) {
+		return len(f.inner.callsOf("c")) > 0, "c's inner never ran after the commit"
+	})
+	grants := claimmw.GrantsFrom(ctxWith(f.inner.callsOf("c")[0].state))
+	if len(grants) != 1 {
+		t.Fatalf("c's grants = %+v, want one", grants)
+	}
+	if cmp, err := grants[0].Token.Compare(before.Token); err != nil || cmp <= 0 {
+		t.Errorf("c's token %s vs a's %s: compare %d, %v; want newer", grants[0].Token, before.Token, cmp, err)
+	}
+	held, err := f.mw.Claimer().Holds(ctx, "k", claim.Holder{Name: "a", UID: a.UID})
+	if err != nil || held {
+		t.Errorf("a holds k after the handover: %v, %v", held, err)
+	}
+}
+
+func TestADeposedHolderCannotOverwriteWhatItsSuccessorWroteThroughTheFencedClient(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
+	ctx := context.Background()
+	target := client.ObjectKey{Namespace: f.ns, Name: "shared"}
+	// write sets the target's writer through the pass's fenced client.
+	write := func(ctx context.Context, fc *fence.Client, writer string) error {
+		cm := &corev1.ConfigMap{}
+		if err := env.APIReader.Get(ctx, target, cm); apierrors.IsNotFound(err) {
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: target.Namespace, Name: target.Name}, Data: map[string]string{"writer": writer}}
+			return fc.Create(ctx, cm)
+		} else if err != nil {
+			return err
+		}
+		cm.Data = map[string]string{"writer": writer}
+		return fc.Update(ctx, cm)
+	}
+	// Given inner reconcilers that write the shared object through the
+	// fenced client, and a that keeps the client of its last pass
+	var stale atomic.Pointer[fence.Client]
+	f.inner.mu.Lock()
+	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+		if !c.state.Granted {
+			return reconcile.Result{}, nil
+		}
+		fc, err := claimmw.FencedClient(ctx)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if name == "a" {
+			stale.Store(fc)
+		}
+		return reconcile.Result{}, write(ctx, fc, name)
+	}
+	f.inner.mu.Unlock()
+	f.createWidget(t, "a", "k")
+	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	// Then a, holding k, can write
+	writer := func() string {
+		cm := &corev1.ConfigMap{}
+		if err := env.APIReader.Get(ctx, target, cm); err != nil {
+			return err.Error()
+		}
+		return cm.Data["writer"]
+	}
+	eventually(t, wakeWithin, func() (bool, string) { return writer() == "a", "shared written by " + writer() })
+	// When a hands k to c and c writes the shared object
+	f.createWidget(t, "c", "k")
+	f.waitForReason(t, "c", conditions.ReasonParked, 10*time.Second)
+	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.HandTo = "c" })
+	f.waitForReason(t, "c", conditions.ReasonClaimed, wakeWithin)
+	eventually(t, wakeWithin, func() (bool, string) { return writer() == "c", "shared written by " + writer() })
+	// Then a's client from its last pass as holder is refused, naming both tokens
+	err := write(ctx, stale.Load(), "a-after-losing-k")
+	var staleErr *fence.StaleTokenError
+	if !errors.Is(err, fence.ErrFenced) || !errors.As(err, &staleErr) {
+		t.Fatalf("deposed a writing: %v, want fence.ErrFenced", err)
+	}
+	if cmp, cerr := staleErr.Token.Compare(staleErr.Newer); cerr != nil || cmp >= 0 {
+		t.Errorf("refusal tokens: a's %s, object's %s; want a's older", staleErr.Token, staleErr.Newer)
+	}
+	// And the object still says c wrote it
+	if got := writer(); got != "c" {
+		t.Errorf("shared written by %q after the refused write, want c", got)
+	}
+	// And outside a granted pass there is no fenced client
+	if _, err := claimmw.FencedClient(ctx); !errors.Is(err, claimmw.ErrNoGrants) {
+		t.Errorf("FencedClient outside a pass: %v, want ErrNoGrants", err)
+	}
+}

@@ -1,0 +1,176 @@
+package claimmw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+)
+
+// errStopped is the cause of a hold asked for after the middleware stopped.
+var errStopped = errors.New("claim middleware stopped; no claim is renewed any more")
+
+// renewals keeps one claim.Keeper hold running per (object, key) the
+// middleware granted, when [WithRenewal] is set: the holds renew the records
+// between passes, so that contenders judging by claim.Expiry see the holder
+// alive, and their contexts end when a renewal misses its deadline or finds
+// the claim lost. A nil *renewals keeps nothing and guards nothing.
+type renewals struct {
+	keeper  *claim.Keeper
+	claimer *claim.Claimer
+
+	mu     sync.Mutex
+	holds  map[holdKey]*hold
+	closed bool
+}
+
+type holdKey struct {
+	obj types.NamespacedName
+	key string
+}
+
+type hold struct {
+	uid  types.UID
+	ctx  context.Context //nolint:containedctx // the hold's own lifetime, ended by stop or by the Keeper
+	stop func()
+}
+
+func newRenewals(c *claim.Claimer, cfg claim.KeeperConfig) (*renewals, error) {
+	k, err := claim.NewKeeper(c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &renewals{keeper: k, claimer: c, holds: map[holdKey]*hold{}}, nil
+}
+
+// ensure returns the live hold of every key granted to self in this pass,
+// starting a hold for each key that has none. A key granted without a write
+// (ReasonHeld) whose hold ended, or that this process never held (a
+// restart), is renewed once first: the renewal proves, by a write
+// conditional on the record, that self still holds it, and restarts the
+// contenders' count of the lease duration.
+func (r *renewals) ensure(ctx context.Context, obj types.NamespacedName, self claim.Holder, granted []claim.Outcome) (map[string]context.Context, error) {
+	if r == nil || len(granted) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]context.Context, len(granted))
+	for _, o := range granted {
+		hk := holdKey{obj: obj, key: o.Key}
+		r.mu.Lock()
+		h, ok := r.holds[hk]
+		closed := r.closed
+		r.mu.Unlock()
+		if closed {
+			return nil, errStopped
+		}
+		if ok && h.uid == self.UID && h.ctx.Err() == nil {
+			out[o.Key] = h.ctx
+			continue
+		}
+		if ok {
+			h.stop()
+			log.FromContext(ctx).Info("claim hold ended; holding again", "claimKey", o.Key, "cause", context.Cause(h.ctx).Error())
+		}
+		if o.Reason == claim.ReasonHeld {
+			if _, err := r.claimer.Renew(ctx, o.Key, self); err != nil {
+				r.drop(hk)
+				return nil, fmt.Errorf("renewing claim %q before holding it again: %w", o.Key, err)
+			}
+		}
+		// The hold outlives this pass: it renews until the claim is released,
+		// lost, handed over, or the object deleted, each of which stops it.
+		hctx, stop := r.keeper.Hold(context.WithoutCancel(ctx), o.Key, self)
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			stop()
+			return nil, errStopped
+		}
+		r.holds[hk] = &hold{uid: self.UID, ctx: hctx, stop: stop}
+		r.mu.Unlock()
+		out[o.Key] = hctx
+	}
+	return out, nil
+}
+
+// stop ends obj's hold of key, if any.
+func (r *renewals) stop(obj types.NamespacedName, key string) {
+	if r == nil {
+		return
+	}
+	r.drop(holdKey{obj: obj, key: key})
+}
+
+func (r *renewals) drop(hk holdKey) {
+	r.mu.Lock()
+	h, ok := r.holds[hk]
+	delete(r.holds, hk)
+	r.mu.Unlock()
+	if ok {
+		h.stop()
+	}
+}
+
+// stopExcept ends every hold of obj whose key is not in keep.
+func (r *renewals) stopExcept(obj types.NamespacedName, keep ...string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	var ended []*hold
+	for hk, h := range r.holds {
+		if hk.obj != obj || slices.Contains(keep, hk.key) {
+			continue
+		}
+		delete(r.holds, hk)
+		ended = append(ended, h)
+	}
+	r.mu.Unlock()
+	for _, h := range ended {
+		h.stop()
+	}
+}
+
+// close ends every hold and refuses new ones.
+func (r *renewals) close() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.closed = true
+	ended := r.holds
+	r.holds = map[holdKey]*hold{}
+	r.mu.Unlock()
+	for _, h := range ended {
+		h.stop()
+	}
+}
+
+// guard returns a context for the inner reconciler that is cancelled as
+// soon as any of holds ends, with a cause naming the key and wrapping the
+// hold's cause (claim.ErrRenewDeadline, or claim.ErrNotHolder). release must
+// be called when the inner pass returned.
+func guard(ctx context.Context, holds map[string]context.Context) (context.Context, func()) {
+	if len(holds) == 0 {
+		return ctx, func() {}
+	}
+	guarded, cancel := context.WithCancelCause(ctx)
+	stops := make([]func() bool, 0, len(holds))
+	for key, h := range holds {
+		stops = append(stops, context.AfterFunc(h, func() {
+			cancel(fmt.Errorf("claim %q is no longer held for this pass: %w", key, context.Cause(h)))
+		}))
+	}
+	return guarded, func() {
+		for _, s := range stops {
+			s()
+		}
+		cancel(context.Canceled)
+	}
+}
