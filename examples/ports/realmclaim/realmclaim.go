@@ -31,6 +31,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -180,46 +181,50 @@ type keeper struct {
 	reader  client.Reader
 }
 
-// keys are the spec realm and every realm the plane holds and must keep.
-// Kept realms are named as keys because the middleware's sweep releases
-// every claim its keys do not name; since the plane holds them, acquiring
-// them again writes nothing.
+// keys are the spec realm and every other realm the plane holds and must
+// keep. Kept realms are named as keys because the middleware's sweep
+// releases every claim its keys do not name; since the plane holds them,
+// acquiring them again writes nothing. A plane that holds only its spec
+// realm has nothing to keep, and its steady pass reads no workload.
 func (k keeper) keys(ctx context.Context, obj client.Object) ([]string, error) {
 	plane := obj.(*portapi.IdentityPlane) //nolint:forcetypeassert // claimmw.For(&portapi.IdentityPlane{})
 	if plane.Spec.KeycloakURL == "" || plane.Spec.Realm == "" {
 		return nil, errors.New("spec.keycloakURL and spec.realm are both required")
 	}
-	keep, unnamed, err := k.written(ctx, plane)
+	want, err := k.claimer.NormalizeKey(RealmKey(plane.Spec.KeycloakURL, plane.Spec.Realm))
 	if err != nil {
 		return nil, err
-	}
-	if plane.Status.KeycloakURL != "" && plane.Status.Realm != "" {
-		keep = append(keep, RealmKey(plane.Status.KeycloakURL, plane.Status.Realm))
 	}
 	self, err := k.claimer.HolderOf(plane)
 	if err != nil {
 		return nil, err
 	}
-	if unnamed {
-		held, err := k.held(ctx, self)
-		if err != nil {
-			return nil, err
-		}
-		keep = append(keep, held...)
+	held, err := k.held(ctx, self)
+	if err != nil {
+		return nil, err
 	}
-	keys := []string{RealmKey(plane.Spec.KeycloakURL, plane.Spec.Realm)}
-	for _, key := range keep {
-		if held, err := k.claimer.Holds(ctx, key, self); err != nil {
-			return nil, fmt.Errorf("checking kept realm: %w", err)
-		} else if held {
+	others := slices.DeleteFunc(held, func(key string) bool { return key == want })
+	if len(others) == 0 {
+		return []string{want}, nil
+	}
+	keep, unnamed, err := k.written(ctx, plane)
+	if err != nil {
+		return nil, err
+	}
+	if status, err := NormalizeKey(RealmKey(plane.Status.KeycloakURL, plane.Status.Realm)); err == nil {
+		keep = append(keep, status)
+	}
+	keys := []string{want}
+	for _, key := range others {
+		if unnamed || slices.Contains(keep, key) {
 			keys = append(keys, key)
 		}
 	}
 	return keys, nil
 }
 
-// written returns the realms the plane's live workloads may write; unnamed
-// is true when one writes a realm it does not name.
+// written returns the realms the plane's live workloads may write,
+// normalized; unnamed is true when one writes a realm it does not name.
 func (k keeper) written(ctx context.Context, plane *portapi.IdentityPlane) (keys []string, unnamed bool, err error) {
 	opts := []client.ListOption{client.InNamespace(plane.Namespace), client.MatchingLabels{PlaneLabel: plane.Name}}
 	var deployments appsv1.DeploymentList
@@ -251,11 +256,12 @@ func (k keeper) written(ctx context.Context, plane *portapi.IdentityPlane) (keys
 		}
 	}
 	add := func(key string) {
-		if _, err := NormalizeKey(key); err != nil {
+		norm, err := NormalizeKey(key)
+		if err != nil {
 			unnamed = true // a realm we cannot read is a realm we do not know
 			return
 		}
-		keys = append(keys, key)
+		keys = append(keys, norm)
 	}
 	for _, w := range live {
 		for _, a := range w.annotations {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/envtest"
@@ -275,6 +276,39 @@ func TestASuspendedPlaneTouchesNoClaim(t *testing.T) {
 	wantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed, "/realms/new")
 	if _, ok := f.lease(t, keycloak, "old"); ok {
 		t.Fatal("the resumed plane kept a realm nothing names")
+	}
+}
+
+func TestASteadyPlaneReadsNoWorkload(t *testing.T) {
+	// Given a plane whose API reader counts workload lists
+	f := newFixture(t)
+	var lists atomic.Int32
+	c, err := env.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counting := interceptor.NewClient(c, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, lease := list.(*coordinationv1.LeaseList); !lease {
+				lists.Add(1)
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	if f.r, err = realmclaim.Wrap(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	}), f.opNS, f.client, counting, claimmw.WithMetrics(false)); err != nil {
+		t.Fatal(err)
+	}
+	p := f.plane(t, "p", keycloak, "camunda")
+
+	// When it acquires its realm and reconciles again
+	wantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed)
+	wantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed)
+
+	// Then it held nothing else to keep, so no workload was listed
+	if n := lists.Load(); n != 0 {
+		t.Fatalf("%d workload lists for a plane that holds only its spec realm, want 0", n)
 	}
 }
 
