@@ -46,10 +46,7 @@ $(GOLANGCI_LINT):
 
 .PHONY: demo
 demo: envtest ## Run the example operator against an embedded control plane and play the handover scenario.
-	@if [ -d examples/camundacluster/demo ]; then go run ./examples/camundacluster/demo; else \
-	  echo "demo: the example operator is not built yet (issue: example operator and demo)."; \
-	  echo "demo: it will start a control plane, run two CamundaClusters against one storage backend,"; \
-	  echo "demo: show one Claimed and one Parked, delete the holder, wait for its pods, and hand over."; fi
+	go run ./examples/camundacluster/demo
 
 .PHONY: bench
 bench: envtest ## Measure API cost and latency of claims against the alternatives.

@@ -6,6 +6,12 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# $1 is relative to the caller's directory (the Makefile passes
+# bin/k8s/<version>), not to this script's, where the go commands run.
+if [ -n "${1:-}" ]; then
+  mkdir -p "$1"
+  set -- "$(cd "$1" && pwd)"
+fi
 cd "$here"
 
 k8s_version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)   # v1.37.2

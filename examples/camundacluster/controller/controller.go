@@ -103,12 +103,15 @@ func ClaimConfig(namespace string) claim.Config {
 }
 
 // CacheOptions restricts the manager's cache to what the operator watches:
-// Leases in claimNamespace, and pods and StatefulSets it manages. Without
-// it, watching Leases and pods caches every one of the cluster.
+// its claim Leases in claimNamespace, and the pods and StatefulSets it
+// manages. Without it, watching Leases and pods caches every one of the
+// cluster.
 func CacheOptions(claimNamespace string) cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{claimNamespace: {}}},
+		// Claim Leases only: the manager's own leader-election Lease may
+		// live in the same namespace and changes every few seconds.
+		&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{claimNamespace: {}}, Label: managed},
 		&corev1.Pod{}:           {Label: managed},
 		&appsv1.StatefulSet{}:   {Label: managed},
 	}}

@@ -69,6 +69,8 @@ type World struct {
 type Step struct {
 	// Title says what happens, for the timeline and for test names.
 	Title string
+	// Why says, for the timeline, what the step shows.
+	Why string
 	// Run acts and waits for the expected state; its error says what was
 	// expected and what was seen.
 	Run func(ctx context.Context, w *World) error
@@ -77,11 +79,32 @@ type Step struct {
 // Steps returns the scenario, in order.
 func Steps() []Step {
 	return []Step{
-		{Title: "alpha claims the storage backend and the realm", Run: alphaClaims},
-		{Title: "bravo names the same backend and is parked", Run: bravoParks},
-		{Title: "alpha's broker pod runs", Run: alphaBrokerRuns},
-		{Title: "alpha is deleted; the handover gate waits for its broker", Run: alphaDeleted},
-		{Title: "alpha's broker stops; bravo takes over with a larger token", Run: bravoTakesOver},
+		{
+			Title: "alpha claims the storage backend and the realm",
+			Why:   "The first Create of a key's Lease wins. alpha holds both keys, runs one broker, and carries the grant's fencing token.",
+			Run:   alphaClaims,
+		},
+		{
+			Title: "bravo names the same backend and is parked",
+			Why:   "bravo's Create meets alpha's Lease; alpha is alive, so bravo is Parked, names the holder, and renders zero brokers.",
+			Run:   bravoParks,
+		},
+		{
+			Title: "alpha's broker pod runs",
+			Why:   "The demo plays the StatefulSet controller: the pod carries alpha's UID and the hashes of the keys it uses.",
+			Run:   alphaBrokerRuns,
+		},
+		{
+			Title: "alpha is deleted; the handover gate waits for its broker",
+			Why: "A cluster being deleted no longer holds its keys, but its broker may still write: alpha's finalizer keeps the Lease " +
+				"until its pods stop, and bravo's handover gate stays closed while one runs.",
+			Run: alphaDeleted,
+		},
+		{
+			Title: "alpha's broker stops; bravo takes over with a larger token",
+			Why:   "The gate opens; bravo's one write is fenced on the Lease it read. Its token is greater than every earlier grant's.",
+			Run:   bravoTakesOver,
+		},
 	}
 }
 
@@ -101,6 +124,9 @@ func (w *World) RunStep(ctx context.Context, n, total int, s Step) error {
 		w.start = time.Now()
 	}
 	w.printf("\n== step %d/%d: %s\n", n, total, s.Title)
+	if s.Why != "" {
+		w.printf("   %s\n", s.Why)
+	}
 	if err := s.Run(ctx, w); err != nil {
 		return fmt.Errorf("step %d (%s): %w", n, s.Title, err)
 	}
