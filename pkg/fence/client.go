@@ -161,13 +161,13 @@ func (f *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 
 // DeleteAllOf is refused with an *UnsupportedError: a collection delete
 // cannot check the stamps of each object it deletes. List and Delete each.
-func (f *Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+func (f *Client) DeleteAllOf(_ context.Context, obj client.Object, _ ...client.DeleteAllOfOption) error {
 	return &UnsupportedError{Op: "delete all of " + fmt.Sprintf("%T", obj),
 		Why: "a collection delete cannot check each object's stamps; list the objects and delete each"}
 }
 
 // Apply is refused with an *UnsupportedError; see the package comment.
-func (f *Client) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+func (f *Client) Apply(_ context.Context, _ runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
 	return errApply("apply")
 }
 
@@ -204,7 +204,7 @@ func (s *subClient) unsupported(op string) error {
 	return nil
 }
 
-func (s *subClient) Create(ctx context.Context, obj, subResource client.Object, opts ...client.SubResourceCreateOption) error {
+func (s *subClient) Create(_ context.Context, _, _ client.Object, _ ...client.SubResourceCreateOption) error {
 	return &UnsupportedError{Op: fmt.Sprintf("create subresource %q", s.name),
 		Why: "a subresource create cannot be made conditional on the read the stamps were checked on"}
 }
@@ -234,7 +234,7 @@ func (s *subClient) Patch(ctx context.Context, obj client.Object, patch client.P
 	})
 }
 
-func (s *subClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+func (s *subClient) Apply(_ context.Context, _ runtime.ApplyConfiguration, _ ...client.SubResourceApplyOption) error {
 	return errApply(fmt.Sprintf("apply subresource %q", s.name))
 }
 

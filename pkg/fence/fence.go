@@ -67,6 +67,7 @@ type StaleTokenError struct {
 	Newer claim.Token
 }
 
+// Error names the object, the key and both tokens.
 func (e *StaleTokenError) Error() string {
 	return fmt.Sprintf("refusing to %s %s %s: it carries fencing token %s of claim key %q (annotation %s), newer than this holder's %s",
 		e.Op, e.Kind, e.Object, e.Newer, e.Key, e.Annotation, e.Token)
@@ -87,6 +88,7 @@ type MalformedStampError struct {
 	Err        error
 }
 
+// Error names the object, the annotation and its value.
 func (e *MalformedStampError) Error() string {
 	return fmt.Sprintf("refusing to %s %s %s: its annotation %s (fencing stamp of claim key %q) is %q, not a token; remove or correct it: %v",
 		e.Op, e.Kind, e.Object, e.Annotation, e.Key, e.Value, e.Err)
@@ -106,6 +108,7 @@ type UnsupportedError struct {
 	Why string
 }
 
+// Error names the refused call and why.
 func (e *UnsupportedError) Error() string {
 	return fmt.Sprintf("refusing to %s through the fenced client: %s", e.Op, e.Why)
 }
