@@ -28,6 +28,7 @@ envtest: ## Build kube-apiserver, etcd and kubectl from source into bin/k8s/<ver
 .PHONY: test
 test: envtest vet ## Build the control plane if missing, vet, and run every test against it.
 	go test $(TEST_FLAGS) -p $(TEST_PARALLEL) ./...
+	@$(MAKE) --no-print-directory fuzz-short
 
 .PHONY: vet
 vet: ## go vet every package.
@@ -56,3 +57,14 @@ bench: envtest ## Measure API cost and latency of claims against the alternative
 .PHONY: fuzz
 fuzz: ## Run each fuzz target briefly (FUZZTIME, default 5s).
 	@for t in $$(go test -list '^Fuzz' ./pkg/claim/ | grep ^Fuzz); do go test -run '^$$' -fuzz "^$$t$$" -fuzztime $${FUZZTIME:-5s} ./pkg/claim/; done
+
+.PHONY: fuzz-short
+fuzz-short: ## Run each fuzz target for 3s from its committed corpus (FUZZTIME); part of `make test`.
+	@FUZZTIME=$${FUZZTIME:-3s} $(MAKE) --no-print-directory fuzz
+
+# `make chaos`: the randomized contention of internal/chaos for SEEDS seeds;
+# CHAOS_SEED=N replays one. `make test` runs 3 seeds of it.
+SEEDS ?= 200
+.PHONY: chaos
+chaos: envtest ## Randomized claims under injected faults and crashes, history-checked (SEEDS=200; CHAOS_SEED=N replays one).
+	CHAOS_SEEDS=$(SEEDS) go test -race -count=1 -timeout 90m -run '^TestChaos$$' -v ./internal/chaos/

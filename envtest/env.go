@@ -49,7 +49,9 @@ type Options struct {
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// Restartable keeps etcd's data and the API server's certificates in
 	// directories of their own so that [Env.Restart] can stop and start the
-	// control plane without losing either. Main ignores it.
+	// control plane without losing either; its API server serves watches from
+	// etcd (no watch cache) so that watches resume across a restart. Main
+	// ignores it.
 	Restartable bool
 }
 
@@ -75,6 +77,10 @@ func Start(opts Options) (*Env, error) {
 		ControlPlaneStopTimeout:  time.Minute,
 	}}
 	if opts.Restartable {
+		// A restart does not wait for long-running requests to drain: an
+		// API server still busy after restartStopTimeout is killed, as a
+		// crashed one would be.
+		e.env.ControlPlaneStopTimeout = restartStopTimeout
 		if err := e.persistentDirs(); err != nil {
 			return nil, fmt.Errorf("starting envtest: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,15 +78,26 @@ type run struct {
 	livenessCrash float64
 	// backend stores the records; lease.Backend unless a test breaks it.
 	backend claim.BackendFactory
-	// during runs beside the participants (the restart test restarts the
-	// control plane from it).
+	// during runs beside the participants, which keep going until it
+	// returns (the restart test restarts the control plane from it).
 	during func(ctx context.Context) error
+	// on is the control plane; the package's own when nil.
+	on *envtest.Env
+}
+
+func (r run) env() *envtest.Env {
+	if r.on != nil {
+		return r.on
+	}
+	return env
 }
 
 var small = run{slots: 4, keys: 3, steps: 24, profile: chaos.Default, livenessCrash: 0.05, backend: lease.Backend}
 
 // result is what one seed did and what the checker found.
 type result struct {
+	ops        []history.Op
+	started    map[int]time.Time // when each participant process started
 	summary    history.Summary
 	violations []history.Violation
 	stats      *chaos.Stats
@@ -104,22 +116,39 @@ type world struct {
 
 	mu      sync.Mutex
 	holders map[types.UID]claim.Holder
+	busy    atomic.Bool // during is still running
+	started map[int]time.Time
+}
+
+// more reports whether a participant that took n of budget steps goes on.
+func (w *world) more(n, budget int) bool { return n < budget || w.busy.Load() }
+
+// retry calls f until it succeeds or ctx ends, for the world's own writes,
+// which must happen even while the API server is away.
+func retry(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (r run) play(t *testing.T, seed uint64) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	admin, err := env.NewClient()
+	admin, err := r.env().NewClient()
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{run: r, ns: env.Namespace(t), log: &history.Log{}, stats: &chaos.Stats{}, admin: admin, holders: map[types.UID]claim.Holder{}}
+	w := &world{run: r, ns: r.env().Namespace(t), log: &history.Log{}, stats: &chaos.Stats{}, admin: admin, holders: map[types.UID]claim.Holder{}, started: map[int]time.Time{}}
 	w.cfg = claim.Config{Namespace: w.ns}
 	for i := range r.keys {
 		w.keys = append(w.keys, fmt.Sprintf("chaos|backend-%d.%s.svc:9200", i, w.ns))
 	}
-	rec, err := startRecorder(ctx, w.ns)
+	rec, err := startRecorder(ctx, r.env(), w.ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +160,8 @@ func (r run) play(t *testing.T, seed uint64) result {
 	}
 	duringErr := make(chan error, 1)
 	if r.during != nil {
-		go func() { duringErr <- r.during(ctx) }()
+		w.busy.Store(true)
+		go func() { duringErr <- r.during(ctx); w.busy.Store(false) }()
 	} else {
 		duringErr <- nil
 	}
@@ -146,7 +176,18 @@ func (r run) play(t *testing.T, seed uint64) result {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
 	s, vs := history.Check(w.log.Ops(), versions, left)
-	return result{summary: s, violations: vs, stats: w.stats}
+	return result{ops: w.log.Ops(), started: w.started, summary: s, violations: vs, stats: w.stats}
+}
+
+// afterRestart counts the grants made after t to processes started before t.
+func (r result) afterRestart(t time.Time) int {
+	n := 0
+	for _, op := range r.ops {
+		if op.Granted() && op.Invoked.After(t) && r.started[op.Process].Before(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // slot runs participants for one holder name in turn: each life is a
@@ -157,10 +198,10 @@ func (w *world) slot(ctx context.Context, t *testing.T, i int, rng *rand.Rand) {
 	name := fmt.Sprintf("holder-%d", i)
 	var cm *corev1.ConfigMap
 	steps := 0
-	for steps < w.steps && ctx.Err() == nil {
+	for w.more(steps, w.steps) && ctx.Err() == nil {
 		if cm == nil {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
-			if err := w.admin.Create(ctx, cm); err != nil {
+			if err := retry(ctx, func() error { return w.admin.Create(ctx, cm) }); err != nil {
 				t.Errorf("creating holder %s: %v", name, err)
 				return
 			}
@@ -191,10 +232,13 @@ func (w *world) holderOf(t *testing.T, c *claim.Claimer, cm *corev1.ConfigMap) c
 
 func (w *world) deleteHolder(ctx context.Context, t *testing.T, cm *corev1.ConfigMap) {
 	done := w.log.Begin(history.Op{Kind: history.OpDeleteHolder, Holder: cm.UID})
-	err := w.admin.Delete(ctx, cm, client.Preconditions{UID: &cm.UID})
-	if apierrors.IsNotFound(err) {
-		err = nil
-	}
+	err := retry(ctx, func() error {
+		err := w.admin.Delete(ctx, cm, client.Preconditions{UID: &cm.UID})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
 	done("", "", err)
 	if err != nil {
 		t.Errorf("deleting holder %s: %v", cm.Name, err)
@@ -207,7 +251,11 @@ func (w *world) deleteHolder(ctx context.Context, t *testing.T, cm *corev1.Confi
 func (w *world) life(ctx context.Context, t *testing.T, cm *corev1.ConfigMap, rng *rand.Rand, budget int) (bool, int) {
 	ctx, crash := context.WithCancel(ctx)
 	defer crash()
-	raw, err := env.NewClient()
+	w.mu.Lock()
+	proc := len(w.started)
+	w.started[proc] = time.Now()
+	w.mu.Unlock()
+	raw, err := w.env().NewClient()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,13 +274,14 @@ func (w *world) life(ctx context.Context, t *testing.T, cm *corev1.ConfigMap, rn
 		t.Fatal(err)
 	}
 	self := w.holderOf(t, claimer, cm)
-	for n := 0; n < budget; n++ {
+	n := 0
+	for ; w.more(n, budget); n++ {
 		if ctx.Err() != nil {
 			return true, n
 		}
 		switch r := rng.Float64(); {
 		case r < 0.2:
-			done := w.log.Begin(history.Op{Kind: history.OpRelease, Holder: self.UID})
+			done := w.log.Begin(history.Op{Kind: history.OpRelease, Holder: self.UID, Process: proc})
 			err := claimer.Release(ctx, self)
 			if ctx.Err() == nil {
 				done("", "", err)
@@ -242,7 +291,7 @@ func (w *world) life(ctx context.Context, t *testing.T, cm *corev1.ConfigMap, rn
 			return false, n + 1
 		default:
 			key := w.keys[rng.IntN(len(w.keys))]
-			done := w.log.Begin(history.Op{Kind: history.OpAcquire, Key: key, Holder: self.UID})
+			done := w.log.Begin(history.Op{Kind: history.OpAcquire, Key: key, Holder: self.UID, Process: proc})
 			_, o, err := claimer.Acquire(ctx, key, self)
 			if ctx.Err() != nil {
 				// Crashed: the process never saw the answer.
@@ -252,9 +301,12 @@ func (w *world) life(ctx context.Context, t *testing.T, cm *corev1.ConfigMap, rn
 			if o.Granted() {
 				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond) // the guarded work
 			}
+			if err != nil {
+				time.Sleep(20 * time.Millisecond) // the controller's backoff
+			}
 		}
 	}
-	return true, budget
+	return true, n
 }
 
 // finalSweep releases every holder ever created, as their finalizers would,
@@ -271,15 +323,12 @@ func (w *world) finalSweep(ctx context.Context, t *testing.T) []history.Version 
 	}
 	w.mu.Unlock()
 	for _, h := range holders {
-		var err error
-		for range 5 {
+		err := retry(ctx, func() error {
 			done := w.log.Begin(history.Op{Kind: history.OpFinalRelease, Holder: h.UID})
-			err = c.Release(ctx, h)
+			err := c.Release(ctx, h)
 			done("", "", err)
-			if err == nil {
-				break
-			}
-		}
+			return err
+		})
 		if err != nil {
 			t.Errorf("final release of %s: %v", h, err)
 		}
@@ -321,8 +370,8 @@ func versionOf(l *coordinationv1.Lease, deleted bool) history.Version {
 	}
 }
 
-func startRecorder(ctx context.Context, ns string) (*recorder, error) {
-	c, err := env.NewClient()
+func startRecorder(ctx context.Context, e *envtest.Env, ns string) (*recorder, error) {
+	c, err := e.NewClient()
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,9 @@ type Op struct {
 	Key string
 	// Holder is the UID of the holder the operation acted for.
 	Holder types.UID
+	// Process identifies the participant process that invoked the
+	// operation; a holder whose process crashed and restarted has several.
+	Process int
 	// Invoked and Returned bracket the operation. Returned is zero for an
 	// operation abandoned by a crash.
 	Invoked, Returned time.Time
