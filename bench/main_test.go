@@ -73,10 +73,10 @@ type sizes struct {
 	// scaleBudget bounds the time spent creating the scale scenario's
 	// holders; the scale reached is what the table states.
 	scaleBudget time.Duration
-	probes     int // scenario 6: fresh keys acquired per probe, and the sweep's claims
-	workers    int
-	leKeys     int // baseline (a)
-	window     time.Duration
+	probes      int // scenario 6: fresh keys acquired per probe, and the sweep's claims
+	workers     int
+	leKeys      int // baseline (a)
+	window      time.Duration
 }
 
 func sizesFromEnv(t *testing.T) sizes {
