@@ -14,7 +14,10 @@
 //     holder's UID still runs ([claimmw.PodsGone]);
 //   - its deletion path: a deleted cluster scales its brokers to zero and
 //     keeps its claims until its pods are gone, so the release never frees a
-//     backend its brokers still write.
+//     backend its brokers still write;
+//   - its planned handover: spec.handoverTo names a successor; the cluster
+//     scales its brokers to zero and reports success only once they are
+//     gone, and then the middleware commits the handover.
 //
 // A parked cluster is rendered with zero replicas ([claimmw.RunInnerWhileParked]),
 // so the StatefulSet exists and says what would run.
@@ -142,6 +145,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return Keys(cc)
 		}),
+		claimmw.WithHandover(handoverTo),
 		claimmw.WhileParked(claimmw.RunInnerWhileParked),
 		claimmw.WithRequeue(r.ParkedRequeue, r.WaitingRequeue),
 	)
@@ -183,6 +187,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Middleware returns the claim middleware around the reconciler, once
 // SetupWithManager has run: its Claimer reads who holds a key.
 func (r *Reconciler) Middleware() *claimmw.Middleware { return r.mw }
+
+// handoverTo names the successor of every key of a cluster whose
+// spec.handoverTo is set: the backend and the realm move together.
+func handoverTo(_ context.Context, obj client.Object, _ string) (client.ObjectKey, bool, error) {
+	cc, ok := obj.(*v1alpha1.CamundaCluster)
+	if !ok || cc.Spec.HandoverTo == "" {
+		return client.ObjectKey{}, false, nil
+	}
+	return client.ObjectKey{Namespace: cc.Namespace, Name: cc.Spec.HandoverTo}, true, nil
+}
 
 // PodsOfKey selects the pods of the previous holder that use key: the
 // handover gate stays closed while one of them runs.

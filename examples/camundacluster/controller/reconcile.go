@@ -33,7 +33,14 @@ const (
 	ReasonRunning conditions.Reason = "Running"
 	// ReasonStopped: the cluster asks for zero brokers.
 	ReasonStopped conditions.Reason = "Stopped"
+	// ReasonHandingOver: the cluster hands its keys to spec.handoverTo and
+	// waits for its brokers to stop.
+	ReasonHandingOver conditions.Reason = "HandingOver"
 )
+
+// handoverRequeue is how soon a cluster handing over looks at its pods
+// again when no pod event wakes it earlier.
+const handoverRequeue = 5 * time.Second
 
 // ErrPodsStillRunning marks a deleted cluster whose brokers have not
 // stopped yet: it keeps its claims until they have.
@@ -72,7 +79,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			token = g.Token.String()
 		}
 	}
-	want := Render(cc, keys, state.Granted, token)
+	handingOver := len(state.Handovers) > 0
+	want := Render(cc, keys, state.Granted && !handingOver, token)
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: want.Namespace, Name: want.Name}}
 	op, err := controllerutil.CreateOrUpdate(ctx, r.client, sts, func() error {
 		mergeInto(sts, want)
@@ -84,17 +92,56 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if op != controllerutil.OperationResultNone {
 		log.FromContext(ctx).Info("rendered StatefulSet", "operation", op, "replicas", *want.Spec.Replicas, "granted", state.Granted)
 	}
-	return r.writeStatus(ctx, cc, state, *want.Spec.Replicas, token)
+	if !handingOver {
+		return r.writeStatus(ctx, cc, state, *want.Spec.Replicas, token, "")
+	}
+	// A handover is committed after a pass that returns a zero Result:
+	// return one only when no broker of this cluster runs any more.
+	running, err := r.runningPods(ctx, cc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(running) == 0 {
+		return r.writeStatus(ctx, cc, state, 0, token, "")
+	}
+	msg := fmt.Sprintf("Handing over to %s once pod %s stops.", cc.Spec.HandoverTo, strings.Join(running, ", "))
+	if res, err := r.writeStatus(ctx, cc, state, 0, token, msg); err != nil || !res.IsZero() {
+		return res, err
+	}
+	return reconcile.Result{RequeueAfter: handoverRequeue}, nil
+}
+
+// runningPods returns the names of cc's pods that have not stopped, read
+// uncached: a cache that has not seen a pod yet would let a release or a
+// handover free a backend that pod still writes.
+func (r *Reconciler) runningPods(ctx context.Context, cc *v1alpha1.CamundaCluster) ([]string, error) {
+	var pods corev1.PodList
+	if err := r.reader.List(ctx, &pods, client.InNamespace(cc.Namespace), client.MatchingLabels{LabelClusterUID: string(cc.UID)}); err != nil {
+		return nil, fmt.Errorf("listing pods of CamundaCluster %s/%s: %w", cc.Namespace, cc.Name, err)
+	}
+	var running []string
+	for i := range pods.Items {
+		if !terminal(&pods.Items[i]) {
+			running = append(running, pods.Items[i].Name)
+		}
+	}
+	slices.Sort(running)
+	return running, nil
 }
 
 // writeStatus sets Ready, observedGeneration and storageToken, writing only
 // when they changed, with an optimistic lock: the conditions list is written
 // whole and must not replace a newer claim condition.
-func (r *Reconciler) writeStatus(ctx context.Context, cc *v1alpha1.CamundaCluster, state claimmw.State, replicas int32, token string) (reconcile.Result, error) {
+// handingOver, when not empty, is the Ready message of a cluster that
+// waits for its brokers to stop before it hands over.
+func (r *Reconciler) writeStatus(ctx context.Context, cc *v1alpha1.CamundaCluster, state claimmw.State, replicas int32, token, handingOver string) (reconcile.Result, error) {
 	base := cc.DeepCopy()
 	ready := conditions.New(conditions.Ready, ReasonRunning,
 		fmt.Sprintf("StatefulSet %s asks for %d broker(s).", cc.Name, replicas), cc.Generation)
-	if replicas == 0 {
+	switch {
+	case handingOver != "":
+		ready = conditions.New(conditions.Ready, ReasonHandingOver, handingOver, cc.Generation)
+	case replicas == 0:
 		ready = conditions.New(conditions.Ready, ReasonStopped, "The cluster asks for zero brokers.", cc.Generation)
 	}
 	ready.Status = metav1.ConditionTrue
@@ -131,20 +178,11 @@ func (r *Reconciler) stop(ctx context.Context, cc *v1alpha1.CamundaCluster) erro
 			return fmt.Errorf("stopping CamundaCluster %s/%s: scaling its StatefulSet to zero: %w", cc.Namespace, cc.Name, err)
 		}
 	}
-	// Uncached: releasing on a cache that has not seen a pod yet would free
-	// a backend that pod still writes.
-	var pods corev1.PodList
-	if err := r.reader.List(ctx, &pods, client.InNamespace(cc.Namespace), client.MatchingLabels{LabelClusterUID: string(cc.UID)}); err != nil {
-		return fmt.Errorf("stopping CamundaCluster %s/%s: listing its pods: %w", cc.Namespace, cc.Name, err)
-	}
-	var running []string
-	for i := range pods.Items {
-		if !terminal(&pods.Items[i]) {
-			running = append(running, pods.Items[i].Name)
-		}
+	running, err := r.runningPods(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("stopping CamundaCluster %s/%s: %w", cc.Namespace, cc.Name, err)
 	}
 	if len(running) > 0 {
-		slices.Sort(running)
 		return fmt.Errorf("stopping CamundaCluster %s/%s before releasing its claims: %w: %s", cc.Namespace, cc.Name, ErrPodsStillRunning, strings.Join(running, ", "))
 	}
 	return nil

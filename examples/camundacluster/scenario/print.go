@@ -26,7 +26,8 @@ func (w *World) logf(format string, args ...any) {
 	w.printf("  [%6.2fs] %s\n", time.Since(w.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-// show prints every cluster's claim condition as a table and, when lease
+// show prints every cluster's claim condition (and the reason of its Ready
+// condition) as a table and, when lease
 // is set, the storage backend's Lease as `kubectl get lease -o yaml` shows
 // it.
 func (w *World) show(ctx context.Context, lease bool) error {
@@ -44,12 +45,12 @@ func (w *World) show(ctx context.Context, lease bool) error {
 	slices.Sort(names)
 	w.printf("\n")
 	tw := tabwriter.NewWriter(w.Out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  CLUSTER\tCONDITION\tSTATUS\tREASON\tTOKEN\tMESSAGE")
+	fmt.Fprintln(tw, "  CLUSTER\tCONDITION\tSTATUS\tREASON\tTOKEN\tREADY\tMESSAGE")
 	for _, name := range names {
 		cc := ccs[name]
 		c := meta.FindStatusCondition(cc.Status.Conditions, string(conditions.Claimed))
 		if c == nil {
-			fmt.Fprintf(tw, "  %s\t%s\t\t\t\t\n", name, conditions.Claimed)
+			fmt.Fprintf(tw, "  %s\t%s\t\t\t\t\t\n", name, conditions.Claimed)
 			continue
 		}
 		token := cc.Status.StorageToken
@@ -60,7 +61,11 @@ func (w *World) show(ctx context.Context, lease bool) error {
 		if cc.DeletionTimestamp != nil {
 			state = " (deleting)"
 		}
-		fmt.Fprintf(tw, "  %s%s\t%s\t%s\t%s\t%s\t%s\n", name, state, c.Type, c.Status, c.Reason, token, c.Message)
+		ready := "-"
+		if r := meta.FindStatusCondition(cc.Status.Conditions, string(conditions.Ready)); r != nil {
+			ready = r.Reason
+		}
+		fmt.Fprintf(tw, "  %s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, state, c.Type, c.Status, c.Reason, token, ready, c.Message)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("printing the clusters: %w", err)

@@ -1,7 +1,8 @@
 // Package scenario is the example operator's story as a list of steps: two
 // CamundaClusters name one storage backend, one is Claimed and one Parked;
 // the holder is deleted, the handover gate waits for its broker pod, and the
-// successor takes the backend over with a larger fencing token.
+// successor takes the backend over with a larger fencing token; then a
+// planned handover moves the backend to a third cluster.
 //
 // `make demo` plays the steps against an embedded control plane and prints
 // each state; the controller's test plays the same steps, so `make test`
@@ -36,8 +37,9 @@ import (
 
 // The scenario's clusters and what they name.
 const (
-	Alpha = "alpha"
-	Bravo = "bravo"
+	Alpha   = "alpha"
+	Bravo   = "bravo"
+	Charlie = "charlie"
 	// Storage is the backend both clusters name.
 	Storage = "elasticsearch|https://es.data.svc:9200"
 	// Realm is the Keycloak realm both clusters name.
@@ -105,6 +107,22 @@ func Steps() []Step {
 			Why:   "The gate opens; bravo's one write is fenced on the Lease it read. Its token is greater than every earlier grant's.",
 			Run:   bravoTakesOver,
 		},
+		{
+			Title: "charlie names the backend and is parked behind bravo, whose broker runs",
+			Why:   "A third cluster wants the backend while bravo holds it and runs a broker.",
+			Run:   charlieParks,
+		},
+		{
+			Title: "bravo is told to hand over to charlie (spec.handoverTo); it stops its broker first",
+			Why: "A planned handover: bravo's Lease records charlie as its successor, and charlie waits for the commit. " +
+				"bravo keeps the key and scales to zero; the middleware commits only after a pass in which its broker is gone.",
+			Run: bravoHandsOver,
+		},
+		{
+			Title: "bravo's broker stops; the handover commits and charlie holds the backend with a larger token",
+			Why:   "No takeover and no liveness check: bravo hands its keys over itself. bravo still names the backend, so it is Parked.",
+			Run:   charlieTakesOver,
+		},
 	}
 }
 
@@ -160,24 +178,7 @@ func bravoParks(ctx context.Context, w *World) error {
 	return w.show(ctx, false)
 }
 
-func alphaBrokerRuns(ctx context.Context, w *World) error {
-	sts := &appsv1.StatefulSet{}
-	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: Alpha}, sts); err != nil {
-		return fmt.Errorf("reading alpha's StatefulSet: %w", err)
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: Alpha + "-0", Labels: sts.Spec.Template.Labels},
-		Spec:       sts.Spec.Template.Spec,
-	}
-	if err := w.Client.Create(ctx, pod); err != nil {
-		return fmt.Errorf("creating alpha's broker pod: %w", err)
-	}
-	w.logf("created pod %s with the labels of alpha's pod template (no kubelet here):", pod.Name)
-	for _, k := range []string{controller.LabelClusterUID, controller.LabelStorageClaim, controller.LabelRealmClaim} {
-		w.printf("             %s=%s\n", k, pod.Labels[k])
-	}
-	return nil
-}
+func alphaBrokerRuns(ctx context.Context, w *World) error { return w.startBroker(ctx, Alpha) }
 
 func alphaDeleted(ctx context.Context, w *World) error {
 	alpha := &v1alpha1.CamundaCluster{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: Alpha}}
@@ -214,11 +215,9 @@ func alphaDeleted(ctx context.Context, w *World) error {
 }
 
 func bravoTakesOver(ctx context.Context, w *World) error {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: Alpha + "-0"}}
-	if err := w.Client.Delete(ctx, pod); err != nil {
-		return fmt.Errorf("deleting alpha's broker pod: %w", err)
+	if err := w.stopBroker(ctx, Alpha); err != nil {
+		return err
 	}
-	w.logf("deleted pod %s (its broker stopped)", pod.Name)
 	cc, err := w.waitFor(ctx, "bravo Claimed with one broker requested", func(ctx context.Context) (bool, string, error) {
 		return w.clusterIs(ctx, Bravo, conditions.ReasonClaimed, 1, "")
 	})
@@ -237,6 +236,114 @@ func bravoTakesOver(ctx context.Context, w *World) error {
 		return err
 	}
 	return w.show(ctx, true)
+}
+
+func charlieParks(ctx context.Context, w *World) error {
+	if err := w.startBroker(ctx, Bravo); err != nil {
+		return err
+	}
+	if err := w.createCluster(ctx, Charlie); err != nil {
+		return err
+	}
+	holder := fmt.Sprintf("%s %s/%s", v1alpha1.Kind, w.Namespace, Bravo)
+	if _, err := w.waitFor(ctx, "charlie Parked, naming bravo as the holder", func(ctx context.Context) (bool, string, error) {
+		return w.clusterIs(ctx, Charlie, conditions.ReasonParked, 0, holder)
+	}); err != nil {
+		return err
+	}
+	return w.show(ctx, false)
+}
+
+func bravoHandsOver(ctx context.Context, w *World) error {
+	bravo := &v1alpha1.CamundaCluster{}
+	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: Bravo}, bravo); err != nil {
+		return fmt.Errorf("reading bravo: %w", err)
+	}
+	base := bravo.DeepCopy()
+	bravo.Spec.HandoverTo = Charlie
+	if err := w.Client.Patch(ctx, bravo, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("setting bravo's spec.handoverTo: %w", err)
+	}
+	w.logf("set bravo's spec.handoverTo=%s", Charlie)
+	if _, err := w.waitFor(ctx, "charlie WaitingForHandover on the prepared handover", func(ctx context.Context) (bool, string, error) {
+		return w.clusterIs(ctx, Charlie, conditions.ReasonWaitingForHandover, 0, "planned handover")
+	}); err != nil {
+		return err
+	}
+	pod := Bravo + "-0"
+	if _, err := w.waitFor(ctx, "bravo still Claimed, scaled to zero, Ready=HandingOver naming its broker", func(ctx context.Context) (bool, string, error) {
+		if ok, seen, err := w.clusterIs(ctx, Bravo, conditions.ReasonClaimed, 0, ""); !ok || err != nil {
+			return ok, seen, err
+		}
+		cc := &v1alpha1.CamundaCluster{}
+		if err := w.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: Bravo}, cc); err != nil {
+			return false, err.Error(), nil
+		}
+		ready := meta.FindStatusCondition(cc.Status.Conditions, string(conditions.Ready))
+		if ready == nil || ready.Reason != string(controller.ReasonHandingOver) || !strings.Contains(ready.Message, pod) {
+			return false, fmt.Sprintf("bravo's Ready is %+v", ready), nil
+		}
+		return true, "", nil
+	}); err != nil {
+		return err
+	}
+	return w.show(ctx, true)
+}
+
+func charlieTakesOver(ctx context.Context, w *World) error {
+	if err := w.stopBroker(ctx, Bravo); err != nil {
+		return err
+	}
+	cc, err := w.waitFor(ctx, "charlie Claimed with one broker requested", func(ctx context.Context) (bool, string, error) {
+		return w.clusterIs(ctx, Charlie, conditions.ReasonClaimed, 1, "")
+	})
+	if err != nil {
+		return err
+	}
+	w.rememberToken(cc)
+	if cmp, err := w.tokens[Charlie].Compare(w.tokens[Bravo]); err != nil || cmp <= 0 {
+		return fmt.Errorf("charlie's token %s is not newer than bravo's %s (%v)", w.tokens[Charlie], w.tokens[Bravo], err)
+	}
+	w.logf("charlie's storage token %s > bravo's %s", w.tokens[Charlie], w.tokens[Bravo])
+	holder := fmt.Sprintf("%s %s/%s", v1alpha1.Kind, w.Namespace, Charlie)
+	if _, err := w.waitFor(ctx, "bravo Parked, naming charlie, without a token", func(ctx context.Context) (bool, string, error) {
+		return w.clusterIs(ctx, Bravo, conditions.ReasonParked, 0, holder)
+	}); err != nil {
+		return err
+	}
+	return w.show(ctx, true)
+}
+
+// startBroker creates pod <cluster>-0 from the cluster's pod template, as
+// the StatefulSet controller and a kubelet would.
+func (w *World) startBroker(ctx context.Context, cluster string) error {
+	sts := &appsv1.StatefulSet{}
+	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: cluster}, sts); err != nil {
+		return fmt.Errorf("reading %s's StatefulSet: %w", cluster, err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: cluster + "-0", Labels: sts.Spec.Template.Labels},
+		Spec:       sts.Spec.Template.Spec,
+	}
+	if err := w.Client.Create(ctx, pod); err != nil {
+		return fmt.Errorf("creating %s's broker pod: %w", cluster, err)
+	}
+	w.logf("created pod %s with the labels of %s's pod template (no kubelet here):", pod.Name, cluster)
+	for _, k := range []string{controller.LabelClusterUID, controller.LabelStorageClaim, controller.LabelRealmClaim} {
+		w.printf("             %s=%s\n", k, pod.Labels[k])
+	}
+	return nil
+}
+
+// stopBroker deletes pod <cluster>-0: without a kubelet, an unscheduled
+// pod is removed at once.
+func (w *World) stopBroker(ctx context.Context, cluster string) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: cluster + "-0"}}
+	if err := w.Client.Delete(ctx, pod); err != nil {
+		return fmt.Errorf("deleting %s's broker pod: %w", cluster, err)
+	}
+	w.logf("deleted pod %s (its broker stopped)", pod.Name)
+	return nil
 }
 
 // createCluster creates the named cluster with the scenario's backend and

@@ -58,6 +58,11 @@ type CamundaClusterSpec struct {
 	// Replicas is the number of brokers while the cluster holds its claims.
 	// A cluster that does not hold them runs none. Default 1.
 	Replicas int32 `json:"replicas,omitempty"`
+	// HandoverTo names another CamundaCluster in the same namespace to hand
+	// this cluster's backend and realm to (a planned handover): this
+	// cluster stops its brokers, and once they are gone the successor holds
+	// the keys with a new fencing token. Clearing it before then aborts.
+	HandoverTo string `json:"handoverTo,omitempty"`
 }
 
 // CamundaClusterStatus is what the operator observed.

@@ -31,7 +31,7 @@ func TestTheCRDMatchesTheGoAPI(t *testing.T) {
 	want := shape{
 		Name: "camundaclusters." + v1alpha1.Group, Group: v1alpha1.Group, Kind: v1alpha1.Kind, ListKind: v1alpha1.Kind + "List",
 		Version: v1alpha1.Version, Status: true,
-		SpecFields:   []string{"keycloakRealm", "replicas", "secondaryStorage"},
+		SpecFields:   []string{"handoverTo", "keycloakRealm", "replicas", "secondaryStorage"},
 		StatusFields: []string{"conditions", "observedGeneration", "storageToken"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
