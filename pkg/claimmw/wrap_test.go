@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -58,6 +59,20 @@ func TestWrapReportsEveryConfigurationProblemAtOnce(t *testing.T) {
 			inner: noop,
 			opts:  []claimmw.Option{claimmw.For(&testcrd.Widget{}), claimmw.WithClient(env.Client), keys, claimmw.WithClaimer(claimer), claimmw.WithRequeue(-1, 0)},
 			want:  []string{"requeue: intervals must not be negative"},
+		},
+		{
+			name:  "given a handover without an API reader then the reader is asked for",
+			inner: noop,
+			opts: []claimmw.Option{claimmw.For(&testcrd.Widget{}), claimmw.WithClient(env.Client), keys, claimmw.WithClaimer(claimer),
+				claimmw.WithHandover(func(context.Context, client.Object, string) (client.ObjectKey, bool, error) { return client.ObjectKey{}, false, nil })},
+			want: []string{"handover: needs an API reader"},
+		},
+		{
+			name:  "given renewal timings out of order then they are refused",
+			inner: noop,
+			opts: []claimmw.Option{claimmw.For(&testcrd.Widget{}), claimmw.WithClient(env.Client), keys, claimmw.WithClaimer(claimer),
+				claimmw.WithRenewal(claim.KeeperConfig{Duration: time.Second, RenewEvery: 2 * time.Second, RenewDeadline: time.Second})},
+			want: []string{"RenewEvery", "RenewDeadline"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
