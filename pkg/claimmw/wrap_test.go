@@ -64,7 +64,9 @@ func TestWrapReportsEveryConfigurationProblemAtOnce(t *testing.T) {
 			name:  "given a handover without an API reader then the reader is asked for",
 			inner: noop,
 			opts: []claimmw.Option{claimmw.For(&testcrd.Widget{}), claimmw.WithClient(env.Client), keys, claimmw.WithClaimer(claimer),
-				claimmw.WithHandover(func(context.Context, client.Object, string) (client.ObjectKey, bool, error) { return client.ObjectKey{}, false, nil })},
+				claimmw.WithHandover(func(context.Context, client.Object, string) (client.ObjectKey, bool, error) {
+					return client.ObjectKey{}, false, nil
+				})},
 			want: []string{"handover: needs an API reader"},
 		},
 		{
