@@ -23,6 +23,17 @@
 // path runs, then one release sweep, then the finalizer comes off. A sweep
 // that fails keeps the finalizer and returns the error.
 //
+// Writes that must not land after the object lost a key go through
+// [FencedClient], which stamps the pass's fencing tokens on the objects it
+// writes and refuses objects a newer holder already stamped (pkg/fence).
+//
+// [WithHandover] lets an object hand a key it holds to a named successor: the
+// handover is prepared on the record, the successor waits
+// (WaitingForHandover), and it is committed after the holder's inner pass
+// that saw it succeeded. [WithRenewal] keeps time-based claims renewed
+// between passes and cancels the inner reconciler's context when a renewal
+// misses its deadline or finds the claim lost.
+//
 // The status is written only when the claim condition changed, so a steady
 // pass of a holder makes no status write and no claim write (one uncached
 // read per key, which the claim protocol needs to know it still holds).
