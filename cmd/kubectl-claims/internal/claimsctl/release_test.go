@@ -1,0 +1,295 @@
+package claimsctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// releaseCase is one namespace with one key held by Widget "holder"; the
+// Widget is deleted unless keepHolder, as when a person releases a claim
+// whose holder cannot.
+type releaseCase struct {
+	n      *names
+	ns     string
+	cfg    claim.Config
+	ref    types.NamespacedName
+	holder claim.Holder
+	lease  *coordinationv1.Lease
+}
+
+const releaseKey = "rdbms|pg.db.svc:5432/release"
+
+var releaseSeq atomic.Int32
+
+func newReleaseCase(t *testing.T, keepHolder bool) *releaseCase {
+	t.Helper()
+	ns := fmt.Sprintf("rel-%d", releaseSeq.Add(1))
+	namespace(t, ns)
+	n := &names{}
+	c := claimer(t, claim.Config{Namespace: ns})
+	w := widget(t, ns, "holder", conditions.ReasonClaimed, "")
+	n.add(string(w.GetUID()), "0a1b2c3d-1111-4000-8000-000000000001")
+	o := acquire(t, n, c, releaseKey, w, "2001")
+	if !keepHolder {
+		if err := writer(t).Delete(context.Background(), w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc := &releaseCase{n: n, ns: ns, cfg: c.Config(), ref: o.Record.Ref, holder: o.Holder}
+	rc.lease = rc.get(t)
+	return rc
+}
+
+func (rc *releaseCase) get(t *testing.T) *coordinationv1.Lease {
+	t.Helper()
+	var l coordinationv1.Lease
+	if err := env.APIReader.Get(context.Background(), rc.ref, &l); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		t.Fatal(err)
+	}
+	return &l
+}
+
+// unchanged fails unless the Lease is still there as it was read.
+func (rc *releaseCase) unchanged(t *testing.T, before *coordinationv1.Lease) {
+	t.Helper()
+	l := rc.get(t)
+	if l == nil || l.UID != before.UID || l.ResourceVersion != before.ResourceVersion {
+		t.Fatalf("the Lease changed or vanished: before %s/%s, now %+v", before.UID, before.ResourceVersion, l)
+	}
+}
+
+// stable names the case's namespace as the golden files do: each case has
+// its own, numbered in the order the cases run.
+func (rc *releaseCase) stable(out string) string {
+	return strings.ReplaceAll(out, " "+rc.ns+"/", " team-a/")
+}
+
+func (rc *releaseCase) args(extra ...string) []string {
+	return append([]string{"release", releaseKey, "-n", rc.ns}, extra...)
+}
+
+// TestReleaseGolden: Given a key whose holder is gone, When release runs
+// with the holder's UID, Then a dry run (server or client) leaves the Lease
+// as it was and a real run deletes it, each saying so.
+func TestReleaseGolden(t *testing.T) {
+	tests := []struct {
+		name    string
+		extra   []string
+		golden  string
+		deleted bool
+	}{
+		{"server dry run leaves the Lease", []string{"--dry-run=server"}, "release-dry-run-server.golden", false},
+		{"client dry run sends nothing", []string{"--dry-run", "client"}, "release-dry-run-client.golden", false},
+		{"release deletes the Lease", nil, "release.golden", true},
+		{"release fenced on the token too", []string{"--token", "@token"}, "release.golden", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newReleaseCase(t, false)
+			extra := append([]string{"--holder-uid", string(rc.holder.UID)}, tt.extra...)
+			for i, a := range extra {
+				if a == "@token" {
+					extra[i] = rc.lease.Annotations[rc.cfg.Annotations.Token]
+					if extra[i] == "" {
+						extra[i] = rc.lease.ResourceVersion
+					}
+				}
+			}
+			r := run(t, rc.n, nil, rc.args(extra...)...)
+			if r.err != nil {
+				t.Fatalf("release: %v\nstderr: %s", r.err, r.errOut)
+			}
+			golden(t, tt.golden, rc.stable(r.out+stderrSection(r.errOut)))
+			if tt.deleted {
+				if l := rc.get(t); l != nil {
+					t.Fatalf("the Lease is still there: %+v", l.ObjectMeta)
+				}
+				return
+			}
+			rc.unchanged(t, rc.lease)
+		})
+	}
+}
+
+// TestReleaseWarnsWhileHolderExists: Given a holder that still exists, When
+// release runs, Then it releases and warns that the holder claims the key
+// again.
+func TestReleaseWarnsWhileHolderExists(t *testing.T) {
+	rc := newReleaseCase(t, true)
+	r := run(t, rc.n, nil, rc.args("--holder-uid", string(rc.holder.UID), "--dry-run=server")...)
+	if r.err != nil {
+		t.Fatalf("release: %v", r.err)
+	}
+	golden(t, "release-holder-exists.golden", rc.stable(r.out+stderrSection(r.errOut)))
+	rc.unchanged(t, rc.lease)
+}
+
+// TestReleaseRefuses: Given a record that is not what the caller saw, When
+// release runs, Then it refuses with ErrRefused, names why, and leaves the
+// Lease as it was.
+func TestReleaseRefuses(t *testing.T) {
+	tests := []struct {
+		name string
+		// prepare changes the cluster after the caller looked and returns
+		// the extra arguments.
+		prepare func(t *testing.T, rc *releaseCase) []string
+		want    string
+	}{
+		{
+			name: "wrong holder UID",
+			prepare: func(t *testing.T, rc *releaseCase) []string {
+				return []string{"--holder-uid", "5c6d7e8f-3333-4000-8000-000000000003"}
+			},
+			want: "not by uid 5c6d7e8f-3333-4000-8000-000000000003",
+		},
+		{
+			name: "the holder changed since the caller looked",
+			prepare: func(t *testing.T, rc *releaseCase) []string {
+				rc.takeOver(t, "a-new-holder")
+				return []string{"--holder-uid", string(rc.holder.UID)}
+			},
+			want: "the holder changed since you looked",
+		},
+		{
+			name: "the token changed since the caller looked",
+			prepare: func(t *testing.T, rc *releaseCase) []string {
+				return []string{"--holder-uid", string(rc.holder.UID), "--token", "1"}
+			},
+			want: "it was granted again since you looked",
+		},
+		{
+			name: "a foreign record",
+			prepare: func(t *testing.T, rc *releaseCase) []string {
+				l := rc.get(t)
+				delete(l.Annotations, rc.cfg.Annotations.HolderUID)
+				if err := writer(t).Update(context.Background(), l); err != nil {
+					t.Fatal(err)
+				}
+				return []string{"--holder-uid", string(rc.holder.UID)}
+			},
+			want: "was not written by a claim for this key (missing annotations claim.ocf.io/holder-uid)",
+		},
+		{
+			name: "no record",
+			prepare: func(t *testing.T, rc *releaseCase) []string {
+				if err := writer(t).Delete(context.Background(), rc.get(t)); err != nil {
+					t.Fatal(err)
+				}
+				return []string{"--holder-uid", string(rc.holder.UID)}
+			},
+			want: "no record",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newReleaseCase(t, false)
+			extra := tt.prepare(t, rc)
+			before := rc.get(t)
+			r := run(t, rc.n, nil, rc.args(extra...)...)
+			if !errors.Is(r.err, ErrRefused) || !strings.Contains(r.err.Error(), tt.want) {
+				t.Fatalf("release: want ErrRefused saying %q, got %v", tt.want, r.err)
+			}
+			if r.out != "" {
+				t.Fatalf("a refused release printed %q", r.out)
+			}
+			if before != nil {
+				rc.unchanged(t, before)
+			}
+		})
+	}
+}
+
+// takeOver replaces the record with one held by another holder, as a
+// takeover does.
+func (rc *releaseCase) takeOver(t *testing.T, name string) {
+	t.Helper()
+	other := widget(t, rc.ns, name, conditions.ReasonClaimed, "")
+	l := rc.get(t)
+	next := lease.Encode(rc.cfg, claim.Record{Key: releaseKey, Holder: claim.HolderOf(other), Token: claim.Token(l.ResourceVersion)})
+	next.UID, next.ResourceVersion = l.UID, l.ResourceVersion
+	if err := writer(t).Update(context.Background(), next); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReleaseRefusesWhenTheRecordChangesBeforeTheDelete: Given a release
+// that checked the holder, When the record is taken over between that read
+// and the Delete, Then the API server refuses the Delete on its UID and
+// resourceVersion preconditions, the plugin reports ErrRefused, and the new
+// holder keeps the key. The takeover is made by a real write from inside
+// the plugin's own Delete request, so nothing but the preconditions can
+// stop it.
+func TestReleaseRefusesWhenTheRecordChangesBeforeTheDelete(t *testing.T) {
+	for _, dryRun := range []string{"none", "server"} {
+		t.Run("dry-run="+dryRun, func(t *testing.T) {
+			rc := newReleaseCase(t, false)
+			var stepped atomic.Bool
+			wrap := func(c *rest.Config) *rest.Config {
+				c.Wrap(func(next http.RoundTripper) http.RoundTripper {
+					return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+						if req.Method == http.MethodDelete && strings.Contains(req.URL.Path, "/leases/") && stepped.CompareAndSwap(false, true) {
+							rc.takeOver(t, "racer")
+						}
+						return next.RoundTrip(req)
+					})
+				})
+				return c
+			}
+			r := run(t, rc.n, wrap, rc.args("--holder-uid", string(rc.holder.UID), "--dry-run", dryRun)...)
+			if !stepped.Load() {
+				t.Fatal("the plugin sent no Delete")
+			}
+			if !errors.Is(r.err, ErrRefused) || !strings.Contains(r.err.Error(), "changed after it was checked") {
+				t.Fatalf("release: want ErrRefused for a changed record, got %v", r.err)
+			}
+			l := rc.get(t)
+			if l == nil || l.Annotations[rc.cfg.Annotations.HolderName] != "racer" {
+				t.Fatalf("the new holder lost the key: %+v", l)
+			}
+		})
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestReleaseBadFlags: flags that cannot describe a fenced release are
+// refused before anything is read.
+func TestReleaseBadFlags(t *testing.T) {
+	n := &names{}
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"no holder UID", []string{"release", "k"}},
+		{"empty holder UID", []string{"release", "k", "--holder-uid", ""}},
+		{"unknown dry-run", []string{"release", "k", "--holder-uid", "u", "--dry-run", "maybe"}},
+		{"invalid key", []string{"release", "a\x00b", "--holder-uid", "u"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if r := run(t, n, nil, tt.args...); r.err == nil {
+				t.Fatalf("release %q: want an error", tt.args)
+			}
+		})
+	}
+}
+
