@@ -292,4 +292,3 @@ func TestReleaseBadFlags(t *testing.T) {
 		})
 	}
 }
-
