@@ -121,7 +121,7 @@ func NewKeeper(c *Claimer, cfg KeeperConfig) (*Keeper, error) {
 	if c == nil {
 		errs = append(errs, errors.New("claimer: nil"))
 	}
-	if !(0 < cfg.RenewEvery && cfg.RenewEvery < cfg.RenewDeadline && cfg.RenewDeadline < cfg.Duration) {
+	if cfg.RenewEvery <= 0 || cfg.RenewEvery >= cfg.RenewDeadline || cfg.RenewDeadline >= cfg.Duration {
 		errs = append(errs, fmt.Errorf("timings: want 0 < RenewEvery (%v) < RenewDeadline (%v) < Duration (%v)", cfg.RenewEvery, cfg.RenewDeadline, cfg.Duration))
 	}
 	if len(errs) > 0 {

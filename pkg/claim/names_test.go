@@ -130,7 +130,8 @@ func FuzzNames(f *testing.F) {
 // allow, the only input LabelValue promises to keep valid.
 func isDNSish(s string) bool {
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+		lower, digit := r >= 'a' && r <= 'z', r >= '0' && r <= '9'
+		if !lower && !digit && r != '-' && r != '.' {
 			return false
 		}
 	}

@@ -162,7 +162,7 @@ func staleRecordConflicts(w *world) error {
 		err error
 	}{{"Create given the free record", createErr}, {"Update given A's record", updateErr}, {"Delete given A's record", deleteErr}} {
 		if !errors.Is(r.err, claim.ErrConflict) {
-			return fmt.Errorf("%w: %s after B took %q over: got %v, want an error wrapping claim.ErrConflict", ErrUnfenced, r.op, key, r.err)
+			return fmt.Errorf("%w: %s after B took %q over: got %v, want an error wrapping claim.ErrConflict", ErrUnfenced, r.op, key, errString(r.err))
 		}
 	}
 	_, err = w.heldBy(c, key, hs[1])
@@ -189,7 +189,7 @@ func takeoverOnlyOfDead(w *world) error {
 	}
 	// Then B is told A holds it, and nothing was written
 	if !o.Holder.Is(hs[0]) {
-		return fmt.Errorf("B was told %s holds %q, want A %s", o.Holder, key, hs[0])
+		return fmt.Errorf("claimant B was told %s holds %q, want A %s", o.Holder, key, hs[0])
 	}
 	if n := w.writes.Load() - before; n != 0 {
 		return fmt.Errorf("parking behind a live holder made %d writes, want none", n)
@@ -367,7 +367,7 @@ func releaseOthersNoOp(w *world) error {
 		return err
 	}
 	if after.Version != held.Version {
-		return fmt.Errorf("A's record of %q changed from version %s to %s", key, held.Version, after.Version)
+		return fmt.Errorf("record of %q held by A changed from version %s to %s", key, held.Version, after.Version)
 	}
 	return nil
 }
@@ -421,4 +421,12 @@ func tokensRise(w *world) error {
 		}
 	}
 	return nil
+}
+
+// errString formats a possibly nil error for a failure message.
+func errString(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
 }

@@ -465,7 +465,7 @@ func TestReleaseOfAChangedLeaseIsAnError(t *testing.T) {
 	// Given a writer that edits the Lease right before each Delete, so the
 	// Delete's precondition no longer holds
 	writer, _ := env.NewClient()
-	racing := interceptor.NewClient(writer.(client.WithWatch), interceptor.Funcs{
+	racing := interceptor.NewClient(writer, interceptor.Funcs{
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			l := leaseOf(t, base, key)
 			l.Labels["touched"] = "yes"
