@@ -86,7 +86,7 @@ func steadyHolder(t *testing.T, s sizes, rep *report, res *results) {
 	rep.add(row{scen, "API requests per pass", d.byVerb(s.passes), "", "0 writes, ≤1 uncached read per key",
 		verdict(d.writes() == 0 && reads <= 1, fmt.Sprintf("%.2f writes, %.2f reads per pass", res.steadyWritesPerPass, reads))})
 	rep.add(row{scen, "cached reads per pass (no request)", ratio(cached, s.passes), "", "", ""})
-	rep.add(row{scen, "server: Lease and Claimant writes in all passes", fmt.Sprintf("%d, %d", srvLease, srvClaimants), "", "0", verdict(srvLease+srvClaimants == 0, "see the counts")})
+	rep.add(row{scen, "server: Claimant writes; Lease writes of every client", fmt.Sprintf("%d; %d", srvClaimants, srvLease), "", "0 Claimant writes", verdict(srvClaimants == 0, "see the counts")})
 }
 
 // Given a claimant parked on a key an alive holder holds, when it is
@@ -126,8 +126,9 @@ func parkedClaimant(t *testing.T, s sizes, rep *report, res *results) {
 	}
 	scen := fmt.Sprintf("2 Parked claimant, %d passes", s.passes)
 	rep.add(row{scen, "API requests per pass", d.byVerb(s.passes), "", "0 writes", verdict(d.writes() == 0, fmt.Sprintf("%.2f writes per pass", res.parkedWritesPerPass))})
-	rep.add(row{scen, "server: Lease writes (rejected) in all passes", fmt.Sprintf("%d (%d)", srvTotal, srvRejected), "", "0", verdict(srvTotal == 0, "see the counts")})
+	rep.add(row{scen, "server: Lease writes of every client (rejected)", fmt.Sprintf("%d (%d)", srvTotal, srvRejected), "", "0 rejected", verdict(srvRejected == 0, "see the counts")})
 	rep.note("A parked pass reads the Lease and then the holder (the default liveness), both uncached: 2 reads per pass.")
+	rep.note("The server's own Lease counts include kube-apiserver's identity Lease in kube-system, which it renews every 10 s; the metric has no namespace label, so the per-process counts (\"API requests per pass\") are the figure the targets judge.")
 }
 
 // claimerRig is a Claimer on the Lease backend whose requests are counted,

@@ -71,6 +71,7 @@ func machine(ctx context.Context) []string {
 		"Memory: " + memTotal(),
 		"CPU: " + cpuModel(),
 		"Go: " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+		"Load average at the end of the run (1, 5, 15 min; the machine is shared): " + loadAverage(),
 	}
 	if dc, err := discovery.NewDiscoveryClientForConfig(env.Config); err == nil {
 		if v, err := dc.ServerVersion(); err == nil {
@@ -94,6 +95,18 @@ func procField(path, prefix string) string {
 		}
 	}
 	return "unknown"
+}
+
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], ", ")
 }
 
 func memTotal() string { return procField("/proc/meminfo", "MemTotal") }
