@@ -103,7 +103,7 @@ func TestParsePublished(t *testing.T) {
 		{"empty is every default", "", Published{}, ""},
 		{"json", `{"prefix":"x-","annotations":{"token":"a.io/t"}}`, Published{Prefix: "x-", Annotations: AnnotationKeys{Token: "a.io/t"}}, ""},
 		{"a misspelt field is an error", "prefx: x-\n", Published{}, `unknown field "prefx"`},
-		{"a misspelt annotation field is an error", "annotations:\n  holderUUID: a.io/u\n", Published{}, `unknown field "annotations.holderUUID"`},
+		{"a misspelt annotation field is an error", "annotations:\n  holderUUID: a.io/u\n", Published{}, `unknown field "holderUUID"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
