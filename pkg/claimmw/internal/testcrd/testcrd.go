@@ -87,7 +87,7 @@ func (l *WidgetList) DeepCopyObject() runtime.Object {
 		return nil
 	}
 	out := &WidgetList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	if l.Items != nil {
 		out.Items = make([]Widget, len(l.Items))
 		for i := range l.Items {
@@ -123,7 +123,7 @@ func (g *Gadget) DeepCopyObject() runtime.Object {
 		return nil
 	}
 	out := *g
-	g.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	g.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
 
@@ -133,7 +133,7 @@ func (l *GadgetList) DeepCopyObject() runtime.Object {
 		return nil
 	}
 	out := &GadgetList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	for i := range l.Items {
 		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*Gadget))
 	}
