@@ -30,6 +30,10 @@ test: envtest vet ## Build the control plane if missing, vet, and run every test
 	go test $(TEST_FLAGS) -p $(TEST_PARALLEL) ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
+.PHONY: build
+build: ## Build the kubectl plugin into bin/kubectl-claims (put bin/ on PATH: kubectl claims ...).
+	go build -o bin/kubectl-claims ./cmd/kubectl-claims
+
 .PHONY: vet
 vet: ## go vet every package.
 	go vet ./...

@@ -93,6 +93,8 @@ func (o *Options) command() *cobra.Command {
 			"claim by hand with fencing. Lease names are hashes; this plugin speaks keys and holders.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// kubectl runs the binary as `kubectl claims`; usage says so.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl claims"},
 	}
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
