@@ -405,7 +405,7 @@ func (r *recorder) consume(wi watch.Interface, rv string) string {
 		switch ev.Type {
 		case watch.Error:
 			r.mu.Lock()
-			r.err = fmt.Errorf("watch of Leases failed at version %s: %v", rv, apierrors.FromObject(ev.Object))
+			r.err = fmt.Errorf("watch of Leases failed at version %s: %w", rv, apierrors.FromObject(ev.Object))
 			r.mu.Unlock()
 			return rv
 		case watch.Bookmark:

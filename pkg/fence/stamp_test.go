@@ -80,7 +80,7 @@ func TestCheck(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got, cmp.Comparer(sameError)); diff != "" {
 				t.Errorf("check (-want +got):\n%s\ngot error: %v", diff, got)
 			}
-			switch tc.want.(type) {
+			switch tc.want.(type) { //nolint:errorlint // the table's expected value, not a returned error
 			case *StaleTokenError:
 				if !errors.Is(got, ErrFenced) {
 					t.Errorf("errors.Is(%v, ErrFenced) = false", got)

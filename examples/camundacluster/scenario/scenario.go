@@ -202,7 +202,7 @@ func alphaDeleted(ctx context.Context, w *World) error {
 		}
 		l, err := w.storageLease(ctx)
 		if err != nil {
-			return false, err.Error(), nil
+			return false, err.Error(), nil //nolint:nilerr // not there yet: report what was seen and keep waiting
 		}
 		if uid := l.Annotations[claim.DefaultHolderUIDAnnotation]; uid != string(cc.UID) {
 			return false, fmt.Sprintf("the Lease names holder UID %s, alpha is %s", uid, cc.UID), nil
@@ -225,8 +225,8 @@ func bravoTakesOver(ctx context.Context, w *World) error {
 		return err
 	}
 	w.rememberToken(cc)
-	if cmp, err := w.tokens[Bravo].Compare(w.tokens[Alpha]); err != nil || cmp <= 0 {
-		return fmt.Errorf("bravo's token %s is not newer than alpha's %s (%v)", w.tokens[Bravo], w.tokens[Alpha], err)
+	if err := newer("bravo", w.tokens[Bravo], "alpha", w.tokens[Alpha]); err != nil {
+		return err
 	}
 	w.logf("bravo's storage token %s > alpha's %s: the backend refuses alpha's writes from now on", w.tokens[Bravo], w.tokens[Alpha])
 	if _, err := w.waitFor(ctx, "alpha gone (released, finalizer removed)", func(ctx context.Context) (bool, string, error) {
@@ -277,7 +277,7 @@ func bravoHandsOver(ctx context.Context, w *World) error {
 		}
 		cc := &v1alpha1.CamundaCluster{}
 		if err := w.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: Bravo}, cc); err != nil {
-			return false, err.Error(), nil
+			return false, err.Error(), nil //nolint:nilerr // not there yet: report what was seen and keep waiting
 		}
 		ready := meta.FindStatusCondition(cc.Status.Conditions, string(conditions.Ready))
 		if ready == nil || ready.Reason != string(controller.ReasonHandingOver) || !strings.Contains(ready.Message, pod) {
@@ -301,8 +301,8 @@ func charlieTakesOver(ctx context.Context, w *World) error {
 		return err
 	}
 	w.rememberToken(cc)
-	if cmp, err := w.tokens[Charlie].Compare(w.tokens[Bravo]); err != nil || cmp <= 0 {
-		return fmt.Errorf("charlie's token %s is not newer than bravo's %s (%v)", w.tokens[Charlie], w.tokens[Bravo], err)
+	if err := newer("charlie", w.tokens[Charlie], "bravo", w.tokens[Bravo]); err != nil {
+		return err
 	}
 	w.logf("charlie's storage token %s > bravo's %s", w.tokens[Charlie], w.tokens[Bravo])
 	holder := fmt.Sprintf("%s %s/%s", v1alpha1.Kind, w.Namespace, Charlie)
@@ -468,4 +468,17 @@ func (w *World) storageLease(ctx context.Context) (*coordinationv1.Lease, error)
 		return nil, fmt.Errorf("reading the Lease of %q: %w", key, err)
 	}
 	return l, nil
+}
+
+// newer checks that the token a successor was granted is newer than its
+// predecessor's.
+func newer(name string, tok claim.Token, prevName string, prev claim.Token) error {
+	cmp, err := tok.Compare(prev)
+	if err != nil {
+		return fmt.Errorf("comparing %s's token with %s's: %w", name, prevName, err)
+	}
+	if cmp <= 0 {
+		return fmt.Errorf("%s's token %s is not newer than %s's %s", name, tok, prevName, prev)
+	}
+	return nil
 }
