@@ -200,12 +200,18 @@ type setup struct {
 	claimOpts []claim.Option
 	// workers is the controller's MaxConcurrentReconciles; default 1.
 	workers int
+	// config is the manager's identity; default: an administrator.
+	config *rest.Config
 }
 
 func start(t *testing.T, s setup) *fixture {
 	t.Helper()
 	f := &fixture{ns: env.Namespace(t), inner: &inner{}, writes: &writes{}}
-	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
+	cfg := env.Config
+	if s.config != nil {
+		cfg = s.config
+	}
+	mgr, err := ctrl.NewManager(rest.CopyConfig(cfg), ctrl.Options{
 		Scheme:     env.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
