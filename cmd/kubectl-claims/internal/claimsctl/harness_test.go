@@ -105,17 +105,6 @@ func (n *names) display(s string) string {
 	return s
 }
 
-// replace rewrites every known value in s (for error messages, which are not
-// built through display).
-func (n *names) replace(s string) string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for k, v := range n.m {
-		s = strings.ReplaceAll(s, k, v)
-	}
-	return s
-}
-
 // kubeconfig writes a kubeconfig file that reaches env's API server as the
 // administrator, so the plugin is driven through its real flags.
 func kubeconfig(t *testing.T) string {

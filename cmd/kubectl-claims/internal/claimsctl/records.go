@@ -22,16 +22,16 @@ import (
 type State string
 
 const (
-	// StateHeld: the record is ours and its holder exists (or cannot be
+	// StateHeld means the record is ours and its holder exists (or cannot be
 	// read back because the record names no kind).
 	StateHeld State = "held"
-	// StateHolderGone: the record is ours and its holder object is gone or
+	// StateHolderGone means the record is ours and its holder object is gone or
 	// was recreated with another UID; the next claimant will take it over.
 	StateHolderGone State = "holder gone"
-	// StateForeign: the object was not written by a Claimer for its key; it
+	// StateForeign means the object was not written by a Claimer for its key; it
 	// blocks the key until a person removes it.
 	StateForeign State = "foreign"
-	// StateUnknown: the holder could not be read (for instance, no RBAC to
+	// StateUnknown means the holder could not be read (for instance, no RBAC to
 	// get its kind); Detail says why.
 	StateUnknown State = "unknown"
 )
