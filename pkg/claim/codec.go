@@ -98,3 +98,43 @@ func (a Annotations) Decode(key string, annotations map[string]string) (rec Reco
 	}
 	return rec, present, ""
 }
+
+// Stored is what a backend knows of the object that stores a record.
+type Stored struct {
+	Ref         types.NamespacedName
+	UID         types.UID
+	Version     string
+	Annotations map[string]string
+}
+
+// DecodeStored reads key's record from the object that stores it: the claim
+// fields from its annotations (Foreign when they do not form a complete
+// record of key) and the storage fields from the object. The record exists;
+// a backend that stores records beside other data decides absence itself.
+//
+// The token defaults to the object's version: the protocol writes no token
+// on the write that grants, so an object nobody wrote since the grant carries
+// the grant's own version, and any later write only raises it (see [Token]).
+func (cfg Config) DecodeStored(key string, s Stored) Record {
+	rec, _, foreign := cfg.Annotations.Decode(key, s.Annotations)
+	rec.Exists = true
+	rec.Foreign = foreign
+	rec.Ref, rec.UID, rec.Version = s.Ref, s.UID, s.Version
+	if rec.Token.IsZero() {
+		rec.Token = Token(s.Version)
+	}
+	return rec
+}
+
+// DecodeListed reads a record found by a List, whose key is known only from
+// its own annotation. A record whose object name is not the record name of
+// that key was not made by a Claimer under cfg (a hand-made or renamed
+// object) and is Foreign.
+func (cfg Config) DecodeListed(s Stored) Record {
+	key := s.Annotations[cfg.Annotations.Key]
+	rec := cfg.DecodeStored(key, s)
+	if rec.Foreign == "" && cfg.RecordName(key) != s.Ref.Name {
+		rec.Foreign = fmt.Sprintf("name %q is not the record name of key %q", s.Ref.Name, key)
+	}
+	return rec
+}

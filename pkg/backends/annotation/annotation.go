@@ -344,21 +344,13 @@ func (s *store) List(ctx context.Context, holder claim.Holder) ([]claim.Record, 
 // UID and resourceVersion; partial annotations, or annotations written for
 // another key, are a foreign record.
 func Decode(cfg claim.Config, key string, obj client.Object) claim.Record {
-	rec, present, foreign := cfg.Annotations.Decode(key, obj.GetAnnotations())
 	ref := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	if !present {
+	if _, present, _ := cfg.Annotations.Decode(key, obj.GetAnnotations()); !present {
 		return claim.Record{Key: key, Ref: ref, UID: obj.GetUID(), Version: obj.GetResourceVersion()}
 	}
-	rec.Exists = true
-	rec.Foreign = foreign
-	rec.Ref = ref
-	rec.UID, rec.Version = obj.GetUID(), obj.GetResourceVersion()
-	if rec.Token.IsZero() {
-		// The protocol stamps no token on a grant; the object's version is
-		// the grant's or a later write's (see the package comment).
-		rec.Token = claim.Token(obj.GetResourceVersion())
-	}
-	return rec
+	// The token is the object's version at the grant or after a later write
+	// of the operator's (see the package comment).
+	return cfg.DecodeStored(key, claim.Stored{Ref: ref, UID: obj.GetUID(), Version: obj.GetResourceVersion(), Annotations: obj.GetAnnotations()})
 }
 
 // removals maps every key to nil: removed by a merge patch.

@@ -117,14 +117,7 @@ func (s *store) List(ctx context.Context, holder claim.Holder) ([]claim.Record, 
 	recs := make([]claim.Record, 0, len(list.Items))
 	for i := range list.Items {
 		l := &list.Items[i]
-		key := l.Annotations[s.cfg.Annotations.Key]
-		rec := Decode(s.cfg, key, l)
-		if rec.Foreign == "" && s.cfg.RecordName(key) != l.Name {
-			// A Lease whose name is not the name of the key it claims to
-			// hold was not made by this claim.
-			rec.Foreign = fmt.Sprintf("name %q is not the record name of key %q", l.Name, key)
-		}
-		recs = append(recs, rec)
+		recs = append(recs, withSpec(s.cfg.DecodeListed(stored(l)), l))
 	}
 	return recs, nil
 }
@@ -156,16 +149,20 @@ func Encode(cfg claim.Config, rec claim.Record) *coordinationv1.Lease {
 // Decode reads the record of key from a Lease. A Lease whose annotations do
 // not form a complete record for key is reported Foreign.
 func Decode(cfg claim.Config, key string, l *coordinationv1.Lease) claim.Record {
-	rec, _, foreign := cfg.Annotations.Decode(key, l.Annotations)
-	rec.Exists = true
-	rec.Foreign = foreign
-	rec.Ref = types.NamespacedName{Namespace: l.Namespace, Name: l.Name}
-	rec.UID, rec.Version = l.UID, l.ResourceVersion
-	if rec.Token.IsZero() {
-		// No write since the grant has stamped the token: the grant's own
-		// version is the current one.
-		rec.Token = claim.Token(l.ResourceVersion)
+	return withSpec(cfg.DecodeStored(key, stored(l)), l)
+}
+
+func stored(l *coordinationv1.Lease) claim.Stored {
+	return claim.Stored{
+		Ref:         types.NamespacedName{Namespace: l.Namespace, Name: l.Name},
+		UID:         l.UID,
+		Version:     l.ResourceVersion,
+		Annotations: l.Annotations,
 	}
+}
+
+// withSpec fills the record fields the Lease keeps in its spec.
+func withSpec(rec claim.Record, l *coordinationv1.Lease) claim.Record {
 	if t := l.Spec.AcquireTime; t != nil {
 		rec.AcquireTime = t.Time
 	}

@@ -336,12 +336,7 @@ func (b *backend) List(_ context.Context, holder claim.Holder) ([]claim.Record, 
 		if o.Namespace != b.cfg.Namespace || !matches(o.Labels, selector) {
 			continue
 		}
-		key := o.Annotations[b.cfg.Annotations.Key]
-		rec := Decode(b.cfg, key, o)
-		if rec.Foreign == "" && b.cfg.RecordName(key) != o.Name {
-			rec.Foreign = fmt.Sprintf("name %q is not the record name of key %q", o.Name, key)
-		}
-		recs = append(recs, rec)
+		recs = append(recs, withTimes(b.cfg.DecodeListed(o.stored()), o))
 	}
 	return recs, nil
 }
@@ -387,16 +382,15 @@ func Encode(cfg claim.Config, rec claim.Record) Object {
 // Decode reads the record of key from o. An object whose annotations do not
 // form a complete record for key is reported Foreign.
 func Decode(cfg claim.Config, key string, o Object) claim.Record {
-	rec, _, foreign := cfg.Annotations.Decode(key, o.Annotations)
-	rec.Exists = true
-	rec.Foreign = foreign
-	rec.Ref = o.Ref()
-	rec.UID, rec.Version = o.UID, o.Version
-	if rec.Token.IsZero() {
-		// The protocol leaves the token to the backend on a grant: the
-		// grant's own version.
-		rec.Token = claim.Token(o.Version)
-	}
+	return withTimes(cfg.DecodeStored(key, o.stored()), o)
+}
+
+func (o Object) stored() claim.Stored {
+	return claim.Stored{Ref: o.Ref(), UID: o.UID, Version: o.Version, Annotations: o.Annotations}
+}
+
+// withTimes fills the record fields an Object keeps beside its annotations.
+func withTimes(rec claim.Record, o Object) claim.Record {
 	rec.AcquireTime, rec.RenewTime, rec.Transitions = o.AcquireTime, o.RenewTime, o.Transitions
 	return rec
 }
