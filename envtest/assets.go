@@ -24,7 +24,7 @@ const toolsGoMod = "hack/envtest/go.mod"
 func BinaryDir() (string, error) {
 	dir := os.Getenv(AssetsEnv)
 	if dir == "" {
-		root, err := repoRoot()
+		root, err := RepoRoot()
 		if err != nil {
 			return "", err
 		}
@@ -68,9 +68,10 @@ func KubernetesVersion(root string) (string, error) {
 	return "", fmt.Errorf("reading %s: no k8s.io/kubernetes requirement", path)
 }
 
-// repoRoot walks up from the working directory to the directory holding the
-// tools module.
-func repoRoot() (string, error) {
+// RepoRoot walks up from the working directory to the repository root: the
+// directory holding the tools module (hack/envtest/go.mod). Tools run from
+// the repository, such as the demo, find bin/ under it.
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("finding the repository root: %w", err)

@@ -128,6 +128,11 @@ func (e *Env) removeDirs() {
 	}
 }
 
+// KubeConfig returns a kubeconfig file's content that reaches the API
+// server as the same administrator as Config, credentials inline, for tools
+// run against the control plane (kubectl, kubectl-claims).
+func (e *Env) KubeConfig() []byte { return e.env.KubeConfig }
+
 // Main is a TestMain helper: it starts a control plane with opts, stores it
 // in *env, runs the tests, stops the control plane and exits with the tests'
 // code. When the binaries are missing it fails with the hint to run
