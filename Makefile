@@ -50,8 +50,8 @@ $(GOLANGCI_LINT):
 	@mv bin/golangci-lint $(GOLANGCI_LINT)
 
 .PHONY: demo
-demo: envtest ## Run the example operator against an embedded control plane and play the handover scenario.
-	go run ./examples/camundacluster/demo
+demo: envtest build ## Play the handover scenario against an embedded control plane, then kubectl claims on it (DEMO_FLAGS=-keep keeps it running).
+	go run ./examples/camundacluster/demo $(DEMO_FLAGS)
 
 .PHONY: bench
 # `make bench`: the Go benchmarks of the pure parts, then every envtest
