@@ -54,7 +54,7 @@ func scale(t *testing.T, s sizes, rep *report) {
 					return nil
 				}
 				if attempt == 20 {
-					return fmt.Errorf("%s not granted after %d passes: %v", name, attempt, err)
+					return fmt.Errorf("%s not granted after %d passes: %w", name, attempt, err)
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
@@ -105,7 +105,7 @@ func scale(t *testing.T, s sizes, rep *report) {
 	withMW := heapInUse()
 	r.mw = nil
 	withoutMW := heapInUse()
-	var mem int64 = int64(withMW) - int64(withoutMW)
+	mem := int64(withMW) - int64(withoutMW)
 
 	for _, sw := range []counts{smallSweep, largeSweep} {
 		if sw.of(verbList, "leases") != 1 || sw.of(verbDelete, "leases") != s.probes || sw.writes() != s.probes {
