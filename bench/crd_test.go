@@ -5,7 +5,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
+
+	"github.com/ocf-claim/claim/envtest"
 )
 
 // groupVersion is the API group of the benchmark's holder type.
@@ -87,27 +88,8 @@ func (l *ClaimantList) DeepCopyObject() runtime.Object {
 // claimantCRD is the CustomResourceDefinition of Claimant, with the status
 // subresource the middleware writes through.
 func claimantCRD() *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "claimants." + groupVersion.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: groupVersion.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Plural: "claimants", Singular: "claimant", Kind: "Claimant", ListKind: "ClaimantList",
-			},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: groupVersion.Version, Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object",
-					Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-							"keys": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}},
-						}},
-						"status": {Type: "object", XPreserveUnknownFields: ptr.To(true)},
-					},
-				}},
-			}},
-		},
-	}
+	strs := apiextensionsv1.JSONSchemaProps{Type: "string"}
+	return envtest.CRD(groupVersion.WithKind("Claimant"), "claimants", &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"keys": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &strs}},
+	}})
 }

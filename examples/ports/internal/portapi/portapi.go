@@ -12,7 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
+
+	"github.com/ocf-claim/claim/envtest"
 )
 
 // GroupVersion is the API group and version of every type here.
@@ -284,27 +285,5 @@ func IdentityPlaneCRD() *apiextensionsv1.CustomResourceDefinition {
 }
 
 func crd(kind, plural string) *apiextensionsv1.CustomResourceDefinition {
-	open := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + GroupVersion.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: GroupVersion.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Plural: plural, Kind: kind, ListKind: kind + "List",
-			},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: GroupVersion.Version, Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type:       "object",
-					Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": open, "status": open},
-				}},
-				AdditionalPrinterColumns: []apiextensionsv1.CustomResourceColumnDefinition{
-					{Name: "Claimed", Type: "string", JSONPath: `.status.conditions[?(@.type=="Claimed")].status`},
-					{Name: "Reason", Type: "string", JSONPath: `.status.conditions[?(@.type=="Claimed")].reason`},
-				},
-			}},
-		},
-	}
+	return envtest.CRD(GroupVersion.WithKind(kind), plural, nil)
 }

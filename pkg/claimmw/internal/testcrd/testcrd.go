@@ -9,7 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
+
+	"github.com/ocf-claim/claim/envtest"
 )
 
 // GroupVersion is the API group and version of the test types.
@@ -143,32 +144,9 @@ func (l *GadgetList) DeepCopyObject() runtime.Object {
 // WidgetCRD is the CustomResourceDefinition of Widget, with the status
 // subresource.
 func WidgetCRD() *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + GroupVersion.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: GroupVersion.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList",
-			},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: GroupVersion.Version, Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object",
-					Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-							"keys":   {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}},
-							"handTo": {Type: "string"},
-						}},
-						"status": {Type: "object", XPreserveUnknownFields: ptr.To(true)},
-					},
-				}},
-				AdditionalPrinterColumns: []apiextensionsv1.CustomResourceColumnDefinition{
-					{Name: "Claimed", Type: "string", JSONPath: `.status.conditions[?(@.type=="Claimed")].status`},
-					{Name: "Reason", Type: "string", JSONPath: `.status.conditions[?(@.type=="Claimed")].reason`},
-				},
-			}},
-		},
-	}
+	strs := apiextensionsv1.JSONSchemaProps{Type: "string"}
+	return envtest.CRD(GroupVersion.WithKind("Widget"), "widgets", &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"keys":   {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &strs}},
+		"handTo": strs,
+	}})
 }
