@@ -25,8 +25,12 @@ help: ## List the targets.
 envtest: ## Build kube-apiserver, etcd and kubectl from source into bin/k8s/<version> (once; ~10 min).
 	@hack/envtest/build.sh $(ENVTEST_DIR)
 
+.PHONY: envtest-server
+envtest-server: ## Build only what the suites need (kube-apiserver and etcd), once.
+	@ENVTEST_BINARIES="etcd kube-apiserver" hack/envtest/build.sh $(ENVTEST_DIR)
+
 .PHONY: test
-test: envtest vet ## Build the control plane if missing, vet, and run every test against it.
+test: envtest-server vet ## Build the control plane if missing, vet, and run every test against it.
 	go test $(TEST_FLAGS) -p $(TEST_PARALLEL) ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
