@@ -26,8 +26,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -202,10 +200,13 @@ func newRig(t *testing.T, ns string, o rigOptions) *rig {
 	}
 	if o.controller {
 		b := ctrl.NewControllerManagedBy(mgr).For(&Claimant{})
+		var err error
 		if o.wake {
-			b = b.Watches(&coordinationv1.Lease{}, r.mw.ClaimEvents())
+			err = r.mw.SetupWithManager(mgr, b)
+		} else {
+			err = b.Complete(r.mw)
 		}
-		if err := b.Complete(r.mw); err != nil {
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -51,6 +51,10 @@ type Record struct {
 	RenewTime time.Time
 	// Transitions counts how often the key changed holders.
 	Transitions int32
+	// Set is the claim set of the Claimer that wrote the record (see
+	// Config.Set); empty on records written before sets existed. The
+	// protocol stamps its own set on every write.
+	Set string
 
 	// Storage fields, filled by the backend.
 

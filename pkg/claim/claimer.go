@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/clock"
@@ -19,8 +21,11 @@ const maxRounds = 3
 // Claimer acquires, checks and releases claims on keys. It is safe for
 // concurrent use and keeps no per-key state: every call reads the backend.
 type Claimer struct {
-	cfg      Config
-	backend  Backend
+	cfg     Config
+	backend Backend
+	// cached lists Holdings through the reader of [WithCachedReader]; it
+	// is backend when none was given.
+	cached   Backend
 	writer   client.Client
 	liveness Liveness
 	gate     HandoverGate
@@ -41,6 +46,7 @@ type options struct {
 	clock    clock.PassiveClock
 	message  MessageFunc
 	server   discovery.ServerVersionInterface
+	cached   client.Reader
 }
 
 // WithBackend names where records are stored, for example lease.Backend.
@@ -59,6 +65,12 @@ func WithSiblings(s Siblings) Option { return func(o *options) { o.siblings = s 
 
 // WithClock sets the clock that stamps acquire times. Default: the real one.
 func WithClock(c clock.PassiveClock) Option { return func(o *options) { o.clock = c } }
+
+// WithCachedReader lets [Claimer.CachedHoldings] list a holder's records through r,
+// typically the manager's cached client, so that a reconcile that only needs
+// to know whether a holder has records outside its keys makes no API
+// request. Nothing that grants, judges or deletes reads through r.
+func WithCachedReader(r client.Reader) Option { return func(o *options) { o.cached = r } }
 
 // WithMessages words outcomes. Default: [DefaultMessage].
 func WithMessages(f MessageFunc) Option { return func(o *options) { o.message = f } }
@@ -109,9 +121,16 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 	if err != nil {
 		return nil, fmt.Errorf("configuring claimer: backend: %w", err)
 	}
+	cached := backend
+	if o.cached != nil {
+		if cached, err = o.backend(o.cached, writer, cfg); err != nil {
+			return nil, fmt.Errorf("configuring claimer: backend on the cached reader: %w", err)
+		}
+	}
 	c := &Claimer{
 		cfg:      cfg,
 		backend:  backend,
+		cached:   cached,
 		writer:   writer,
 		liveness: o.liveness,
 		gate:     o.gate,
@@ -148,17 +167,20 @@ func (c *Claimer) HolderOf(obj client.Object) (Holder, error) {
 	return h, nil
 }
 
-// NormalizeKey applies Config.KeyFunc to key and validates the result.
+// NormalizeKey applies Config.KeyFunc to key and validates the result. Only
+// the result must be a valid key: a KeyFunc may shorten or clean what it is
+// given. Every method that takes a key normalizes it exactly once; pass the
+// key as the caller has it, never a normalized one.
 func (c *Claimer) NormalizeKey(key string) (string, error) {
-	if err := ValidateKey(key); err != nil {
-		return "", err
+	if key == "" {
+		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
 	}
 	norm, err := c.cfg.KeyFunc(key)
 	if err != nil {
-		return "", fmt.Errorf("%w: normalizing key %q: %w", ErrInvalidKey, key, err)
+		return "", fmt.Errorf("%w: normalizing a key of %d bytes: %w", ErrInvalidKey, len(key), err)
 	}
 	if err := ValidateKey(norm); err != nil {
-		return "", fmt.Errorf("normalized key of %q: %w", key, err)
+		return "", fmt.Errorf("normalized key: %w", err)
 	}
 	return norm, nil
 }
@@ -225,7 +247,7 @@ func (c *Claimer) create(ctx context.Context, key string, self Holder, rec Recor
 		}
 	}
 	next := Record{Key: key, Holder: self, AcquireTime: c.clock.Now()}
-	got, err := c.backend.Create(ctx, rec, next)
+	got, err := c.write(ctx, rec, next)
 	switch {
 	case errors.Is(err, ErrConflict):
 		return Outcome{}, false, nil
@@ -268,7 +290,7 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 	}
 
 	next := Record{Key: key, Holder: self, AcquireTime: c.clock.Now(), Transitions: rec.Transitions + 1}
-	got, err := c.backend.Update(ctx, rec, next)
+	got, err := c.write(ctx, rec, next)
 	if err == nil {
 		log.FromContext(ctx).Info("took over claim from a holder that is gone", "claimKey", key, "previous", current.String(), "holder", self.String())
 		return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: self, Previous: current, Token: got.Token, Record: got}), true, nil
@@ -332,6 +354,9 @@ func (c *Claimer) Current(ctx context.Context, key string) (Record, error) {
 // touched. A record that is already gone counts as released; a record that
 // changed since the List is an error, so a finalizer that calls Release keeps
 // its place and tries again. Errors of several records are joined.
+//
+// Only records of the Claimer's set (Config.Set) and records without a set
+// are released.
 func (c *Claimer) Release(ctx context.Context, self Holder, keep ...string) error {
 	if err := self.validate(); err != nil {
 		return fmt.Errorf("releasing claims: %w", err)
@@ -351,7 +376,7 @@ func (c *Claimer) Release(ctx context.Context, self Holder, keep ...string) erro
 	}
 	var errs []error
 	for _, rec := range recs {
-		if !rec.Ours() || !rec.Holder.Is(self) || kept[rec.Key] {
+		if !c.mine(rec, self) || kept[rec.Key] {
 			continue
 		}
 		if err := c.backend.Delete(ctx, rec); err != nil {
@@ -361,4 +386,94 @@ func (c *Claimer) Release(ctx context.Context, self Holder, keep ...string) erro
 		log.FromContext(ctx).V(1).Info("released claim", "claimKey", rec.Key, "holder", self.String())
 	}
 	return errors.Join(errs...)
+}
+
+// mine reports whether rec is a record of self in the Claimer's set.
+func (c *Claimer) mine(rec Record, self Holder) bool {
+	return rec.Ours() && rec.Holder.Is(self) && (rec.Set == "" || rec.Set == c.cfg.Set)
+}
+
+// write stores next in place of prev (Create when prev does not exist,
+// Update fenced on prev's UID and version otherwise), stamped with the
+// Claimer's set so that a record written before sets existed joins it.
+func (c *Claimer) write(ctx context.Context, prev, next Record) (Record, error) {
+	next.Set = c.cfg.Set
+	if prev.Exists {
+		return c.backend.Update(ctx, prev, next)
+	}
+	return c.backend.Create(ctx, prev, next)
+}
+
+// Holdings returns the records self holds in the Claimer's set, sorted by
+// key, read uncached.
+func (c *Claimer) Holdings(ctx context.Context, self Holder) ([]Record, error) {
+	return c.holdings(ctx, c.backend, self)
+}
+
+// CachedHoldings is [Claimer.Holdings] through the reader of
+// [WithCachedReader] (uncached without one). Its answer may lag the API
+// server: a record written moments ago may be missing, a Version may be old.
+// Use it to find out cheaply whether anything needs releasing, never as
+// proof of holding.
+func (c *Claimer) CachedHoldings(ctx context.Context, self Holder) ([]Record, error) {
+	return c.holdings(ctx, c.cached, self)
+}
+
+func (c *Claimer) holdings(ctx context.Context, b Backend, self Holder) ([]Record, error) {
+	if err := self.validate(); err != nil {
+		return nil, fmt.Errorf("listing claims: %w", err)
+	}
+	recs, err := b.List(ctx, self)
+	if err != nil {
+		return nil, fmt.Errorf("listing claims of %s: %w", self, err)
+	}
+	out := recs[:0]
+	for _, rec := range recs {
+		if c.mine(rec, self) {
+			out = append(out, rec)
+		}
+	}
+	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// ReleaseRecords releases the claims of self on the keys of recs (as
+// [Claimer.Holdings] returned them), and nothing else: each key's record is
+// read again uncached, and deleted, fenced on that read's UID and version,
+// only while it is self's record in the Claimer's set. A record already gone
+// or held by someone else counts as released. It returns the keys whose
+// record it deleted; errors of several keys are joined.
+func (c *Claimer) ReleaseRecords(ctx context.Context, self Holder, recs ...Record) ([]string, error) {
+	if err := self.validate(); err != nil {
+		return nil, fmt.Errorf("releasing claims: %w", err)
+	}
+	var released []string
+	var errs []error
+	for _, r := range recs {
+		rec, err := c.backend.Get(ctx, r.Key)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("releasing claim %q of %s: reading record: %w", r.Key, self, err))
+			continue
+		}
+		if !c.mine(rec, self) {
+			continue
+		}
+		if err := c.backend.Delete(ctx, rec); err != nil {
+			errs = append(errs, fmt.Errorf("releasing claim %q of %s: %w", r.Key, self, err))
+			continue
+		}
+		released = append(released, rec.Key)
+		log.FromContext(ctx).V(1).Info("released claim", "claimKey", rec.Key, "holder", self.String())
+	}
+	return released, errors.Join(errs...)
+}
+
+// RecordType returns an empty object of the type the backend stores records
+// in, for a controller that watches records (see pkg/claimmw), or nil when
+// the backend stores them elsewhere.
+func (c *Claimer) RecordType() client.Object {
+	if t, ok := c.backend.(interface{ RecordType() client.Object }); ok {
+		return t.RecordType()
+	}
+	return nil
 }

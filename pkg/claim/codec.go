@@ -21,7 +21,7 @@ type successorWire struct {
 // Owned returns the annotation keys a Claimer writes; a backend that stores
 // records beside other annotations removes exactly these on release.
 func (a Annotations) Owned() []string {
-	return []string{a.Key, a.HolderAPIVersion, a.HolderKind, a.HolderNamespace, a.HolderName, a.HolderUID, a.Token, a.Successor}
+	return []string{a.Key, a.HolderAPIVersion, a.HolderKind, a.HolderNamespace, a.HolderName, a.HolderUID, a.Token, a.Successor, a.Set}
 }
 
 // Encode returns the annotations that carry rec's claim fields. Optional
@@ -42,6 +42,9 @@ func (a Annotations) Encode(rec Record) map[string]string {
 	}
 	if !rec.Token.IsZero() {
 		out[a.Token] = rec.Token.String()
+	}
+	if rec.Set != "" {
+		out[a.Set] = rec.Set
 	}
 	if s := rec.Successor; s != nil {
 		b, _ := json.Marshal(successorWire{APIVersion: s.APIVersion, Kind: s.Kind, Namespace: s.Namespace, Name: s.Name, UID: s.UID}) //nolint:errchkjson // plain strings always marshal
@@ -76,6 +79,7 @@ func (a Annotations) Decode(key string, annotations map[string]string) (rec Reco
 		Kind:       get(a.HolderKind, false),
 	}
 	rec.Token = Token(get(a.Token, false))
+	rec.Set = get(a.Set, false)
 	successor := get(a.Successor, false)
 	switch {
 	case len(missing) > 0:

@@ -1,8 +1,12 @@
 package claim
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -21,6 +25,7 @@ const (
 	DefaultHolderUIDAnnotation        = Domain + "/holder-uid"
 	DefaultTokenAnnotation            = Domain + "/token"
 	DefaultSuccessorAnnotation        = Domain + "/successor"
+	DefaultSetAnnotation              = Domain + "/set"
 
 	// DefaultHolderUIDLabel selects a holder's records for the release
 	// sweep.
@@ -43,6 +48,8 @@ type Annotations struct {
 	HolderUID        string
 	Token            string
 	Successor        string
+	// Set names the claim set that wrote the record (see Config.Set).
+	Set string
 }
 
 // Config says where and how records are stored. Its zero value is valid
@@ -71,6 +78,16 @@ type Config struct {
 	HolderLabels func(Holder) map[string]string
 	// Annotations names the annotation keys. Default: Default*Annotation.
 	Annotations Annotations
+	// Set names this Claimer's claim set: every record it writes carries it,
+	// and Release, Holdings and ReleaseRecords touch only records of this set
+	// (and records written before sets existed, which carry none), so that two
+	// Claimers (or two middlewares) for one holder kind in one namespace never
+	// release each other's records. It must be a valid label value. Default:
+	// "cfg-" and 10 hex characters of a hash of Prefix and Labels, so that
+	// Claimers with different Labels or Prefix are different sets. Changing
+	// the set of a running operator leaves the old set's records to be
+	// released by hand (kubectl claims release).
+	Set string
 }
 
 // withDefaults returns cfg with every empty field defaulted.
@@ -90,6 +107,9 @@ func (cfg Config) withDefaults() Config {
 			return map[string]string{DefaultHolderUIDLabel: string(h.UID)}
 		}
 	}
+	if cfg.Set == "" {
+		cfg.Set = defaultSet(cfg.Prefix, cfg.Labels)
+	}
 	a := &cfg.Annotations
 	for _, f := range []struct {
 		field *string
@@ -103,6 +123,7 @@ func (cfg Config) withDefaults() Config {
 		{&a.HolderUID, DefaultHolderUIDAnnotation},
 		{&a.Token, DefaultTokenAnnotation},
 		{&a.Successor, DefaultSuccessorAnnotation},
+		{&a.Set, DefaultSetAnnotation},
 	} {
 		if *f.field == "" {
 			*f.field = f.def
@@ -132,12 +153,15 @@ func (cfg Config) validate() error {
 			errs = append(errs, fmt.Errorf("config.Labels[%q] value %q: %s", k, v, msg))
 		}
 	}
+	for _, msg := range validation.IsValidLabelValue(cfg.Set) {
+		errs = append(errs, fmt.Errorf("config.Set %q: %s", cfg.Set, msg))
+	}
 	seen := map[string]string{}
 	a := cfg.Annotations
 	for _, f := range []struct{ name, key string }{
 		{"Key", a.Key}, {"HolderAPIVersion", a.HolderAPIVersion}, {"HolderKind", a.HolderKind},
 		{"HolderNamespace", a.HolderNamespace}, {"HolderName", a.HolderName}, {"HolderUID", a.HolderUID},
-		{"Token", a.Token}, {"Successor", a.Successor},
+		{"Token", a.Token}, {"Successor", a.Successor}, {"Set", a.Set},
 	} {
 		for _, msg := range validation.IsQualifiedName(f.key) {
 			errs = append(errs, fmt.Errorf("config.Annotations.%s %q: %s", f.name, f.key, msg))
@@ -155,6 +179,20 @@ func (cfg Config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// defaultSet derives a claim set from what makes two Configs store different
+// records: the record name prefix and the labels.
+func defaultSet(prefix string, labels map[string]string) string {
+	h := sha256.New()
+	h.Write([]byte(prefix))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		h.Write([]byte{0})
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write([]byte(labels[k]))
+	}
+	return "cfg-" + hex.EncodeToString(h.Sum(nil))[:boundSuffixLen]
 }
 
 // RecordName is the object name of key's record (key already normalized).

@@ -86,7 +86,7 @@ func (c *Claimer) Renew(ctx context.Context, key string, self Holder) (Outcome, 
 	}
 	next := rec.claimFields()
 	next.RenewTime = c.clock.Now()
-	got, err := c.backend.Update(ctx, rec, next)
+	got, err := c.write(ctx, rec, next)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("renewing claim %q: %w", key, err)
 	}

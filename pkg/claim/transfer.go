@@ -38,7 +38,7 @@ func (c *Claimer) Prepare(ctx context.Context, key string, self, successor Holde
 	}
 	next := rec.claimFields()
 	next.Successor = &successor
-	got, err := c.backend.Update(ctx, rec, next)
+	got, err := c.write(ctx, rec, next)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("preparing handover of claim %q to %s: %w", key, successor, err)
 	}
@@ -74,7 +74,7 @@ func (c *Claimer) Commit(ctx context.Context, key string, self, successor Holder
 		return Outcome{}, fmt.Errorf("committing handover of claim %q to %s: %w: pending successor is %s", key, successor, ErrNotPrepared, describeSuccessor(rec))
 	}
 	next := Record{Key: key, Holder: *rec.Successor, AcquireTime: c.clock.Now(), Transitions: rec.Transitions + 1}
-	got, err := c.backend.Update(ctx, rec, next)
+	got, err := c.write(ctx, rec, next)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("committing handover of claim %q to %s: %w", key, successor, err)
 	}
@@ -102,7 +102,7 @@ func (c *Claimer) Abort(ctx context.Context, key string, self Holder) error {
 	}
 	next := rec.claimFields()
 	next.Successor = nil
-	if _, err := c.backend.Update(ctx, rec, next); err != nil {
+	if _, err := c.write(ctx, rec, next); err != nil {
 		return fmt.Errorf("aborting handover of claim %q: %w", key, err)
 	}
 	return nil
@@ -132,7 +132,7 @@ func (c *Claimer) readHeld(ctx context.Context, verb, key string, self Holder) (
 func (r Record) claimFields() Record {
 	return Record{
 		Key: r.Key, Holder: r.Holder, Successor: r.Successor, Token: r.Token,
-		AcquireTime: r.AcquireTime, RenewTime: r.RenewTime, Transitions: r.Transitions,
+		AcquireTime: r.AcquireTime, RenewTime: r.RenewTime, Transitions: r.Transitions, Set: r.Set,
 	}
 }
 

@@ -17,12 +17,27 @@ type Grant struct {
 }
 
 // State is what the middleware decided for this pass, handed to the inner
-// reconciler in its context.
+// reconciler in its context. Check Deleting first, then Granted: an object
+// being deleted is never Granted, yet it may still hold keys whose resources
+// it must clean up.
 type State struct {
-	// Granted is true when the object holds every key it names.
+	// Deleting is true on the deletion path: the object is being deleted,
+	// acquires nothing, and its claims are released after this pass
+	// succeeds.
+	Deleting bool
+	// Granted is true when the object holds every key it names and may act
+	// for all of them. Never true while Deleting.
 	Granted bool
-	// Grants are the keys held, in sorted order; empty unless Granted.
+	// Grants are the keys the object holds and may act for, in sorted order,
+	// with their fencing tokens: every key it names when Granted; on the
+	// deletion path, the keys it still holds (read uncached), so that only a
+	// holder cleans up a key's resources; empty otherwise.
 	Grants []Grant
+	// Releasing are keys the object still holds but must stop using in this
+	// pass: keys it no longer names, and, while it waits for a key, the keys
+	// after that one. The middleware releases them once this pass returns
+	// success (no error); until then it keeps them.
+	Releasing []Grant
 	// Handovers are the held keys this pass hands to a successor (see
 	// [WithHandover]): move the workloads off them and return success with
 	// a zero Result, and the middleware commits the handovers after the
@@ -40,20 +55,16 @@ func withState(ctx context.Context, s State) context.Context {
 	return context.WithValue(ctx, stateKey{}, s)
 }
 
-// StateFrom returns the middleware's State for this pass. ok is false when
-// ctx did not come from the middleware, and on the deletion path, where no
-// claim is acquired.
+// StateFrom returns the middleware's State for this pass. ok is false only
+// when ctx did not come from the middleware.
 func StateFrom(ctx context.Context) (State, bool) {
 	s, ok := ctx.Value(stateKey{}).(State)
 	return s, ok
 }
 
-// GrantsFrom returns the keys the object holds for this pass with their
-// tokens, or nil when it holds none or is parked.
+// GrantsFrom returns the keys the object may act for in this pass with their
+// tokens (State.Grants): nil while it is parked or holds none.
 func GrantsFrom(ctx context.Context) []Grant {
 	s, _ := StateFrom(ctx)
-	if !s.Granted {
-		return nil
-	}
 	return s.Grants
 }

@@ -33,17 +33,20 @@ import (
 func storageKey(cc *v1alpha1.CamundaCluster) string { return cc.Spec.SecondaryStorage }
 
 // Wrap the reconciler you already have and register the middleware with the
-// manager in its place. Watching Leases and pods wakes the objects that wait
-// for a claim; the cache keeps only the Leases of the claim namespace.
+// manager in its place, with one setup call: it adds the watches the claims
+// need (the Leases, objects being deleted) to your builder. Watching pods
+// wakes the objects that wait for a handover; the cache keeps only the
+// Leases of the claim namespace.
 func ExampleWrap() {
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
 		log.Fatal(err)
 	}
+	claimCfg := claim.Config{Namespace: "camunda-system"}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{"camunda-system": {}}},
+			&coordinationv1.Lease{}: lease.CacheByObject(claimCfg), // only the claim records
 		}},
 	})
 	if err != nil {
@@ -57,7 +60,7 @@ func ExampleWrap() {
 	mw, err := claimmw.Wrap(inner,
 		claimmw.FromManager(mgr), // client, uncached API reader, event recorder
 		claimmw.For(&v1alpha1.CamundaCluster{}),
-		claimmw.WithClaim(claim.Config{Namespace: "camunda-system"},
+		claimmw.WithClaim(claimCfg,
 			claim.WithBackend(lease.Backend),
 			claim.WithHandoverGate(gate),
 		),
@@ -69,11 +72,9 @@ func ExampleWrap() {
 	if err != nil {
 		log.Fatal(err) // every configuration problem, joined
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
+	err = mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.CamundaCluster{}).
-		Watches(&coordinationv1.Lease{}, mw.ClaimEvents()). // wake parked objects when a record changes
-		Watches(&corev1.Pod{}, mw.HandoverEvents()).        // wake objects waiting for a handover
-		Complete(mw)
+		Watches(&corev1.Pod{}, mw.HandoverEvents())) // opt-in: wake objects waiting for a handover
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -104,23 +105,39 @@ type ClusterReconciler struct {
 	Client client.Client
 }
 
-// Reconcile runs only while the cluster holds its key (or, with
-// RunInnerWhileParked, also while it is parked).
+// Reconcile runs while the cluster holds its key, when it must stop using
+// keys it lost or gives up, and on its deletion (with RunInnerWhileParked,
+// also while it is parked). It checks the deletion first: a cluster being
+// deleted cleans up only the keys it still holds.
 func (r *ClusterReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	cc := &v1alpha1.CamundaCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cc); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	state, _ := claimmw.StateFrom(ctx)
+	if state.Deleting {
+		for _, g := range state.Grants { // empty for a cluster that never held the key
+			if err := r.dropData(ctx, cc, g.Key); err != nil {
+				return reconcile.Result{}, err // the claims are kept until this succeeds
+			}
+		}
+		return reconcile.Result{}, nil
 	}
 	for _, g := range claimmw.GrantsFrom(ctx) { // the keys held for this pass, with fencing tokens
 		if g.Key == storageKey(cc) {
 			cc.Status.StorageToken = g.Token.String() // the brokers present it to the backend
 		}
 	}
-	state, _ := claimmw.StateFrom(ctx)
 	ready := r.computeReady(ctx, cc)
 	ready = conditions.FoldReady(ready, state.Condition) // a claim that is not True overrides Ready
 	conditions.Set(&cc.Status.Conditions, ready)
 	return reconcile.Result{}, r.Client.Status().Update(ctx, cc)
+}
+
+// dropData deletes what the cluster stored under key; only its holder may.
+func (r *ClusterReconciler) dropData(ctx context.Context, cc *v1alpha1.CamundaCluster, key string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cc.Namespace, Name: cc.Name + "-brokers"}}
+	return client.IgnoreNotFound(r.Client.Delete(ctx, cm))
 }
 
 // computeReady is the Ready condition the reconciler computes without the

@@ -198,6 +198,8 @@ type fixture struct {
 type setup struct {
 	opts      []claimmw.Option
 	claimOpts []claim.Option
+	// claimCfg is the claim configuration; its Namespace is the fixture's.
+	claimCfg *claim.Config
 	// workers is the controller's MaxConcurrentReconciles; default 1.
 	workers int
 	// config is the manager's identity; default: an administrator.
@@ -229,10 +231,15 @@ func start(t *testing.T, s setup) *fixture {
 	}
 	f.client = mgr.GetClient()
 	claimOpts := append([]claim.Option{claim.WithBackend(lease.Backend)}, s.claimOpts...)
+	claimCfg := claim.Config{}
+	if s.claimCfg != nil {
+		claimCfg = *s.claimCfg
+	}
+	claimCfg.Namespace = f.ns
 	opts := append([]claimmw.Option{
 		claimmw.FromManager(mgr),
 		claimmw.For(&testcrd.Widget{}),
-		claimmw.WithClaim(claim.Config{Namespace: f.ns}, claimOpts...),
+		claimmw.WithClaim(claimCfg, claimOpts...),
 		claimmw.WithKeys(specKeys),
 		// Long intervals: every test that expects a change sooner proves a
 		// wake-up, not a requeue.
@@ -242,12 +249,10 @@ func start(t *testing.T, s setup) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
+	err = f.mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).
 		For(&testcrd.Widget{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(s.workers, 1)}).
-		Watches(&coordinationv1.Lease{}, f.mw.ClaimEvents()).
-		Watches(&corev1.Pod{}, f.mw.HandoverEvents()).
-		Complete(f.mw)
+		Watches(&corev1.Pod{}, f.mw.HandoverEvents()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -92,9 +93,17 @@ func register[C prometheus.Collector](c C) C {
 type recorder struct {
 	name string
 	c    *collectors
+
+	// held counts the keys each object held at its last pass, for the
+	// gauge only: nothing decides from it.
+	mu    sync.Mutex
+	held  map[types.NamespacedName]int
+	total int
 }
 
-func newRecorder(name string) *recorder { return &recorder{name: name, c: registered()} }
+func newRecorder(name string) *recorder {
+	return &recorder{name: name, c: registered(), held: map[types.NamespacedName]int{}}
+}
 
 func (r *recorder) observeAcquire(o claim.Outcome, err error, took time.Duration) {
 	if r == nil {
@@ -121,9 +130,18 @@ func (r *recorder) observeParked(reason conditions.Reason) {
 	r.c.waits.WithLabelValues(r.name).Inc()
 }
 
-func (r *recorder) setHeld(n int) {
+// setHeld records that obj holds n keys and updates the gauge.
+func (r *recorder) setHeld(obj types.NamespacedName, n int) {
 	if r == nil {
 		return
 	}
-	r.c.held.WithLabelValues(r.name).Set(float64(n))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.total += n - r.held[obj]
+	if n == 0 {
+		delete(r.held, obj)
+	} else {
+		r.held[obj] = n
+	}
+	r.c.held.WithLabelValues(r.name).Set(float64(r.total))
 }

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,8 +31,13 @@ const (
 	EventClaimed = "Claimed"
 	// EventTakenOver: the object took a key over from a holder that is gone.
 	EventTakenOver = "TakenOver"
-	// EventReleased: the object released keys it no longer names, or every
-	// key before its deletion.
+	// EventLost: the object held every key it names at its last pass and
+	// does not any more: a key's record was deleted, taken over or handed
+	// over, or its key set changed to a key held elsewhere.
+	EventLost = "Lost"
+	// EventReleased: the object released keys it may no longer use (keys it
+	// no longer names, or keys it gave up while parked), or every key
+	// before its deletion.
 	EventReleased = "Released"
 	// EventHandoverPrepared: the object prepared the handover of a key to
 	// the successor its HandoverFunc names.
@@ -52,30 +58,23 @@ const (
 	actionHandover = "Handover"
 )
 
-// missedWakeRequeue is how soon an object is reconciled again when the
-// record it now waits on changed while it was being reconciled: the wake-up
-// came before it was registered as waiting.
-const missedWakeRequeue = 100 * time.Millisecond
-
-// handedOverRequeue is how soon an object that committed a handover is
-// reconciled again, so that its condition stops saying it holds the key.
-const handedOverRequeue = 50 * time.Millisecond
-
 // staleReadRequeue is how soon an object whose status write met a newer
 // version is read again.
 const staleReadRequeue = 50 * time.Millisecond
 
 // Middleware is a reconcile.Reconciler that acquires an object's claim keys
-// before it calls the inner reconciler. Build it with [Wrap]. It is safe for
-// concurrent use by a controller's workers.
+// before it calls the inner reconciler. Build it with [Wrap] and register it
+// with [Middleware.SetupWithManager]. It is safe for concurrent use by a
+// controller's workers.
 type Middleware struct {
 	inner   reconcile.Reconciler
 	cfg     config
 	claimer *claim.Claimer
 	fin     *finalizer.Finalizer
 	metrics *recorder
-	track   *tracker
 	renew   *renewals
+	// indexed is set once the key index is registered on a manager's cache.
+	indexed bool
 }
 
 var _ reconcile.Reconciler = (*Middleware)(nil)
@@ -98,17 +97,24 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("configuring claim middleware: %w", errors.Join(errs...))
 	}
-	m := &Middleware{inner: inner, cfg: c, claimer: c.claimer, track: newTracker()}
+	m := &Middleware{inner: inner, cfg: c, claimer: c.claimer}
 	if m.claimer == nil {
-		opts := c.claimOpts
+		cfg := *c.claimCfg
+		if cfg.Set == "" {
+			// Two middlewares for one kind have different names (their key
+			// indexes would collide otherwise), so the name keeps their
+			// records apart.
+			cfg.Set = claim.LabelValue(c.name)
+		}
+		opts := slices.Clip(c.claimOpts)
 		if c.manager != nil {
 			dc, err := discovery.NewDiscoveryClientForConfig(c.manager.GetConfig())
 			if err != nil {
 				return nil, fmt.Errorf("configuring claim middleware: building a discovery client: %w", err)
 			}
-			opts = append(slices.Clip(opts), claim.WithServerVersion(dc))
+			opts = append(opts, claim.WithServerVersion(dc), claim.WithCachedReader(c.manager.GetClient()))
 		}
-		cl, err := claim.New(c.apiReader, c.client, *c.claimCfg, opts...)
+		cl, err := claim.New(c.apiReader, c.client, cfg, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("configuring claim middleware: %w", err)
 		}
@@ -159,8 +165,7 @@ var errStaleRead = errors.New("object changed since it was read")
 // the package documentation describes.
 func (m *Middleware) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	logger := log.FromContext(ctx).WithName("claim")
-	ctx = log.IntoContext(ctx, logger)
-	res, err := m.reconcile(ctx, req)
+	res, err := m.reconcile(log.IntoContext(ctx, logger), ctx, req)
 	if errors.Is(err, errStaleRead) {
 		// Not a failure: read again once the cache caught up, without the
 		// error backoff and its log line.
@@ -170,10 +175,40 @@ func (m *Middleware) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return res, err
 }
 
-func (m *Middleware) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	logger := log.FromContext(ctx)
-	snap := m.track.snapshot()
+// namedKey is one key an object names: as its KeyFunc gave it, and
+// normalized. Only raw is ever handed to the Claimer, which normalizes once.
+type namedKey struct{ raw, norm string }
 
+// pass is what one reconcile decided, from what the API server said.
+type pass struct {
+	obj  client.Object
+	self claim.Holder
+	keys []namedKey
+	// granted are the keys acquired, in key order: all of them, or the
+	// prefix before blocked.
+	granted []heldKey
+	// blocked is the outcome of the first key not granted, nil when every
+	// key is.
+	blocked *claim.Outcome
+	// giveUp are records of the object it may not use in this pass: keys
+	// it no longer names, and while parked the keys after the blocked one.
+	// They are released after an inner pass that was told of them succeeds.
+	giveUp []claim.Record
+	// wasClaimed: the condition said the object held every key when the pass
+	// began.
+	wasClaimed bool
+}
+
+type heldKey struct {
+	raw string
+	o   claim.Outcome
+}
+
+// reconcile is one pass: keys → finalizer → acquire → condition → inner →
+// release. Every decision comes from what the API server says now; nothing
+// kept in memory between passes decides anything. userCtx is the caller's
+// context, with its logger, for the inner reconciler.
+func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	obj := newObject(m.cfg.prototype)
 	if err := m.cfg.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -187,126 +222,116 @@ func (m *Middleware) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if obj.GetDeletionTimestamp() != nil {
-		return m.finalize(ctx, req, obj, self)
+		return m.finalize(ctx, userCtx, req, obj, self)
 	}
-
+	p := &pass{obj: obj, self: self, wasClaimed: m.claimedNow(obj)}
 	gen := obj.GetGeneration()
-	keys, err := m.keysOf(ctx, obj)
+
+	p.keys, err = m.keysOf(ctx, obj)
 	if err != nil {
-		cond := conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, sentence(err.Error()), gen)
-		return m.parked(ctx, req, obj, cond, nil, snap)
+		// What the object names is unknown: keep what it holds, act on
+		// nothing, and wait for the spec to be fixed.
+		return m.parked(ctx, userCtx, req, p, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, sentence(err.Error()), gen))
 	}
-	if len(keys) > 0 {
+	if len(p.keys) > 0 {
 		// Before the first claim write: a claim written for an object without
 		// the finalizer would leak when the object is deleted.
 		if _, err := m.fin.Add(ctx, obj); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-
-	grants := make([]Grant, 0, len(keys))
-	held := make([]claim.Outcome, 0, len(keys))
-	var happened []claim.Outcome
-	for _, key := range keys {
-		o, err := m.acquire(ctx, key, self)
+	holdings, err := m.claimer.CachedHoldings(ctx, self)
+	if err != nil {
+		return reconcile.Result{}, m.claimError(ctx, obj, fmt.Errorf("listing the claims %s holds: %w", req.NamespacedName, err))
+	}
+	for _, k := range p.keys {
+		o, err := m.acquire(ctx, k.raw, self)
 		if err != nil {
-			m.track.setHeld(req.NamespacedName, len(grants), m.metrics)
+			m.metrics.setHeld(req.NamespacedName, len(p.granted))
 			if errors.Is(err, claim.ErrInvalidKey) {
-				return m.parked(ctx, req, obj, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, sentence(err.Error()), gen), nil, snap)
+				return m.parked(ctx, userCtx, req, p, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, sentence(err.Error()), gen))
 			}
-			// The claim could not be judged: say so, and let the controller
-			// retry with its backoff.
-			cond := conditions.New(m.cfg.condType, conditions.ReasonClaimError, sentence(err.Error()), gen)
-			if _, werr := m.setCondition(ctx, obj, cond); werr != nil {
-				logger.Error(werr, "writing the claim condition after an acquire error")
-			}
-			return reconcile.Result{}, err
+			return reconcile.Result{}, m.claimError(ctx, obj, err)
 		}
 		if !o.Granted() {
-			m.renew.stop(req.NamespacedName, key)
-			m.track.setHeld(req.NamespacedName, len(grants), m.metrics)
-			m.grantEvents(obj, happened)
-			return m.parked(ctx, req, obj, conditions.ForOutcome(m.cfg.condType, o, gen), &o, snap)
+			p.blocked = &o
+			break
 		}
-		grants = append(grants, Grant{Key: o.Key, Token: o.Token})
-		held = append(held, o)
-		if o.Reason != claim.ReasonHeld {
-			happened = append(happened, o)
+		p.granted = append(p.granted, heldKey{raw: k.raw, o: o})
+	}
+	m.metrics.setHeld(req.NamespacedName, len(p.granted))
+	p.giveUp = giveUp(holdings, p.granted)
+	if p.blocked != nil {
+		return m.parked(ctx, userCtx, req, p, conditions.ForOutcome(m.cfg.condType, *p.blocked, gen))
+	}
+	return m.granted(ctx, userCtx, req, p)
+}
+
+// giveUp returns the holdings that are not among the keys granted in this
+// pass: keys no longer named, and keys after the one a parked object waits
+// for. Keeping only a prefix of the sorted keys while waiting is what makes
+// waiting deadlock-free whatever the key sets were before: an object never
+// holds a key while it waits for a smaller one.
+func giveUp(holdings []claim.Record, granted []heldKey) []claim.Record {
+	var out []claim.Record
+	for _, rec := range holdings {
+		if !slices.ContainsFunc(granted, func(h heldKey) bool { return h.o.Key == rec.Key }) {
+			out = append(out, rec)
 		}
 	}
-	m.track.setHeld(req.NamespacedName, len(grants), m.metrics)
-	m.track.stopWaiting(req.NamespacedName)
+	return out
+}
 
-	cond := conditions.ForKeys(m.cfg.condType, keys, gen)
-	if _, err := m.setCondition(ctx, obj, cond); err != nil {
+// granted runs a pass in which the object holds every key it names.
+func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request, p *pass) (reconcile.Result, error) {
+	norms := make([]string, len(p.keys))
+	for i, k := range p.keys {
+		norms[i] = k.norm
+	}
+	cond := conditions.ForKeys(m.cfg.condType, norms, p.obj.GetGeneration())
+	if _, err := m.setCondition(ctx, p.obj, cond); err != nil {
 		return reconcile.Result{}, err
 	}
-	m.grantEvents(obj, happened)
+	m.grantEvents(p.obj, p.granted)
 
-	handovers, err := m.planHandovers(ctx, obj, self, held)
+	held := make([]claim.Outcome, len(p.granted))
+	grants := make([]Grant, len(p.granted))
+	for i, h := range p.granted {
+		held[i], grants[i] = h.o, Grant{Key: h.o.Key, Token: h.o.Token}
+	}
+	handovers, err := m.planHandovers(ctx, p.obj, p.self, held)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	holds, err := m.renew.ensure(ctx, req.NamespacedName, self, held)
+	holds, err := m.renew.ensure(ctx, req.NamespacedName, p.self, p.granted)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	innerCtx, release := guard(ctx, holds)
-	innerCtx = withFencing(withState(innerCtx, State{Granted: true, Grants: grants, Handovers: handovers, Condition: cond}),
-		fencing{client: m.cfg.client, reader: m.cfg.apiReader})
-	res, err := m.inner.Reconcile(innerCtx, req)
-	release()
+	m.renew.stopExcept(req.NamespacedName, norms...)
+	innerCtx, stop := guard(userCtx, holds)
+	state := State{Granted: true, Grants: grants, Releasing: grantsOf(p.giveUp), Handovers: handovers, Condition: cond}
+	res, err := m.inner.Reconcile(m.innerContext(innerCtx, state), req)
+	stop()
 	if err != nil {
-		// The inner pass did not finish: claims the object no longer names
-		// may still be in use by its old workloads, and keys it hands over
-		// may not be free of them yet. Keep them.
+		// The inner pass did not finish: keys it gives up may still be in
+		// use by its old workloads, and keys it hands over may not be free
+		// of them yet. Keep them.
 		return res, err
 	}
 	if len(handovers) > 0 && res.IsZero() {
-		if err := m.commitHandovers(ctx, obj, self, handovers); err != nil {
+		if err := m.commitHandovers(ctx, p.obj, p.self, handovers); err != nil {
 			return reconcile.Result{}, err
 		}
-		res = reconcile.Result{RequeueAfter: handedOverRequeue}
 	}
-	if err := m.sweep(ctx, obj, self, keys); err != nil {
-		return res, err
-	}
-	m.renew.stopExcept(req.NamespacedName, keys...)
-	return res, nil
+	return res, m.release(ctx, p, "which it no longer names")
 }
 
-// keysOf computes obj's keys, normalized, without duplicates, sorted.
-func (m *Middleware) keysOf(ctx context.Context, obj client.Object) ([]string, error) {
-	raw, err := m.cfg.keys(ctx, obj)
-	if err != nil {
-		return nil, fmt.Errorf("computing claim keys: %w", err)
-	}
-	keys := make([]string, 0, len(raw))
-	for _, k := range raw {
-		norm, err := m.claimer.NormalizeKey(k)
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, norm)
-	}
-	slices.Sort(keys)
-	return slices.Compact(keys), nil
-}
-
-func (m *Middleware) acquire(ctx context.Context, key string, self claim.Holder) (claim.Outcome, error) {
-	start := time.Now()
-	_, o, err := m.claimer.Acquire(ctx, key, self)
-	m.metrics.observeAcquire(o, err, time.Since(start))
-	log.FromContext(ctx).V(1).Info("acquired claim", "claimKey", key, "reason", string(o.Reason), "error", err)
-	return o, err
-}
-
-// parked records a pass in which the object does not hold every key: the
-// condition, the wake-up registration, an event when the state changed, and
-// the inner reconciler in parked mode when so configured.
-func (m *Middleware) parked(ctx context.Context, req reconcile.Request, obj client.Object, cond metav1.Condition, o *claim.Outcome, snap uint64) (reconcile.Result, error) {
+// parked runs a pass in which the object does not hold every key: the
+// condition, events, the inner reconciler in parked mode when it must or
+// may run, and the release of what the object gave up.
+func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request, p *pass, cond metav1.Condition) (reconcile.Result, error) {
 	reason := conditions.Reason(cond.Reason)
-	changed, err := m.setCondition(ctx, obj, cond)
+	changed, err := m.setCondition(ctx, p.obj, cond)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -316,8 +341,23 @@ func (m *Middleware) parked(ctx context.Context, req reconcile.Request, obj clie
 		if reason.Priority() >= conditions.ReasonClaimError.Priority() {
 			eventType = corev1.EventTypeWarning
 		}
-		m.event(obj, eventType, string(reason), actionPark, cond.Message)
+		if p.wasClaimed {
+			m.event(p.obj, corev1.EventTypeWarning, EventLost, actionPark, "Lost its claim: "+cond.Message)
+		} else {
+			m.event(p.obj, eventType, string(reason), actionPark, cond.Message)
+		}
 	}
+	m.grantEvents(p.obj, p.granted)
+	// A key of the held prefix stays held while the object waits, so its
+	// renewal goes on; every other hold ends.
+	if _, err := m.renew.ensure(ctx, req.NamespacedName, p.self, p.granted); err != nil {
+		return reconcile.Result{}, err
+	}
+	kept := make([]string, len(p.granted))
+	for i, h := range p.granted {
+		kept[i] = h.o.Key
+	}
+	m.renew.stopExcept(req.NamespacedName, kept...)
 
 	after := m.cfg.parkedRequeue
 	if reason == conditions.ReasonWaitingForHandover {
@@ -328,18 +368,14 @@ func (m *Middleware) parked(ctx context.Context, req reconcile.Request, obj clie
 		// once the lease duration passed notices that it expired.
 		after = r.Duration
 	}
-	var record *claim.Record
-	if o != nil && o.Record.Ref.Name != "" {
-		record = &o.Record
-	}
-	if m.track.wait(req.NamespacedName, record, reason == conditions.ReasonWaitingForHandover, snap) {
-		log.FromContext(ctx).V(1).Info("the awaited claim record changed during this pass; reconciling again soon")
-		after = missedWakeRequeue
-	}
-
 	res := reconcile.Result{RequeueAfter: after}
-	if m.cfg.parkedMode == RunInnerWhileParked {
-		inner, err := m.inner.Reconcile(withState(ctx, State{Condition: cond}), req)
+
+	// The inner reconciler must run when the object has to stop using keys:
+	// it just lost one, or it gives some up. Otherwise the parked mode
+	// decides.
+	if m.cfg.parkedMode == RunInnerWhileParked || p.wasClaimed || len(p.giveUp) > 0 {
+		state := State{Releasing: grantsOf(p.giveUp), Condition: cond}
+		inner, err := m.inner.Reconcile(m.innerContext(userCtx, state), req)
 		if err != nil {
 			return inner, err
 		}
@@ -347,38 +383,87 @@ func (m *Middleware) parked(ctx context.Context, req reconcile.Request, obj clie
 			res.RequeueAfter = inner.RequeueAfter
 		}
 	}
-	return res, nil
+	return res, m.release(ctx, p, "which it gave up while it waits")
 }
 
-// sweep releases every claim of self that keys no longer names. It lists
-// self's records only when the key set differs from the one the last sweep
-// of this object kept, so that a steady pass makes no request for it.
-func (m *Middleware) sweep(ctx context.Context, obj client.Object, self claim.Holder, keys []string) error {
-	nn := client.ObjectKeyFromObject(obj)
-	prev, known := m.track.swept(nn, obj.GetUID())
-	if known && slices.Equal(prev, keys) {
+// release frees the records the pass gave up, after the inner pass that was
+// told of them succeeded. Each is re-read and deleted fenced on that read.
+func (m *Middleware) release(ctx context.Context, p *pass, why string) error {
+	if len(p.giveUp) == 0 {
 		return nil
 	}
-	if err := m.claimer.Release(ctx, self, keys...); err != nil {
-		return fmt.Errorf("releasing claims %s no longer names: %w", client.ObjectKeyFromObject(obj), err)
-	}
-	m.track.setSwept(nn, obj.GetUID(), keys)
-	var released []string
-	for _, k := range prev {
-		if !slices.Contains(keys, k) {
-			released = append(released, fmt.Sprintf("%q", k))
-		}
-	}
+	released, err := m.claimer.ReleaseRecords(ctx, p.self, p.giveUp...)
 	if len(released) > 0 {
-		m.event(obj, corev1.EventTypeNormal, EventReleased, actionRelease, "Released "+strings.Join(released, ", ")+", which it no longer names.")
+		m.event(p.obj, corev1.EventTypeNormal, EventReleased, actionRelease, boundNote("Released "+quoteKeys(released)+", "+why+"."))
+	}
+	if err != nil {
+		return fmt.Errorf("releasing claims of %s: %w", client.ObjectKeyFromObject(p.obj), err)
 	}
 	return nil
 }
 
-// finalize runs the deletion path: the inner reconciler, then one release
-// sweep, then the finalizer comes off. A deleted object never acquires.
-func (m *Middleware) finalize(ctx context.Context, req reconcile.Request, obj client.Object, self claim.Holder) (reconcile.Result, error) {
-	res, err := m.inner.Reconcile(ctx, req)
+// claimError shows an error that kept the claim from being judged as the
+// ClaimError condition and returns it, for the controller to retry.
+func (m *Middleware) claimError(ctx context.Context, obj client.Object, err error) error {
+	cond := conditions.New(m.cfg.condType, conditions.ReasonClaimError, sentence(err.Error()), obj.GetGeneration())
+	if _, werr := m.setCondition(ctx, obj, cond); werr != nil {
+		log.FromContext(ctx).Error(werr, "writing the claim condition after an error")
+	}
+	return err
+}
+
+// claimedNow reports whether obj's claim condition, as read, says it holds
+// every key it names.
+func (m *Middleware) claimedNow(obj client.Object) bool {
+	conds, err := conditionsOf(obj)
+	if err != nil {
+		return false
+	}
+	c := meta.FindStatusCondition(*conds, string(m.cfg.condType))
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == string(conditions.ReasonClaimed)
+}
+
+// keysOf computes obj's keys: each normalized once for sorting and
+// de-duplication, in normalized order.
+func (m *Middleware) keysOf(ctx context.Context, obj client.Object) ([]namedKey, error) {
+	raw, err := m.cfg.keys(ctx, obj)
+	if err != nil {
+		return nil, fmt.Errorf("computing claim keys: %w", err)
+	}
+	keys := make([]namedKey, 0, len(raw))
+	for _, k := range raw {
+		norm, err := m.claimer.NormalizeKey(k)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, namedKey{raw: k, norm: norm})
+	}
+	slices.SortFunc(keys, func(a, b namedKey) int { return strings.Compare(a.norm, b.norm) })
+	return slices.CompactFunc(keys, func(a, b namedKey) bool { return a.norm == b.norm }), nil
+}
+
+func (m *Middleware) acquire(ctx context.Context, key string, self claim.Holder) (claim.Outcome, error) {
+	start := time.Now()
+	_, o, err := m.claimer.Acquire(ctx, key, self)
+	m.metrics.observeAcquire(o, err, time.Since(start))
+	log.FromContext(ctx).V(1).Info("acquired claim", "claimKey", o.Key, "reason", string(o.Reason), "error", err)
+	return o, err
+}
+
+// finalize runs the deletion path: the inner reconciler, told which keys the
+// object still holds, then one release sweep, then the finalizer comes off.
+// A deleted object never acquires.
+func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Request, obj client.Object, self claim.Holder) (reconcile.Result, error) {
+	if !m.fin.Has(obj) {
+		return m.inner.Reconcile(m.innerContext(userCtx, State{Deleting: true}), req)
+	}
+	// Uncached: the inner pass cleans up only what the object holds, and a
+	// record written moments ago must count.
+	holdings, err := m.claimer.Holdings(ctx, self)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing the claims of %s before its deletion: %w", req.NamespacedName, err)
+	}
+	res, err := m.inner.Reconcile(m.innerContext(userCtx, State{Deleting: true, Grants: grantsOf(holdings)}), req)
 	if err != nil {
 		return res, err
 	}
@@ -402,8 +487,24 @@ func (m *Middleware) finalize(ctx context.Context, req reconcile.Request, obj cl
 
 func (m *Middleware) forget(req reconcile.Request) {
 	m.renew.stopExcept(req.NamespacedName)
-	m.track.forget(req.NamespacedName)
-	m.track.setHeld(req.NamespacedName, 0, m.metrics)
+	m.metrics.setHeld(req.NamespacedName, 0)
+}
+
+// innerContext is the context the inner reconciler runs with: the State,
+// and what FencedClient needs.
+func (m *Middleware) innerContext(ctx context.Context, s State) context.Context {
+	return withFencing(withState(ctx, s), fencing{client: m.cfg.client, reader: m.cfg.apiReader})
+}
+
+func grantsOf(recs []claim.Record) []Grant {
+	if len(recs) == 0 {
+		return nil
+	}
+	out := make([]Grant, len(recs))
+	for i, r := range recs {
+		out[i] = Grant{Key: r.Key, Token: r.Token}
+	}
+	return out
 }
 
 // setCondition sets cond on obj and writes the status only when it changed,
@@ -414,6 +515,7 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 	if !ok {
 		return false, fmt.Errorf("copying %T: not a client.Object", obj)
 	}
+	cond.Message = conditions.BoundMessage(cond.Message)
 	changed, err := setConditionOn(obj, cond)
 	if err != nil || !changed {
 		return false, err
@@ -446,12 +548,13 @@ func setConditionOn(obj client.Object, cond metav1.Condition) (bool, error) {
 }
 
 // grantEvents records the grants of this pass that changed something.
-func (m *Middleware) grantEvents(obj client.Object, happened []claim.Outcome) {
-	for _, o := range happened {
-		if o.Reason == claim.ReasonTakenOver {
-			m.event(obj, corev1.EventTypeNormal, EventTakenOver, actionAcquire, o.Message)
-		} else {
-			m.event(obj, corev1.EventTypeNormal, EventClaimed, actionAcquire, o.Message)
+func (m *Middleware) grantEvents(obj client.Object, granted []heldKey) {
+	for _, h := range granted {
+		switch h.o.Reason {
+		case claim.ReasonTakenOver:
+			m.event(obj, corev1.EventTypeNormal, EventTakenOver, actionAcquire, h.o.Message)
+		case claim.ReasonAcquired:
+			m.event(obj, corev1.EventTypeNormal, EventClaimed, actionAcquire, h.o.Message)
 		}
 	}
 }
@@ -460,7 +563,22 @@ func (m *Middleware) event(obj client.Object, eventType, reason, action, note st
 	if m.cfg.recorder == nil {
 		return
 	}
-	m.cfg.recorder.Eventf(obj, nil, eventType, reason, action, "%s", note)
+	m.cfg.recorder.Eventf(obj, nil, eventType, reason, action, "%s", boundNote(note))
+}
+
+// maxEventNote is the longest note the events API accepts.
+const maxEventNote = 1024
+
+// boundNote bounds an event note to what the events API accepts; an event
+// refused for its length would be lost.
+func boundNote(s string) string { return conditions.Truncate(s, maxEventNote) }
+
+// maxQuotedKeys bounds how many keys a message quotes.
+const maxQuotedKeys = 5
+
+// quoteKeys quotes at most maxQuotedKeys keys and counts the rest.
+func quoteKeys(keys []string) string {
+	return conditions.QuoteKeys(keys, maxQuotedKeys)
 }
 
 // sentence makes an error text a condition message: capitalized, with a

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,11 +47,18 @@ type KeyFunc func(ctx context.Context, obj client.Object) ([]string, error)
 type ParkedMode int
 
 const (
-	// SkipInnerWhileParked does not call the inner reconciler. Default.
+	// SkipInnerWhileParked calls the inner reconciler while the object does
+	// not hold every key only when it must stop using keys: in the pass in
+	// which it found it lost a key (its condition said Claimed), and in
+	// passes that give keys up (State.Releasing). Default. An inner
+	// reconciler whose workloads must be stopped when a key is lost, even
+	// if that stopping pass fails and is retried, should use
+	// RunInnerWhileParked.
 	SkipInnerWhileParked ParkedMode = iota
-	// RunInnerWhileParked calls the inner reconciler with a [State] whose
-	// Granted is false, so that it can render a suspended form of what it
-	// manages. It must not act on the keys.
+	// RunInnerWhileParked calls the inner reconciler in every pass, with a
+	// [State] whose Granted is false while the object does not hold every
+	// key, so that it can render a suspended form of what it manages. It
+	// must not act on any key then.
 	RunInnerWhileParked
 )
 
@@ -85,6 +93,9 @@ type config struct {
 	handover      HandoverFunc
 	renewal       *claim.KeeperConfig
 	manager       manager.Manager
+	// gvk and kind are the object type's, from the client's scheme.
+	gvk  schema.GroupVersionKind
+	kind string
 }
 
 // For names the type of the objects the middleware reconciles, as
@@ -247,9 +258,12 @@ func (c *config) validate() error {
 	if c.parkedMode != SkipInnerWhileParked && c.parkedMode != RunInnerWhileParked {
 		errs = append(errs, fmt.Errorf("parked mode: unknown value %d", c.parkedMode))
 	}
-	if c.name == "" && c.prototype != nil && c.client != nil {
+	if c.prototype != nil && c.client != nil {
 		if gvk, err := apiutil.GVKForObject(c.prototype, c.client.Scheme()); err == nil {
-			c.name = strings.ToLower(gvk.Kind)
+			c.gvk, c.kind = gvk, gvk.Kind
+			if c.name == "" {
+				c.name = strings.ToLower(gvk.Kind)
+			}
 		} else {
 			errs = append(errs, fmt.Errorf("object type %T: %w", c.prototype, err))
 		}

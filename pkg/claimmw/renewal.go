@@ -55,12 +55,13 @@ func newRenewals(c *claim.Claimer, cfg claim.KeeperConfig) (*renewals, error) {
 // restart), is renewed once first: the renewal proves, by a write
 // conditional on the record, that self still holds it, and restarts the
 // contenders' count of the lease duration.
-func (r *renewals) ensure(ctx context.Context, obj types.NamespacedName, self claim.Holder, granted []claim.Outcome) (map[string]context.Context, error) {
+func (r *renewals) ensure(ctx context.Context, obj types.NamespacedName, self claim.Holder, granted []heldKey) (map[string]context.Context, error) {
 	if r == nil || len(granted) == 0 {
 		return nil, nil
 	}
 	out := make(map[string]context.Context, len(granted))
-	for _, o := range granted {
+	for _, g := range granted {
+		o := g.o
 		hk := holdKey{obj: obj, key: o.Key}
 		r.mu.Lock()
 		h, ok := r.holds[hk]
@@ -78,14 +79,14 @@ func (r *renewals) ensure(ctx context.Context, obj types.NamespacedName, self cl
 			log.FromContext(ctx).Info("claim hold ended; holding again", "claimKey", o.Key, "cause", context.Cause(h.ctx).Error())
 		}
 		if o.Reason == claim.ReasonHeld {
-			if _, err := r.claimer.Renew(ctx, o.Key, self); err != nil {
+			if _, err := r.claimer.Renew(ctx, g.raw, self); err != nil {
 				r.drop(hk)
 				return nil, fmt.Errorf("renewing claim %q before holding it again: %w", o.Key, err)
 			}
 		}
 		// The hold outlives this pass: it renews until the claim is released,
 		// lost, handed over, or the object deleted, each of which stops it.
-		hctx, stop := r.keeper.Hold(context.WithoutCancel(ctx), o.Key, self)
+		hctx, stop := r.keeper.Hold(context.WithoutCancel(ctx), g.raw, self)
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()

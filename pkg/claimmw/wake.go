@@ -2,216 +2,244 @@ package claimmw
 
 import (
 	"context"
-	"sync"
+	"errors"
+	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
-// maxTouched bounds how many claim records the tracker remembers a last
-// event for. When it is full the memory is dropped and every object that is
-// being reconciled at that moment counts as possibly missed: it is requeued
-// soon, which is the safe side.
-const maxTouched = 4096
+// Field index names the middleware registers on the manager's cache for its
+// object type; the middleware's name ([WithName]) follows the prefix, so that
+// two middlewares for one type keep separate indexes (and a second one with
+// the same name fails at setup instead of mixing them).
+const (
+	// IndexKeysPrefix indexes objects by the normalized claim keys they
+	// name.
+	IndexKeysPrefix = claim.Domain + "/keys."
+	// IndexRecordsPrefix indexes objects by the record names of the keys
+	// they name, so that a record without a readable key (a foreign record
+	// where a key's record belongs) still finds the objects it blocks.
+	IndexRecordsPrefix = claim.Domain + "/records."
+	// IndexWaitingPrefix indexes objects whose claim condition is
+	// WaitingForHandover, under the value "true".
+	IndexWaitingPrefix = claim.Domain + "/waiting-for-handover."
+)
 
-// tracker is the middleware's memory: which objects wait on which claim
-// record (for wake-ups), which keys each object kept at its last sweep (so a
-// steady pass lists nothing), and how many keys each holds (for the gauge).
-// It is bounded by the number of objects the controller reconciles and is
-// cleaned when an object is granted, deleted, or found gone.
-type tracker struct {
-	mu sync.Mutex
-	// seq counts claim events; touched remembers the seq of the last event
-	// of each record, and floor the seq at which touched was last dropped.
-	seq     uint64
-	floor   uint64
-	touched map[types.NamespacedName]uint64
-	// handoverSeq is the seq of the last event handed to HandoverEvents.
-	handoverSeq uint64
+func (m *Middleware) keysIndex() string    { return IndexKeysPrefix + m.cfg.name }
+func (m *Middleware) recordsIndex() string { return IndexRecordsPrefix + m.cfg.name }
+func (m *Middleware) waitingIndex() string { return IndexWaitingPrefix + m.cfg.name }
 
-	waitingOn map[types.NamespacedName]types.NamespacedName // object -> record
-	waiters   map[types.NamespacedName]map[types.NamespacedName]struct{}
-	handover  map[types.NamespacedName]struct{} // objects WaitingForHandover
-
-	sweptKeys map[types.NamespacedName]sweptEntry
-	held      map[types.NamespacedName]int
-	heldTotal int
+// index registers the middleware's field indexes on mgr's cache, once.
+func (m *Middleware) index(ctx context.Context, mgr manager.Manager) error {
+	if m.indexed {
+		return nil
+	}
+	indexer := mgr.GetFieldIndexer()
+	if err := indexer.IndexField(ctx, newObject(m.cfg.prototype), m.keysIndex(), m.indexKeys); err != nil {
+		return fmt.Errorf("indexing objects by claim key under %q (two claim middlewares for one kind need different names; see claimmw.WithName): %w", m.keysIndex(), err)
+	}
+	if err := indexer.IndexField(ctx, newObject(m.cfg.prototype), m.recordsIndex(), m.indexRecords); err != nil {
+		return fmt.Errorf("indexing objects by claim record under %q: %w", m.recordsIndex(), err)
+	}
+	if err := indexer.IndexField(ctx, newObject(m.cfg.prototype), m.waitingIndex(), m.indexWaiting); err != nil {
+		return fmt.Errorf("indexing objects waiting for a handover under %q: %w", m.waitingIndex(), err)
+	}
+	m.indexed = true
+	return nil
 }
 
-func newTracker() *tracker {
-	return &tracker{
-		touched:   map[types.NamespacedName]uint64{},
-		waitingOn: map[types.NamespacedName]types.NamespacedName{},
-		waiters:   map[types.NamespacedName]map[types.NamespacedName]struct{}{},
-		handover:  map[types.NamespacedName]struct{}{},
-		sweptKeys: map[types.NamespacedName]sweptEntry{},
-		held:      map[types.NamespacedName]int{},
+// indexKeys returns the normalized keys obj names; an object whose keys
+// cannot be computed names none.
+func (m *Middleware) indexKeys(obj client.Object) []string {
+	keys, err := m.keysOf(context.Background(), obj)
+	if err != nil {
+		return nil
 	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.norm
+	}
+	return out
 }
 
-// snapshot returns the event count at the start of a pass.
-func (t *tracker) snapshot() uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.seq
+// indexRecords returns the record names of the keys obj names.
+func (m *Middleware) indexRecords(obj client.Object) []string {
+	keys := m.indexKeys(obj)
+	cfg := m.claimer.Config()
+	for i, k := range keys {
+		keys[i] = cfg.RecordName(k)
+	}
+	return keys
 }
 
-// wait registers obj as waiting on record (nil: on nothing but its
-// requeue), replacing what it waited on before. It reports whether an event
-// that would have woken obj arrived since snap, before obj was registered.
-func (t *tracker) wait(obj types.NamespacedName, record *claim.Record, handover bool, snap uint64) (missed bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.unwaitLocked(obj)
-	if handover {
-		t.handover[obj] = struct{}{}
-		missed = t.handoverSeq > snap
+func (m *Middleware) indexWaiting(obj client.Object) []string {
+	conds, err := conditionsOf(obj)
+	if err != nil {
+		return nil
 	}
-	if record == nil {
-		return missed
-	}
-	ref := record.Ref
-	t.waitingOn[obj] = ref
-	set := t.waiters[ref]
-	if set == nil {
-		set = map[types.NamespacedName]struct{}{}
-		t.waiters[ref] = set
-	}
-	set[obj] = struct{}{}
-	last, ok := t.touched[ref]
-	if !ok {
-		last = t.floor
-	}
-	return missed || last > snap
-}
-
-func (t *tracker) stopWaiting(obj types.NamespacedName) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.unwaitLocked(obj)
-}
-
-func (t *tracker) unwaitLocked(obj types.NamespacedName) {
-	delete(t.handover, obj)
-	ref, ok := t.waitingOn[obj]
-	if !ok {
-		return
-	}
-	delete(t.waitingOn, obj)
-	if set := t.waiters[ref]; set != nil {
-		delete(set, obj)
-		if len(set) == 0 {
-			delete(t.waiters, ref)
+	for _, c := range *conds {
+		if c.Type == string(m.cfg.condType) && c.Reason == string(conditions.ReasonWaitingForHandover) {
+			return []string{"true"}
 		}
 	}
+	return nil
 }
 
-// recordChanged notes an event of record and returns the objects waiting
-// on it. They stay registered until their next pass decides again.
-func (t *tracker) recordChanged(ref types.NamespacedName) []reconcile.Request {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.seq++
-	if len(t.touched) >= maxTouched {
-		t.touched = map[types.NamespacedName]uint64{}
-		t.floor = t.seq
-	}
-	t.touched[ref] = t.seq
-	reqs := make([]reconcile.Request, 0, len(t.waiters[ref]))
-	for obj := range t.waiters[ref] {
-		reqs = append(reqs, reconcile.Request{NamespacedName: obj})
-	}
-	return reqs
-}
-
-// handoverChanged notes an event that may open a handover gate and returns
-// every object waiting for a handover.
-func (t *tracker) handoverChanged() []reconcile.Request {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.seq++
-	t.handoverSeq = t.seq
-	reqs := make([]reconcile.Request, 0, len(t.handover))
-	for obj := range t.handover {
-		reqs = append(reqs, reconcile.Request{NamespacedName: obj})
-	}
-	return reqs
-}
-
-// sweptEntry is the key set the last successful sweep of an object kept.
-// The UID tells a recreated object of the same name from the old one.
-type sweptEntry struct {
-	uid  types.UID
-	keys []string
-}
-
-func (t *tracker) swept(obj types.NamespacedName, uid types.UID) ([]string, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, ok := t.sweptKeys[obj]
-	if !ok || e.uid != uid {
-		return nil, false
-	}
-	return e.keys, true
-}
-
-func (t *tracker) setSwept(obj types.NamespacedName, uid types.UID, keys []string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.sweptKeys[obj] = sweptEntry{uid: uid, keys: keys}
-}
-
-// forget drops everything remembered about obj.
-func (t *tracker) forget(obj types.NamespacedName) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.unwaitLocked(obj)
-	delete(t.sweptKeys, obj)
-}
-
-// setHeld records how many keys obj holds and updates the gauge.
-func (t *tracker) setHeld(obj types.NamespacedName, n int, r *recorder) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.heldTotal += n - t.held[obj]
-	if n == 0 {
-		delete(t.held, obj)
-	} else {
-		t.held[obj] = n
-	}
-	r.setHeld(t.heldTotal)
-}
-
-// ClaimEvents returns the event handler that wakes parked objects: watch the
-// claim records with it, and an object parked on a record is reconciled as
-// soon as that record is created, changed or deleted, instead of only after
-// its requeue interval. For the Lease backend:
+// SetupWithManager completes b, a builder for the middleware's object type
+// with whatever the inner reconciler watches, with the watches the claims
+// need, and registers the middleware as its reconciler:
 //
-//	ctrl.NewControllerManagedBy(mgr).
-//		For(&v1.CamundaCluster{}).
-//		Watches(&coordinationv1.Lease{}, mw.ClaimEvents()).
-//		Complete(mw)
+//   - the claim records (when the backend stores them in objects, such as
+//     Leases), so that every create, change or deletion of a record
+//     reconciles every object that names its key, holder and waiters alike,
+//     and the record's holder;
+//   - the deletion of an object of the type, so that the objects naming its
+//     keys judge its claims again even when no record changes (an object
+//     deleted without its finalizer).
 //
-// The handler maps a record by its namespace and name, as the backend
-// reports it in claim.Record.Ref, so it works for any backend whose records
-// are objects the manager can watch.
+// It registers the key index on mgr's cache if [Wrap] did not. Restrict the
+// manager's cache of records to the claim namespace with the backend's cache
+// options (lease.CacheOptions). Wake-ups for a handover gate are opt-in:
+// add a watch with [Middleware.HandoverEvents] to b.
+func (m *Middleware) SetupWithManager(mgr manager.Manager, b *builder.Builder) error {
+	if b == nil {
+		return errors.New("setting up claim middleware: builder is nil; pass ctrl.NewControllerManagedBy(mgr).For(...)")
+	}
+	if err := m.index(context.Background(), mgr); err != nil {
+		return fmt.Errorf("setting up claim middleware: %w", err)
+	}
+	if t := m.claimer.RecordType(); t != nil {
+		b = b.Watches(t, m.ClaimEvents())
+	}
+	b = b.Watches(newObject(m.cfg.prototype), m.holderEvents())
+	if err := b.Complete(m); err != nil {
+		return fmt.Errorf("setting up claim middleware: %w", err)
+	}
+	return nil
+}
+
+// ClaimEvents returns the event handler for claim records: every create,
+// change or deletion of a record reconciles every object that names the
+// record's key (found through the middleware's key index) and the holder the
+// record names. [Middleware.SetupWithManager] watches the backend's records
+// with it; watch them yourself only when the records are objects the
+// backend cannot name (a custom backend). It needs the key index, which
+// [FromManager] or SetupWithManager registers.
 func (m *Middleware) ClaimEvents() handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
-		return m.track.recordChanged(client.ObjectKeyFromObject(obj))
-	})
+	return handler.EnqueueRequestsFromMapFunc(m.recordChanged)
+}
+
+// recordChanged maps a record object to the objects its change concerns.
+func (m *Middleware) recordChanged(ctx context.Context, rec client.Object) []reconcile.Request {
+	a := m.claimer.Config().Annotations
+	ann := rec.GetAnnotations()
+	reqs := m.naming(ctx, m.recordsIndex(), rec.GetName())
+	if key, ok := ann[a.Key]; ok {
+		reqs = append(reqs, m.naming(ctx, m.keysIndex(), key)...)
+	}
+	if name := ann[a.HolderName]; name != "" && (ann[a.HolderKind] == "" || ann[a.HolderKind] == m.cfg.kind) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ann[a.HolderNamespace], Name: name}})
+	}
+	return reqs
+}
+
+// naming returns a request for every object whose index value under index
+// is value, read from the cache.
+func (m *Middleware) naming(ctx context.Context, index, value string) []reconcile.Request {
+	list, err := m.newList()
+	if err != nil {
+		log.FromContext(ctx).Error(err, "listing the objects that name a claim key")
+		return nil
+	}
+	if err := m.cfg.client.List(ctx, list, client.MatchingFields{index: value}); err != nil {
+		log.FromContext(ctx).Error(err, "listing the objects that name a claim key", "index", index, "value", value)
+		return nil
+	}
+	return requestsOf(list)
+}
+
+// holderEvents wakes the objects that name the keys of an object that
+// started being deleted or is gone: a Liveness may judge such a holder dead
+// before any record changes.
+func (m *Middleware) holderEvents() handler.EventHandler {
+	wake := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		self := client.ObjectKeyFromObject(obj)
+		for _, key := range m.indexKeys(obj) {
+			for _, r := range m.naming(ctx, m.keysIndex(), key) {
+				if r.NamespacedName != self {
+					q.Add(r)
+				}
+			}
+		}
+	}
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil {
+				wake(ctx, e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			wake(ctx, e.Object, q)
+		},
+	}
 }
 
 // HandoverEvents returns the event handler that wakes objects waiting for a
 // handover: watch what the HandoverGate looks at (the previous holder's pods,
-// for [PodsGone]) with it, and every object in WaitingForHandover asks the
-// gate again on any event of those objects. Objects in other states are not
-// woken, so the handler costs nothing while nobody waits.
+// for [PodsGone]) with it, and every object whose claim condition is
+// WaitingForHandover asks the gate again on any event of those objects,
+// found through an index of the cache. Objects in other states are not
+// woken.
 func (m *Middleware) HandoverEvents() handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-		return m.track.handoverChanged()
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		list, err := m.newList()
+		if err != nil {
+			log.FromContext(ctx).Error(err, "listing the objects waiting for a handover")
+			return nil
+		}
+		if err := m.cfg.client.List(ctx, list, client.MatchingFields{m.waitingIndex(): "true"}); err != nil {
+			log.FromContext(ctx).Error(err, "listing the objects waiting for a handover")
+			return nil
+		}
+		return requestsOf(list)
 	})
+}
+
+// newList returns an empty list of the middleware's object type.
+func (m *Middleware) newList() (client.ObjectList, error) {
+	gvk := m.cfg.gvk
+	gvk.Kind += "List"
+	obj, err := m.cfg.client.Scheme().New(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("making a list of %s: %w", m.cfg.gvk.Kind, err)
+	}
+	list, ok := obj.(client.ObjectList)
+	if !ok {
+		return nil, fmt.Errorf("making a list of %s: %T is not a list", m.cfg.gvk.Kind, obj)
+	}
+	return list, nil
+}
+
+func requestsOf(list client.ObjectList) []reconcile.Request {
+	var reqs []reconcile.Request
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		if obj, ok := o.(client.Object); ok {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+		}
+		return nil
+	})
+	return reqs
 }

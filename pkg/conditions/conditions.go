@@ -12,6 +12,7 @@ package conditions
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -146,16 +147,60 @@ func ForKeys(t Type, keys []string, generation int64) metav1.Condition {
 	if len(keys) == 0 {
 		return New(t, ReasonNoKeys, "Names no key to claim.", generation)
 	}
-	quoted := make([]string, len(keys))
-	for i, k := range keys {
-		quoted[i] = fmt.Sprintf("%q", k)
-	}
 	word := "key"
 	if len(keys) > 1 {
 		word = "keys"
 	}
-	return New(t, ReasonClaimed, fmt.Sprintf("Holds %s %s.", word, strings.Join(quoted, ", ")), generation)
+	return New(t, ReasonClaimed, fmt.Sprintf("Holds %s %s.", word, QuoteKeys(keys, MaxQuotedKeys)), generation)
 }
+
+// MaxQuotedKeys is how many keys [ForKeys] quotes before it counts the rest.
+const MaxQuotedKeys = 5
+
+// MaxMessageLength bounds the message of every condition the middleware
+// writes, in bytes, far below the 32 KiB a CRD allows for
+// conditions[].message, so that no set of keys can make a status write fail.
+const MaxMessageLength = 4096
+
+// MaxQuotedKeyLength bounds each key [QuoteKeys] quotes, in bytes.
+const MaxQuotedKeyLength = 256
+
+// QuoteKeys quotes the first n keys, each cut to [MaxQuotedKeyLength] bytes,
+// separated by commas, and counts the keys left out ("..., and 3 more").
+func QuoteKeys(keys []string, n int) string {
+	shown := keys
+	if len(shown) > n {
+		shown = shown[:n]
+	}
+	quoted := make([]string, len(shown))
+	for i, k := range shown {
+		quoted[i] = fmt.Sprintf("%q", Truncate(k, MaxQuotedKeyLength))
+	}
+	out := strings.Join(quoted, ", ")
+	if rest := len(keys) - len(shown); rest > 0 {
+		out += fmt.Sprintf(", and %d more", rest)
+	}
+	return out
+}
+
+// truncatedMark ends a text that [Truncate] cut.
+const truncatedMark = " [truncated]"
+
+// Truncate returns s unchanged when it fits in limit bytes, and otherwise cuts
+// it, never inside a UTF-8 sequence, and marks the cut, within limit bytes.
+func Truncate(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := max(limit-len(truncatedMark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + truncatedMark
+}
+
+// BoundMessage bounds a condition message to [MaxMessageLength].
+func BoundMessage(s string) string { return Truncate(s, MaxMessageLength) }
 
 // Set puts c into conds with meta.SetStatusCondition semantics and reports
 // whether anything changed: status, reason, message or observed generation.

@@ -78,10 +78,6 @@ const (
 // BrokerImage is the image the rendered brokers run.
 const BrokerImage = "camunda/zeebe:8.8.0"
 
-// claimKeysIndex indexes CamundaClusters by their claim keys, to find the
-// clusters that wait for the keys of one being deleted.
-const claimKeysIndex = "claimKeys"
-
 // Reconciler renders CamundaClusters. Configure the exported fields, then
 // call [Reconciler.SetupWithManager]; the zero value of every field but
 // ClaimNamespace is valid.
@@ -114,7 +110,7 @@ func CacheOptions(claimNamespace string) cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		// Claim Leases only: the manager's own leader-election Lease may
 		// live in the same namespace and changes every few seconds.
-		&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{claimNamespace: {}}, Label: managed},
+		&coordinationv1.Lease{}: lease.CacheByObject(ClaimConfig(claimNamespace)),
 		&corev1.Pod{}:           {Label: managed},
 		&appsv1.StatefulSet{}:   {Label: managed},
 	}}
@@ -153,31 +149,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("setting up %s controller: %w", Name, err)
 	}
 	r.mw = mw
-	err = mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.CamundaCluster{}, claimKeysIndex, func(obj client.Object) []string {
-		cc, ok := obj.(*v1alpha1.CamundaCluster)
-		if !ok {
-			return nil
-		}
-		keys, _ := Keys(cc) // a cluster without valid keys waits for none
-		return keys
-	})
-	if err != nil {
-		return fmt.Errorf("setting up %s controller: indexing clusters by claim key: %w", Name, err)
-	}
-	err = ctrl.NewControllerManagedBy(mgr).
+	// The middleware adds the watches its claims need (the Leases, and
+	// clusters being deleted) and the key index they use.
+	err = mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&v1alpha1.CamundaCluster{}).
 		Owns(&appsv1.StatefulSet{}).
-		// A parked cluster wakes when the Lease it waits on changes...
-		Watches(&coordinationv1.Lease{}, mw.ClaimEvents()).
-		// ...a cluster waiting for a handover when pods come and go...
+		// A cluster waiting for a handover wakes when pods come and go...
 		Watches(&corev1.Pod{}, mw.HandoverEvents()).
-		// ...a deleted cluster when its own pods stop...
-		Watches(&corev1.Pod{}, podStopped()).
-		// ...and clusters that want a key when its holder is being deleted,
-		// which changes no Lease.
-		Watches(&v1alpha1.CamundaCluster{}, handler.EnqueueRequestsFromMapFunc(r.waitingForKeysOf)).
-		Complete(mw)
+		// ...and a deleted cluster when its own pods stop.
+		Watches(&corev1.Pod{}, podStopped()))
 	if err != nil {
 		return fmt.Errorf("setting up %s controller: %w", Name, err)
 	}
@@ -227,32 +208,6 @@ func clusterAlive(reader client.Reader) claim.Liveness {
 		}
 		return cc.UID == h.UID && cc.DeletionTimestamp == nil, nil
 	})
-}
-
-// waitingForKeysOf maps a CamundaCluster being deleted to every other
-// cluster that names one of its keys.
-func (r *Reconciler) waitingForKeysOf(ctx context.Context, obj client.Object) []reconcile.Request {
-	cc, ok := obj.(*v1alpha1.CamundaCluster)
-	if !ok || cc.DeletionTimestamp == nil {
-		return nil
-	}
-	keys, err := Keys(cc)
-	if err != nil {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for _, key := range keys {
-		var list v1alpha1.CamundaClusterList
-		if err := r.client.List(ctx, &list, client.MatchingFields{claimKeysIndex: key}); err != nil {
-			continue // the requeue interval is the safety net
-		}
-		for i := range list.Items {
-			if list.Items[i].UID != cc.UID {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-			}
-		}
-	}
-	return reqs
 }
 
 // podStopped enqueues the cluster of a pod that stopped or is gone: a

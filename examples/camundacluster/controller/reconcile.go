@@ -52,8 +52,8 @@ const staleStatusRequeue = 100 * time.Millisecond
 
 // Reconcile renders the cluster's StatefulSet and status. The middleware
 // calls it with its decision in the context: with the grants while the
-// cluster holds its keys, parked otherwise, and without a State on the
-// deletion path.
+// cluster holds its keys, parked otherwise, and Deleting, with the keys it
+// still holds, on the deletion path.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	// Uncached: the middleware may have written the claim condition an
 	// instant ago, and the status write below replaces the conditions list.
@@ -64,12 +64,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, fmt.Errorf("reading CamundaCluster %s: %w", req.NamespacedName, err)
 	}
-	if cc.DeletionTimestamp != nil {
-		return reconcile.Result{}, r.stop(ctx, cc)
-	}
 	state, ok := claimmw.StateFrom(ctx)
 	if !ok {
 		return reconcile.Result{}, fmt.Errorf("reconciling CamundaCluster %s: called without the claim middleware", req.NamespacedName)
+	}
+	if state.Deleting {
+		// Check the deletion first. The claims stay until this pass
+		// succeeds; state.Grants are the keys the cluster still holds (none
+		// for a cluster that was parked), the only ones whose data a
+		// cleanup may touch.
+		return reconcile.Result{}, r.stop(ctx, cc)
 	}
 
 	keys, _ := Keys(cc) // invalid keys: the middleware parked the cluster as InvalidKey

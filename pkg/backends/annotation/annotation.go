@@ -369,3 +369,10 @@ func keys(m map[string]string) []string {
 	}
 	return out
 }
+
+// RecordType returns an empty object of the claimed type: records are its
+// annotations, so a controller learns of every change of a claim by watching
+// those objects (see claimmw).
+func (s *store) RecordType() client.Object {
+	return s.proto.DeepCopyObject().(client.Object) //nolint:forcetypeassert // a client.Object's copy is one
+}

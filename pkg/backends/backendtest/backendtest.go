@@ -9,7 +9,8 @@
 // free key wins, re-entry writes nothing, a write given a stale record is
 // refused with claim.ErrConflict, only a dead holder is taken over and only
 // once, a foreign record blocks and survives, the release sweep keeps what it
-// is told to and never touches another holder's claim, and the fencing token
+// is told to and never touches another holder's claim nor a claim of another
+// claim set (Config.Set) of the same holder, and the fencing token
 // rises on every grant of a key. Races are made deterministic with barriers
 // in the protocol's own hooks (claim.Siblings before a create, claim.Liveness
 // before a takeover), so every claimant has read the same record before any
@@ -118,6 +119,7 @@ func Cases() []Case {
 		{"ForeignRecordBlocksAndSurvives", foreignBlocks},
 		{"ReleaseSweepsAllButKept", sweepWithKeep},
 		{"ReleaseOfAnotherHoldersClaimIsANoOp", releaseOthersNoOp},
+		{"ReleaseTouchesOnlyItsOwnSet", releaseOwnSetOnly},
 		{"TokensRiseOnEveryGrant", tokensRise},
 	}
 }
@@ -169,6 +171,12 @@ type world struct {
 // claimer builds a Claimer over the backend under test whose writes are
 // counted. opts come after the suite's own.
 func (w *world) claimer(opts ...claim.Option) (*claim.Claimer, error) {
+	return w.claimerWith(w.env.Config, opts...)
+}
+
+// claimerWith is claimer with another Config, for cases about Claimers
+// whose Configs differ.
+func (w *world) claimerWith(cfg claim.Config, opts ...claim.Option) (*claim.Claimer, error) {
 	factory := func(reader client.Reader, writer client.Client, cfg claim.Config) (claim.Backend, error) {
 		b, err := w.env.Backend(reader, writer, cfg)
 		if err != nil {
@@ -180,7 +188,7 @@ func (w *world) claimer(opts ...claim.Option) (*claim.Claimer, error) {
 		return countingBackend{Backend: b, n: &w.writes}, nil
 	}
 	base := []claim.Option{claim.WithBackend(factory), claim.WithLiveness(w.liveness())}
-	c, err := claim.New(w.env.Reader, countingClient{Client: w.env.Writer, n: &w.writes}, w.env.Config, append(base, opts...)...)
+	c, err := claim.New(w.env.Reader, countingClient{Client: w.env.Writer, n: &w.writes}, cfg, append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("building claimer: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -370,6 +371,84 @@ func releaseOthersNoOp(w *world) error {
 		return fmt.Errorf("record of %q held by A changed from version %s to %s", key, held.Version, after.Version)
 	}
 	return nil
+}
+
+// releaseOwnSetOnly: two Claimers of one holder with different claim sets
+// (two middlewares on one kind) never release each other's records; a
+// record written before sets existed belongs to every set of its holder.
+func releaseOwnSetOnly(w *world) error {
+	// Given one holder H with key K1 claimed through set "a", key K2 through
+	// set "b", and key K3 recorded without a set (an older version wrote it)
+	k1, k2, k3 := w.env.NewKey(w.t), w.env.NewKey(w.t), w.env.NewKey(w.t)
+	h := w.holders(1)[0]
+	cfgA, cfgB := w.env.Config, w.env.Config
+	cfgA.Set, cfgB.Set = "a", "b"
+	a, err := w.claimerWith(cfgA)
+	if err != nil {
+		return err
+	}
+	b, err := w.claimerWith(cfgB)
+	if err != nil {
+		return err
+	}
+	if _, err := w.acquire(a, k1, h, claim.ReasonAcquired); err != nil {
+		return err
+	}
+	if _, err := w.acquire(b, k2, h, claim.ReasonAcquired); err != nil {
+		return err
+	}
+	free, err := w.backend().Get(w.ctx, k3)
+	if err != nil {
+		return fmt.Errorf("reading %q: %w", k3, err)
+	}
+	if _, err := w.backend().Create(w.ctx, free, claim.Record{Key: k3, Holder: h}); err != nil {
+		return fmt.Errorf("writing a record without a set for %q: %w", k3, err)
+	}
+	// When set "a" lists H's holdings
+	got, err := a.Holdings(w.ctx, h)
+	if err != nil {
+		return fmt.Errorf("listing holdings of set a: %w", err)
+	}
+	// Then it sees K1 and the set-less K3, never K2
+	var keys []string
+	for _, r := range got {
+		keys = append(keys, r.Key)
+	}
+	want := []string{k1, k3}
+	slices.Sort(want)
+	if !slices.Equal(keys, want) {
+		return fmt.Errorf("holdings of set a are %q, want %q", keys, want)
+	}
+	// When set "a" releases H's records outright, and by record
+	if err := a.Release(w.ctx, h); err != nil {
+		return fmt.Errorf("releasing set a: %w", err)
+	}
+	k2rec, err := w.heldBy(b, k2, h)
+	if err != nil {
+		return fmt.Errorf("set b's key after set a's release: %w", err)
+	}
+	if released, err := a.ReleaseRecords(w.ctx, h, k2rec); err != nil || len(released) != 0 {
+		return fmt.Errorf("set a releasing set b's record: released %q, error %v; want nothing", released, err)
+	}
+	// Then K1 and K3 are free and K2 is still H's, at the same version
+	for _, k := range []string{k1, k3} {
+		if err := w.free(b, k); err != nil {
+			return fmt.Errorf("after set a's release: %w", err)
+		}
+	}
+	after, err := w.heldBy(b, k2, h)
+	if err != nil {
+		return fmt.Errorf("set b's key: %w", err)
+	}
+	if after.Version != k2rec.Version || after.Set != "b" {
+		return fmt.Errorf("set b's record of %q changed: version %s -> %s, set %q", k2, k2rec.Version, after.Version, after.Set)
+	}
+	// And set "b" releases its own record by record
+	released, err := b.ReleaseRecords(w.ctx, h, after)
+	if err != nil || !slices.Equal(released, []string{k2}) {
+		return fmt.Errorf("set b releasing its record: released %q, error %v; want [%q]", released, err, k2)
+	}
+	return w.free(b, k2)
 }
 
 // tokensRise: every grant of a key carries a token newer than every earlier

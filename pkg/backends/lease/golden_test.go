@@ -51,6 +51,17 @@ func TestLeaseWireShape(t *testing.T) {
 				Successor:   &claim.Holder{APIVersion: "camunda.io/v1", Kind: "CamundaCluster", Namespace: "team-b", Name: "orders-v2", UID: "0a1b2c3d-0000-4000-8000-000000000002"},
 			},
 		},
+		{
+			// The claim set of the middleware that wrote it (Config.Set).
+			name: "claim-set",
+			cfg:  claim.Config{Namespace: "camunda-system", Set: "camundacluster"},
+			rec: claim.Record{
+				Key:         "elasticsearch|https://es.data.svc:9200",
+				Holder:      claim.Holder{APIVersion: "camunda.io/v1", Kind: "CamundaCluster", Namespace: "team-a", Name: "orders", UID: "6f1c1d2e-8b51-4c1e-9a57-2a3b4c5d6e7f"},
+				AcquireTime: acquired,
+				Set:         "camundacluster",
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

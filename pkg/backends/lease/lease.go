@@ -24,8 +24,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -173,4 +175,25 @@ func withSpec(rec claim.Record, l *coordinationv1.Lease) claim.Record {
 		rec.Transitions = *n
 	}
 	return rec
+}
+
+// RecordType returns an empty Lease: records are Leases, which a controller
+// watches to learn of every change of a claim (see claimmw).
+func (s *store) RecordType() client.Object { return &coordinationv1.Lease{} }
+
+// CacheByObject returns the manager cache option for Leases that restricts
+// the Lease informer to the claim records of cfg: Leases in cfg.Namespace,
+// and of those only the ones carrying cfg.Labels when it has any (so that,
+// for example, a leader-election Lease in the same namespace, which changes
+// every few seconds, is not cached). Use it as
+//
+//	cache.Options{ByObject: map[client.Object]cache.ByObject{
+//		&coordinationv1.Lease{}: lease.CacheByObject(cfg),
+//	}}
+func CacheByObject(cfg claim.Config) cache.ByObject {
+	by := cache.ByObject{Namespaces: map[string]cache.Config{cfg.Namespace: {}}}
+	if len(cfg.Labels) > 0 {
+		by.Label = labels.SelectorFromSet(cfg.Labels)
+	}
+	return by
 }
