@@ -49,7 +49,7 @@ func (m *Middleware) planHandovers(ctx context.Context, obj client.Object, self 
 				if err := m.claimer.Abort(ctx, o.Key, self); err != nil {
 					return nil, fmt.Errorf("aborting handover of claim %q: %w", o.Key, err)
 				}
-				m.event(obj, corev1.EventTypeNormal, EventHandoverAborted, actionHandover, fmt.Sprintf("Aborted the handover of %q to %s: it is no longer named.", o.Key, pending))
+				m.event(obj, corev1.EventTypeNormal, EventHandoverAborted, ActionHandover, fmt.Sprintf("Aborted the handover of %q to %s: it is no longer named.", o.Key, pending))
 			}
 			continue
 		}
@@ -57,7 +57,7 @@ func (m *Middleware) planHandovers(ctx context.Context, obj client.Object, self 
 			if _, err := m.claimer.Prepare(ctx, o.Key, self, succ); err != nil {
 				return nil, fmt.Errorf("preparing handover of claim %q to %s: %w", o.Key, succ, err)
 			}
-			m.event(obj, corev1.EventTypeNormal, EventHandoverPrepared, actionHandover, fmt.Sprintf("Prepared the handover of %q to %s.", o.Key, succ))
+			m.event(obj, corev1.EventTypeNormal, EventHandoverPrepared, ActionHandover, fmt.Sprintf("Prepared the handover of %q to %s.", o.Key, succ))
 		}
 		out = append(out, Handover{Key: o.Key, Successor: succ})
 	}
@@ -115,7 +115,7 @@ func (m *Middleware) commitHandovers(ctx context.Context, obj client.Object, sel
 		}
 		m.renew.stop(client.ObjectKeyFromObject(obj), h.Key)
 		log.FromContext(ctx).Info("handed claim over", "claimKey", h.Key, "successor", h.Successor.String(), "token", o.Token.String())
-		m.event(obj, corev1.EventTypeNormal, EventHandedOver, actionHandover, fmt.Sprintf("Handed %q over to %s.", h.Key, h.Successor))
+		m.event(obj, corev1.EventTypeNormal, EventHandedOver, ActionHandover, fmt.Sprintf("Handed %q over to %s.", h.Key, h.Successor))
 	}
 	return errors.Join(errs...)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
 	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/finalizer"
 )
 
 // lossWithin is how soon a holder must notice that its record is gone or
@@ -352,7 +353,7 @@ func TestTwoMiddlewaresOnOneKindNeverReleaseEachOthersRecords(t *testing.T) {
 			claimmw.For(&testcrd.Widget{}),
 			claimmw.WithName(name),
 			claimmw.WithConditionType(conditions.Type(strings.ToUpper(name[:1])+name[1:]+"Claimed")),
-			claimmw.WithFinalizer(claim.Domain+"/release-"+name),
+			claimmw.WithFinalizer(finalizer.Name(claim.Domain+"/release-"+name)),
 			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
 			claimmw.WithKeys(keys),
 			claimmw.WithRequeue(time.Hour, time.Hour),

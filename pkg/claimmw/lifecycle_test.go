@@ -191,7 +191,7 @@ func TestDeletingAWidgetWhoseSweepFailsKeepsTheFinalizerUntilTheCauseIsFixed(t *
 	if err != nil {
 		t.Fatalf("a after failed sweeps: %v", err)
 	}
-	if a.DeletionTimestamp == nil || !slices.Contains(a.Finalizers, claimmw.DefaultFinalizer) {
+	if a.DeletionTimestamp == nil || !slices.Contains(a.Finalizers, string(claimmw.DefaultFinalizer)) {
 		t.Fatalf("a after failed sweeps: deletion %v, finalizers %v; want being deleted with %s", a.DeletionTimestamp, a.Finalizers, claimmw.DefaultFinalizer)
 	}
 	if !f.leaseExists(t, "k") {

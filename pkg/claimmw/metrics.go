@@ -14,16 +14,19 @@ import (
 )
 
 // Metric names, on controller-runtime's metrics.Registry. Every metric
-// carries the middleware's name (see [WithName]) as the "name" label; the
-// acquire counter also the outcome reason. No label carries a key or an
-// object name, so the series stay few.
+// carries the middleware's name (see [WithName]), which is also the name of
+// the controller [Middleware.SetupWithManager] builds, as the "controller"
+// label, as controller-runtime's own metrics and ocf's do; the acquire
+// counter also the outcome reason. No label carries a key or an object name,
+// so no series outlives an object: a deleted object's held keys leave the
+// held gauge at its last pass.
 const (
 	MetricClaimsHeld       = "ocf_claim_held"
 	MetricAcquireTotal     = "ocf_claim_acquire_total"
 	MetricTakeoversTotal   = "ocf_claim_takeovers_total"
 	MetricHandoverWaits    = "ocf_claim_handover_waits_total"
 	MetricAcquireDuration  = "ocf_claim_acquire_duration_seconds"
-	metricLabelName        = "name"
+	metricLabelName        = "controller"
 	metricLabelReason      = "reason"
 	metricReasonError      = "Error"
 	metricReasonInvalidKey = "InvalidKey"

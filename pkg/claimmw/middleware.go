@@ -23,39 +23,47 @@ import (
 	"github.com/ocf-claim/claim/pkg/finalizer"
 )
 
-// Event reasons the middleware records on the object. Parked states are
-// recorded under their condition reason (conditions.ReasonParked and the
-// others) when the condition changes to them.
+// EventReason is the reason of an event the middleware records on the
+// object. Parked states are recorded under their condition reason
+// (conditions.ReasonParked and the others) when the condition changes to
+// them.
+type EventReason string
+
+// The event reasons of the middleware.
 const (
 	// EventClaimed: the object acquired a free key.
-	EventClaimed = "Claimed"
+	EventClaimed EventReason = "Claimed"
 	// EventTakenOver: the object took a key over from a holder that is gone.
-	EventTakenOver = "TakenOver"
+	EventTakenOver EventReason = "TakenOver"
 	// EventLost: the object held every key it names at its last pass and
 	// does not any more: a key's record was deleted, taken over or handed
 	// over, or its key set changed to a key held elsewhere.
-	EventLost = "Lost"
+	EventLost EventReason = "Lost"
 	// EventReleased: the object released keys it may no longer use (keys it
 	// no longer names, or keys it gave up while parked), or every key
 	// before its deletion.
-	EventReleased = "Released"
+	EventReleased EventReason = "Released"
 	// EventHandoverPrepared: the object prepared the handover of a key to
 	// the successor its HandoverFunc names.
-	EventHandoverPrepared = "HandoverPrepared"
+	EventHandoverPrepared EventReason = "HandoverPrepared"
 	// EventHandoverAborted: the object names no successor any more and
 	// cleared the prepared handover.
-	EventHandoverAborted = "HandoverAborted"
+	EventHandoverAborted EventReason = "HandoverAborted"
 	// EventHandedOver: the object committed a handover; the successor
 	// holds the key.
-	EventHandedOver = "HandedOver"
+	EventHandedOver EventReason = "HandedOver"
 )
 
-// event actions, as the events API asks for a verb.
+// EventAction is the action of an event the middleware records: a verb,
+// as the events API asks for.
+type EventAction string
+
+// The event actions of the middleware.
 const (
-	actionAcquire  = "Acquire"
-	actionRelease  = "Release"
-	actionPark     = "Park"
-	actionHandover = "Handover"
+	ActionAcquire  EventAction = "Acquire"
+	ActionRelease  EventAction = "Release"
+	ActionPark     EventAction = "Park"
+	ActionHandover EventAction = "Handover"
 )
 
 // staleReadRequeue is how soon an object whose status write met a newer
@@ -342,9 +350,9 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 			eventType = corev1.EventTypeWarning
 		}
 		if p.wasClaimed {
-			m.event(p.obj, corev1.EventTypeWarning, EventLost, actionPark, "Lost its claim: "+cond.Message)
+			m.event(p.obj, corev1.EventTypeWarning, EventLost, ActionPark, "Lost its claim: "+cond.Message)
 		} else {
-			m.event(p.obj, eventType, string(reason), actionPark, cond.Message)
+			m.event(p.obj, eventType, EventReason(reason), ActionPark, cond.Message)
 		}
 	}
 	m.grantEvents(p.obj, p.granted)
@@ -394,7 +402,7 @@ func (m *Middleware) release(ctx context.Context, p *pass, why string) error {
 	}
 	released, err := m.claimer.ReleaseRecords(ctx, p.self, p.giveUp...)
 	if len(released) > 0 {
-		m.event(p.obj, corev1.EventTypeNormal, EventReleased, actionRelease, boundNote("Released "+quoteKeys(released)+", "+why+"."))
+		m.event(p.obj, corev1.EventTypeNormal, EventReleased, ActionRelease, boundNote("Released "+quoteKeys(released)+", "+why+"."))
 	}
 	if err != nil {
 		return fmt.Errorf("releasing claims of %s: %w", client.ObjectKeyFromObject(p.obj), err)
@@ -479,7 +487,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 		return reconcile.Result{}, err
 	}
 	if removed {
-		m.event(obj, corev1.EventTypeNormal, EventReleased, actionRelease, "Released every claim before deletion.")
+		m.event(obj, corev1.EventTypeNormal, EventReleased, ActionRelease, "Released every claim before deletion.")
 	}
 	m.forget(req)
 	return res, nil
@@ -532,13 +540,15 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 }
 
 func setConditionOn(obj client.Object, cond metav1.Condition) (bool, error) {
-	if c, ok := obj.(Conditioned); ok {
-		conds := c.GetConditions()
-		changed := conditions.Set(&conds, cond)
-		if changed {
-			c.SetConditions(conds)
+	if _, ok := obj.(StatusConditionsOwner); !ok {
+		if c, ok := obj.(Conditioned); ok {
+			conds := c.GetConditions()
+			changed := conditions.Set(&conds, cond)
+			if changed {
+				c.SetConditions(conds)
+			}
+			return changed, nil
 		}
-		return changed, nil
 	}
 	conds, err := conditionsOf(obj)
 	if err != nil {
@@ -552,18 +562,18 @@ func (m *Middleware) grantEvents(obj client.Object, granted []heldKey) {
 	for _, h := range granted {
 		switch h.o.Reason {
 		case claim.ReasonTakenOver:
-			m.event(obj, corev1.EventTypeNormal, EventTakenOver, actionAcquire, h.o.Message)
+			m.event(obj, corev1.EventTypeNormal, EventTakenOver, ActionAcquire, h.o.Message)
 		case claim.ReasonAcquired:
-			m.event(obj, corev1.EventTypeNormal, EventClaimed, actionAcquire, h.o.Message)
+			m.event(obj, corev1.EventTypeNormal, EventClaimed, ActionAcquire, h.o.Message)
 		}
 	}
 }
 
-func (m *Middleware) event(obj client.Object, eventType, reason, action, note string) {
+func (m *Middleware) event(obj client.Object, eventType string, reason EventReason, action EventAction, note string) {
 	if m.cfg.recorder == nil {
 		return
 	}
-	m.cfg.recorder.Eventf(obj, nil, eventType, reason, action, "%s", boundNote(note))
+	m.cfg.recorder.Eventf(obj, nil, eventType, string(reason), string(action), "%s", boundNote(note))
 }
 
 // maxEventNote is the longest note the events API accepts.

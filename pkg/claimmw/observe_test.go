@@ -34,7 +34,7 @@ func metricValue(t *testing.T, family, name string, labels map[string]string) fl
 			for _, l := range m.GetLabel() {
 				got[l.GetName()] = l.GetValue()
 			}
-			if got["name"] != name {
+			if got["controller"] != name {
 				continue
 			}
 			for k, v := range labels {
@@ -85,7 +85,7 @@ func TestEventsAndMetricsReportWhatHappened(t *testing.T) {
 	f.createWidget(t, "b", "k")
 	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
 	// Then a has a Claimed event and b a Parked one
-	for _, want := range []struct{ widget, reason string }{{"a", claimmw.EventClaimed}, {"b", string(conditions.ReasonParked)}} {
+	for _, want := range []struct{ widget, reason string }{{"a", string(claimmw.EventClaimed)}, {"b", string(conditions.ReasonParked)}} {
 		eventually(t, 5*time.Second, func() (bool, string) {
 			return f.hasEvent(t, want.widget, want.reason), fmt.Sprintf("no %s event on %s", want.reason, want.widget)
 		})
@@ -112,7 +112,7 @@ func TestEventsAndMetricsReportWhatHappened(t *testing.T) {
 	}
 	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
 	// Then a has a Released event, b a Claimed one, and still one claim is held
-	for _, want := range []struct{ widget, reason string }{{"a", claimmw.EventReleased}, {"b", claimmw.EventClaimed}} {
+	for _, want := range []struct{ widget, reason string }{{"a", string(claimmw.EventReleased)}, {"b", string(claimmw.EventClaimed)}} {
 		eventually(t, 5*time.Second, func() (bool, string) {
 			return f.hasEvent(t, want.widget, want.reason), fmt.Sprintf("no %s event on %s", want.reason, want.widget)
 		})

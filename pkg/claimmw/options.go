@@ -25,7 +25,7 @@ import (
 const (
 	// DefaultFinalizer is the finalizer the middleware puts on every object
 	// that names a key, so that deleting it releases its claims.
-	DefaultFinalizer = claim.Domain + "/release"
+	DefaultFinalizer finalizer.Name = claim.Domain + "/release"
 	// DefaultParkedRequeue is how long a parked object (Parked, NotFirst,
 	// Foreign, InvalidKey) waits before it is reconciled again when no
 	// claim event wakes it earlier.
@@ -62,9 +62,20 @@ const (
 	RunInnerWhileParked
 )
 
-// Conditioned is implemented by objects that give access to their status
-// conditions themselves. Objects that do not implement it need a
-// Status.Conditions field of type []metav1.Condition.
+// StatusConditionsOwner is an object that hands out its status conditions
+// by pointer: the owner contract of the operator-component-framework (ocf)
+// and the convention of Flux's toolkit types. The middleware reads and
+// writes the claim condition through it, without reflection.
+type StatusConditionsOwner interface {
+	client.Object
+	GetStatusConditions() *[]metav1.Condition
+}
+
+// Conditioned is implemented by objects that copy their status conditions
+// in and out (the getter/setter convention of some kubebuilder projects).
+// An object that implements neither this nor [StatusConditionsOwner] needs
+// a Status.Conditions field of type []metav1.Condition, which the
+// middleware reaches by reflection.
 type Conditioned interface {
 	client.Object
 	GetConditions() []metav1.Condition
@@ -83,7 +94,7 @@ type config struct {
 	claimOpts     []claim.Option
 	keys          KeyFunc
 	condType      conditions.Type
-	finalizer     string
+	finalizer     finalizer.Name
 	parkedRequeue time.Duration
 	waitRequeue   time.Duration
 	parkedMode    ParkedMode
@@ -100,8 +111,10 @@ type config struct {
 
 // For names the type of the objects the middleware reconciles, as
 // prototype (for example &v1.CamundaCluster{}). Required. The type needs a
-// Status.Conditions []metav1.Condition field or must implement
-// [Conditioned], and a status subresource.
+// status subresource, and its conditions reachable in one of three ways,
+// tried in this order: GetStatusConditions() *[]metav1.Condition
+// ([StatusConditionsOwner], ocf's owner contract), [Conditioned], or a
+// Status.Conditions []metav1.Condition field.
 func For(prototype client.Object) Option { return func(c *config) { c.prototype = prototype } }
 
 // WithClient sets the client that reads the object (a cached client is
@@ -147,7 +160,7 @@ func WithKeys(f KeyFunc) Option { return func(c *config) { c.keys = f } }
 func WithConditionType(t conditions.Type) Option { return func(c *config) { c.condType = t } }
 
 // WithFinalizer sets the finalizer name. Default: [DefaultFinalizer].
-func WithFinalizer(name string) Option { return func(c *config) { c.finalizer = name } }
+func WithFinalizer(name finalizer.Name) Option { return func(c *config) { c.finalizer = name } }
 
 // WithRequeue sets how long a parked object and an object waiting for a
 // handover wait before they are reconciled again when nothing wakes them
@@ -166,8 +179,11 @@ func WithEventRecorder(r events.EventRecorder) Option { return func(c *config) {
 // WithMetrics turns the Prometheus metrics on or off. Default: on.
 func WithMetrics(on bool) Option { return func(c *config) { c.metrics = on } }
 
-// WithName sets the name the middleware's logs and metrics carry. Default:
-// the lower-case kind of the object type.
+// WithName sets the middleware's name: the name of the controller
+// [Middleware.SetupWithManager] builds and the "controller" label of its
+// metrics, the suffix of its field indexes, and the claim set of its records
+// when the claim.Config leaves Set empty. Two middlewares for one kind need
+// different names. Default: the lower-case kind of the object type.
 func WithName(name string) Option { return func(c *config) { c.name = name } }
 
 // WithHandover lets an object hand the keys it holds to a named successor,
@@ -284,13 +300,20 @@ var conditionSliceType = reflect.TypeOf([]metav1.Condition(nil))
 
 // conditionsOf returns a pointer to obj's status conditions.
 func conditionsOf(obj client.Object) (*[]metav1.Condition, error) {
+	if o, ok := obj.(StatusConditionsOwner); ok {
+		conds := o.GetStatusConditions()
+		if conds == nil {
+			return nil, errors.New("GetStatusConditions returned nil")
+		}
+		return conds, nil
+	}
 	if c, ok := obj.(Conditioned); ok {
 		conds := c.GetConditions()
 		return &conds, nil
 	}
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return nil, errors.New("is not a pointer to a struct and does not implement claimmw.Conditioned")
+		return nil, errors.New("is not a pointer to a struct and has no GetStatusConditions() *[]metav1.Condition (claimmw.StatusConditionsOwner)")
 	}
 	status := v.Elem().FieldByName("Status")
 	if status.Kind() == reflect.Pointer {
@@ -300,11 +323,11 @@ func conditionsOf(obj client.Object) (*[]metav1.Condition, error) {
 		status = status.Elem()
 	}
 	if !status.IsValid() || status.Kind() != reflect.Struct {
-		return nil, errors.New("has no Status struct field and does not implement claimmw.Conditioned")
+		return nil, errors.New("has no Status struct field and no GetStatusConditions() *[]metav1.Condition (claimmw.StatusConditionsOwner)")
 	}
 	f := status.FieldByName("Conditions")
 	if !f.IsValid() || f.Type() != conditionSliceType {
-		return nil, errors.New("has no Status.Conditions []metav1.Condition field and does not implement claimmw.Conditioned")
+		return nil, errors.New("has no Status.Conditions []metav1.Condition field and no GetStatusConditions() *[]metav1.Condition (claimmw.StatusConditionsOwner)")
 	}
 	return f.Addr().Interface().(*[]metav1.Condition), nil //nolint:forcetypeassert // type checked above
 }

@@ -60,8 +60,8 @@ func TestMissingLeaseRBACIsAClearConditionNotACrash(t *testing.T) {
 	// Then its condition says the claim could not be judged, naming the
 	// refusal, and no Lease was written
 	cond := f.waitForReason(t, "w", conditions.ReasonClaimError, 20*time.Second)
-	if !strings.Contains(strings.ToLower(cond.Message), "forbidden") || cond.Status != metav1.ConditionUnknown {
-		t.Fatalf("condition %s=%s %q, want Unknown naming the forbidden read", cond.Reason, cond.Status, cond.Message)
+	if !strings.Contains(strings.ToLower(cond.Message), "forbidden") || cond.Status != metav1.ConditionFalse {
+		t.Fatalf("condition %s=%s %q, want False (never Unknown) naming the forbidden read", cond.Reason, cond.Status, cond.Message)
 	}
 	if f.leaseExists(t, "storage-a") {
 		t.Fatal("a Lease was written without RBAC for Leases")

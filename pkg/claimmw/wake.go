@@ -110,7 +110,9 @@ func (m *Middleware) indexWaiting(obj client.Object) []string {
 //     keys judge its claims again even when no record changes (an object
 //     deleted without its finalizer).
 //
-// It registers the key index on mgr's cache if [Wrap] did not. Restrict the
+// The controller is named after the middleware ([WithName]; by default the
+// lower-case kind, controller-runtime's own default), which its metrics carry
+// as their "controller" label. It registers the key index on mgr's cache. Restrict the
 // manager's cache of records to the claim namespace with the backend's cache
 // options (lease.CacheOptions). Wake-ups for a handover gate are opt-in:
 // add a watch with [Middleware.HandoverEvents] to b.
@@ -121,6 +123,7 @@ func (m *Middleware) SetupWithManager(mgr manager.Manager, b *builder.Builder) e
 	if err := m.index(context.Background(), mgr); err != nil {
 		return fmt.Errorf("setting up claim middleware: %w", err)
 	}
+	b = b.Named(m.cfg.name)
 	if t := m.claimer.RecordType(); t != nil {
 		b = b.Watches(t, m.ClaimEvents())
 	}

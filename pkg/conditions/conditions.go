@@ -3,9 +3,11 @@
 // `kubectl get`, and the helpers that write a condition only when it changed
 // and fold it into a consumer's Ready condition.
 //
-// Every reason carries a [Reason.Priority] so that a consumer aggregating
-// several conditions into one can rank them: the higher priority is the one
-// a user most needs to see. Nothing here performs I/O; writing status is the
+// The conditions follow the rules of the operator-component-framework (ocf):
+// status True or False, never Unknown; typed reasons; and a [Priority] per
+// reason on ocf's scale, so that [FoldReady] aggregates the claim into a
+// consumer's Ready the way ocf aggregates components: truth by unanimity,
+// reason by priority. Nothing here performs I/O; writing status is the
 // caller's job, and [Set] tells it whether there is anything to write.
 package conditions
 
@@ -62,39 +64,76 @@ const (
 	ReasonInvalidKey Reason = "InvalidKey"
 )
 
-// Priority ranks reasons for aggregation: higher wins. Granted reasons rank
-// lowest; a reason only a person can fix (an invalid key, a foreign record)
-// ranks above one that resolves by itself (waiting, parked). Unknown reasons
-// rank 0.
-func (r Reason) Priority() int {
-	switch r {
-	case ReasonClaimed, ReasonNoKeys:
-		return 0
-	case ReasonNotFirst:
-		return 10
-	case ReasonParked:
-		return 20
-	case ReasonWaitingForHandover:
-		return 30
-	case ReasonClaimError:
-		return 40
-	case ReasonForeign:
-		return 50
-	case ReasonInvalidKey:
-		return 60
-	}
-	return 0
+// Priority ranks reasons when several conditions are folded into one:
+// higher wins. The scale is ocf's status priority (Error 20, Down 19,
+// Degraded 18, ..., Blocked and PrerequisiteNotMet 10, Scaling 9, ...,
+// Healthy 3, Operational 2, Completed 1, anything unrecognised 0), so a
+// claim condition ranks among an ocf operator's component conditions as
+// the framework expects.
+type Priority int
+
+// The tiers of ocf's scale that the claim's reasons use, and the ones a
+// consumer's reasons most often carry.
+const (
+	PriorityUnknown     Priority = 0
+	PriorityCompleted   Priority = 1
+	PriorityOperational Priority = 2
+	PriorityHealthy     Priority = 3
+	PriorityScaling     Priority = 9
+	// PriorityBlocked is the tier of a condition that waits on something
+	// outside its control and resolves by itself (ocf's Blocked and
+	// PrerequisiteNotMet): a key held by another object.
+	PriorityBlocked  Priority = 10
+	PriorityDegraded Priority = 18
+	PriorityDown     Priority = 19
+	// PriorityError is the tier of a fault, and of what a person must fix.
+	PriorityError Priority = 20
+)
+
+// ocfPriorities are ocf's status names with their priorities, so that a
+// consumer's own conditions, reasoned the ocf way, rank against the claim's.
+var ocfPriorities = map[string]Priority{
+	"Error": PriorityError, "Down": PriorityDown, "Degraded": PriorityDegraded,
+	"PendingSuspension": 17, "Suspending": 16, "Suspended": 15, "Disabled": 14,
+	"Failing": 13, "OperationFailing": 12, "TaskFailing": 11,
+	"Blocked": PriorityBlocked, "PrerequisiteNotMet": PriorityBlocked, "Scaling": PriorityScaling,
+	"Healthy": PriorityHealthy, "Operational": PriorityOperational, "Completed": PriorityCompleted,
 }
 
+// Priority ranks r on ocf's scale:
+//
+//	Claimed, NoKeys                      Operational (2)
+//	NotFirst, Parked, WaitingForHandover Blocked / PrerequisiteNotMet (10)
+//	ClaimError                           Error (20): a fault, retried
+//	Foreign, InvalidKey                  Error (20): a person must act
+//
+// Any other reason ranks as [PriorityOf] says.
+func (r Reason) Priority() Priority {
+	switch r {
+	case ReasonClaimed, ReasonNoKeys:
+		return PriorityOperational
+	case ReasonNotFirst, ReasonParked, ReasonWaitingForHandover:
+		return PriorityBlocked
+	case ReasonClaimError, ReasonForeign, ReasonInvalidKey:
+		return PriorityError
+	}
+	return ocfPriorities[string(r)]
+}
+
+// PriorityOf ranks any condition reason: the claim's reasons as
+// [Reason.Priority] says, ocf's status names (Error, Down, Degraded, ...,
+// Blocked, PrerequisiteNotMet, ..., Completed) at their ocf priority, and
+// anything else at [PriorityUnknown].
+func PriorityOf(reason string) Priority { return Reason(reason).Priority() }
+
 // Status is the condition status a reason carries: True for the granted
-// reasons, Unknown for [ReasonClaimError] (the claim could not be judged),
-// False otherwise.
+// reasons, False otherwise. A claim that could not be judged
+// ([ReasonClaimError]) is False with its own reason, never Unknown: ocf
+// never writes Unknown.
 func (r Reason) Status() metav1.ConditionStatus {
 	switch r {
 	case ReasonClaimed, ReasonNoKeys:
 		return metav1.ConditionTrue
-	case ReasonClaimError:
-		return metav1.ConditionUnknown
 	}
 	return metav1.ConditionFalse
 }
@@ -210,26 +249,33 @@ func Set(conds *[]metav1.Condition, c metav1.Condition) bool {
 	return meta.SetStatusCondition(conds, c)
 }
 
-// FoldReady returns the Ready condition a consumer should set, given the
-// Ready it computed itself and its claim condition. A claim that is not
-// True overrides Ready with the claim's status, reason and message: an
-// object that does not hold its keys is not ready, whatever else it did.
-// A True claim leaves ready as it is. The type of ready is kept (Ready when
-// empty), so the helper folds into any summary condition. FoldReady never writes; the consumer
-// sets the result with [Set] in its own status write.
+// FoldReady folds the claim condition into the summary condition a
+// consumer computed itself (ready), as ocf aggregates components into Ready:
+// the result is True only when both are True (truth by unanimity);
+// otherwise it is False with the reason of whichever of the two that is not
+// True ranks higher ([PriorityOf]; ready wins ties), so a consumer's Error
+// outranks a Parked claim and a claim's InvalidKey outranks a consumer's
+// Scaling. The claim's message is prefixed with its type, as ocf prefixes a
+// component's. The type of ready is kept (Ready when empty), and the highest
+// ObservedGeneration of the two. The result is never Unknown. FoldReady never
+// writes; set the result with [Set] in your own status write.
 func FoldReady(ready, claimed metav1.Condition) metav1.Condition {
-	if claimed.Status == metav1.ConditionTrue {
-		return ready
-	}
 	out := ready
 	if out.Type == "" {
 		out.Type = string(Ready)
 	}
-	out.Status = claimed.Status
-	out.Reason = claimed.Reason
-	out.Message = claimed.Message
-	if claimed.ObservedGeneration > out.ObservedGeneration {
-		out.ObservedGeneration = claimed.ObservedGeneration
+	out.ObservedGeneration = max(ready.ObservedGeneration, claimed.ObservedGeneration)
+	readyTrue := ready.Status == metav1.ConditionTrue
+	if claimed.Status == metav1.ConditionTrue {
+		if !readyTrue {
+			out.Status = metav1.ConditionFalse
+		}
+		return out
+	}
+	out.Status = metav1.ConditionFalse
+	if readyTrue || PriorityOf(claimed.Reason) > PriorityOf(ready.Reason) {
+		out.Reason = claimed.Reason
+		out.Message = claimed.Type + ": " + claimed.Message
 	}
 	return out
 }

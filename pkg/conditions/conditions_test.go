@@ -57,7 +57,7 @@ func TestForOutcomeMapsEveryReason(t *testing.T) {
 		{
 			name: "given a reason this package does not know then ClaimError Unknown",
 			o:    claim.Outcome{Reason: "Invented", Key: "k", Message: "?"},
-			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionUnknown, Reason: "ClaimError", Message: "?", ObservedGeneration: 3},
+			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionFalse, Reason: "ClaimError", Message: "?", ObservedGeneration: 3},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,21 +86,35 @@ func TestForKeys(t *testing.T) {
 	}
 }
 
-func TestPriorityRanksWhatAPersonMustFixHighest(t *testing.T) {
-	// Given the reasons in the order a user most needs to see them
-	order := []conditions.Reason{
-		conditions.ReasonInvalidKey, conditions.ReasonForeign, conditions.ReasonClaimError,
-		conditions.ReasonWaitingForHandover, conditions.ReasonParked, conditions.ReasonNotFirst, conditions.ReasonClaimed,
-	}
-	// Then each ranks strictly above the next
-	for i := 1; i < len(order); i++ {
-		if order[i-1].Priority() <= order[i].Priority() {
-			t.Errorf("%s (%d) does not rank above %s (%d)", order[i-1], order[i-1].Priority(), order[i], order[i].Priority())
+func TestPrioritiesAreOcfs(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		want   conditions.Priority
+	}{
+		// Given the claim's reasons, then they sit in ocf's tiers
+		{"Claimed", 2}, {"NoKeys", 2},
+		{"NotFirst", 10}, {"Parked", 10}, {"WaitingForHandover", 10},
+		{"ClaimError", 20}, {"Foreign", 20}, {"InvalidKey", 20},
+		// Given ocf's own status names, then they keep ocf's priorities
+		{"Error", 20}, {"Down", 19}, {"Degraded", 18}, {"Failing", 13}, {"Blocked", 10},
+		{"PrerequisiteNotMet", 10}, {"Scaling", 9}, {"Healthy", 3}, {"Completed", 1},
+		// Given anything else, then it ranks 0
+		{"Available", 0}, {"", 0},
+	} {
+		if got := conditions.PriorityOf(tc.reason); got != tc.want {
+			t.Errorf("PriorityOf(%q) = %d, want %d", tc.reason, got, tc.want)
 		}
 	}
-	// And granted reasons rank with unknown ones, at the bottom
-	if conditions.ReasonNoKeys.Priority() != 0 || conditions.Reason("Other").Priority() != 0 {
-		t.Errorf("NoKeys and unknown reasons should rank 0")
+}
+
+func TestNoReasonIsUnknown(t *testing.T) {
+	for _, r := range []conditions.Reason{
+		conditions.ReasonClaimed, conditions.ReasonNoKeys, conditions.ReasonNotFirst, conditions.ReasonParked,
+		conditions.ReasonWaitingForHandover, conditions.ReasonForeign, conditions.ReasonClaimError, conditions.ReasonInvalidKey,
+	} {
+		if r.Status() == metav1.ConditionUnknown {
+			t.Errorf("%s has status Unknown; ocf never writes Unknown", r)
+		}
 	}
 }
 
@@ -137,6 +151,8 @@ func TestSetReportsChangesWithoutTimestampChurn(t *testing.T) {
 
 func TestFoldReady(t *testing.T) {
 	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Available", Message: "all pods ready", ObservedGeneration: 4}
+	failing := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Error", Message: "the database refused the schema", ObservedGeneration: 4}
+	scaling := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Scaling", Message: "1 of 3 pods ready", ObservedGeneration: 4}
 	for _, tc := range []struct {
 		name    string
 		ready   metav1.Condition
@@ -150,21 +166,39 @@ func TestFoldReady(t *testing.T) {
 			want:    ready,
 		},
 		{
-			name:    "given a parked claim then Ready is False with the claim's reason and message",
+			name:    "given a parked claim and a True Ready then Ready is False with the claim's reason",
 			ready:   ready,
 			claimed: conditions.New(conditions.Claimed, conditions.ReasonParked, "Key \"k\" is held by Widget ns/b.", 4),
-			want:    metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Parked", Message: "Key \"k\" is held by Widget ns/b.", ObservedGeneration: 4},
+			want:    metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Parked", Message: "Claimed: Key \"k\" is held by Widget ns/b.", ObservedGeneration: 4},
 		},
 		{
-			name:    "given a claim error then Ready is Unknown",
+			name:    "given a parked claim and a Ready in Error then the Error, which ranks higher, stands",
+			ready:   failing,
+			claimed: conditions.New(conditions.Claimed, conditions.ReasonParked, "held", 4),
+			want:    failing,
+		},
+		{
+			name:    "given an invalid key and a Scaling Ready then the invalid key, which ranks higher, is the reason",
+			ready:   scaling,
+			claimed: conditions.New(conditions.Claimed, conditions.ReasonInvalidKey, "bad", 4),
+			want:    metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "InvalidKey", Message: "Claimed: bad", ObservedGeneration: 4},
+		},
+		{
+			name:    "given a claim error then Ready is False, never Unknown",
 			ready:   ready,
 			claimed: conditions.New(conditions.Claimed, conditions.ReasonClaimError, "timeout", 5),
-			want:    metav1.Condition{Type: "Ready", Status: metav1.ConditionUnknown, Reason: "ClaimError", Message: "timeout", ObservedGeneration: 5},
+			want:    metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "ClaimError", Message: "Claimed: timeout", ObservedGeneration: 5},
+		},
+		{
+			name:    "given a True claim and a consumer Ready that is Unknown then the result is False, never Unknown",
+			ready:   metav1.Condition{Type: "Ready", Status: metav1.ConditionUnknown, Reason: "Unknown", Message: "not reconciled yet"},
+			claimed: conditions.ForKeys(conditions.Claimed, []string{"k"}, 1),
+			want:    metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Unknown", Message: "not reconciled yet", ObservedGeneration: 1},
 		},
 		{
 			name:    "given no Ready of the consumer's own then a Ready is made",
 			claimed: conditions.New(conditions.Claimed, conditions.ReasonInvalidKey, "bad", 1),
-			want:    metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "InvalidKey", Message: "bad", ObservedGeneration: 1},
+			want:    metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "InvalidKey", Message: "Claimed: bad", ObservedGeneration: 1},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

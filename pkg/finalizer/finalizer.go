@@ -25,10 +25,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
+// Name is a finalizer name: a qualified name with a domain prefix, like
+// "claim.ocf.io/release". Declare yours as a typed constant.
+type Name string
+
 // Finalizer is one named finalizer, written through a client. It is safe for
 // concurrent use and keeps no state between calls.
 type Finalizer struct {
-	name   string
+	name   string // Name, as controllerutil takes it
 	writer client.Client
 	reader client.Reader
 }
@@ -40,7 +44,7 @@ type Finalizer struct {
 //
 // name must be a qualified name with a domain prefix, like
 // "claim.ocf.io/release".
-func New(name string, writer client.Client, reader client.Reader) (*Finalizer, error) {
+func New(name Name, writer client.Client, reader client.Reader) (*Finalizer, error) {
 	var errs []error
 	if writer == nil {
 		errs = append(errs, errors.New("writer: nil"))
@@ -52,24 +56,24 @@ func New(name string, writer client.Client, reader client.Reader) (*Finalizer, e
 	if reader == nil {
 		reader = writer
 	}
-	return &Finalizer{name: name, writer: writer, reader: reader}, nil
+	return &Finalizer{name: string(name), writer: writer, reader: reader}, nil
 }
 
 // ValidateName reports whether name is usable as a finalizer: a qualified
 // name with a domain prefix, as the API server warns about any other.
-func ValidateName(name string) error {
+func ValidateName(name Name) error {
 	var errs []error
-	for _, msg := range validation.IsQualifiedName(name) {
+	for _, msg := range validation.IsQualifiedName(string(name)) {
 		errs = append(errs, fmt.Errorf("finalizer name %q: %s", name, msg))
 	}
-	if name != "" && len(errs) == 0 && !strings.Contains(name, "/") {
+	if name != "" && len(errs) == 0 && !strings.Contains(string(name), "/") {
 		errs = append(errs, fmt.Errorf("finalizer name %q: needs a domain prefix, like example.com/%s", name, name))
 	}
 	return errors.Join(errs...)
 }
 
 // Name returns the finalizer's name.
-func (f *Finalizer) Name() string { return f.name }
+func (f *Finalizer) Name() Name { return Name(f.name) }
 
 // Has reports whether obj, as given, carries the finalizer.
 func (f *Finalizer) Has(obj client.Object) bool { return controllerutil.ContainsFinalizer(obj, f.name) }

@@ -80,7 +80,7 @@ func current(t *testing.T, obj client.Object) *corev1.ConfigMap {
 func TestNewRejectsBadConfiguration(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		fin     string
+		fin     finalizer.Name
 		writer  client.Client
 		wantErr []string
 	}{

@@ -1,0 +1,57 @@
+package claimmw
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// ocfOwner has ocf's owner contract and keeps its conditions where no
+// reflection on Status.Conditions would find them.
+type ocfOwner struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	Observed struct{ Conds []metav1.Condition }
+}
+
+func (o *ocfOwner) GetStatusConditions() *[]metav1.Condition { return &o.Observed.Conds }
+func (o *ocfOwner) GetKind() string                          { return "Database" }
+func (o *ocfOwner) DeepCopyObject() runtime.Object {
+	c := *o
+	c.ObjectMeta = *o.ObjectMeta.DeepCopy()
+	c.Observed.Conds = append([]metav1.Condition(nil), o.Observed.Conds...)
+	return &c
+}
+
+func TestAnOcfOwnerGetsItsConditionWithoutReflection(t *testing.T) {
+	// Given an object with GetStatusConditions and no Status.Conditions field
+	o := &ocfOwner{}
+	if _, err := conditionsOf(o); err != nil {
+		t.Fatalf("conditionsOf: %v", err)
+	}
+	// When the middleware sets its condition
+	cond := conditions.New(conditions.Claimed, conditions.ReasonParked, "held", 2)
+	changed, err := setConditionOn(o, cond)
+	// Then it lands in the slice the owner hands out, once
+	if err != nil || !changed {
+		t.Fatalf("setConditionOn = %t, %v", changed, err)
+	}
+	if diff := cmp.Diff([]string{"Claimed"}, typesOf(o.Observed.Conds)); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+	if again, _ := setConditionOn(o, cond); again {
+		t.Error("setting the same condition again reported a change")
+	}
+}
+
+func typesOf(conds []metav1.Condition) []string {
+	var out []string
+	for _, c := range conds {
+		out = append(out, c.Type)
+	}
+	return out
+}
