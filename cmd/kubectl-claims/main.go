@@ -26,7 +26,7 @@ func main() {
 	err := cmd.ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		fmt.Fprintln(os.Stderr, "error:", claimsctl.ErrorText(err))
 		os.Exit(1)
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/yaml"
 
 	"github.com/ocf-claim/claim/pkg/claim"
 )
@@ -141,8 +140,9 @@ func (t table) write(w io.Writer, indent string) error {
 			if c == "" {
 				c = none
 			}
-			// A tab or newline in a key would break the columns.
-			out[i] = strings.NewReplacer("\t", `\t`, "\n", `\n`).Replace(c)
+			// Cells come from the cluster: a tab or newline would break the
+			// columns, an escape sequence would drive the terminal.
+			out[i] = printable(c)
 		}
 		fmt.Fprintln(tw, indent+strings.Join(out, "\t"))
 	}
@@ -153,7 +153,9 @@ func (t table) write(w io.Writer, indent string) error {
 	return tw.Flush()
 }
 
-// writeStructured prints v as YAML or JSON.
+// writeStructured prints v as YAML or JSON, with every rune that is not
+// printable escaped (see safeJSON and safeYAML); the document decodes to v
+// all the same.
 func writeStructured(w io.Writer, format string, v any) error {
 	var (
 		data []byte
@@ -161,9 +163,9 @@ func writeStructured(w io.Writer, format string, v any) error {
 	)
 	if format == outputJSON {
 		data, err = json.MarshalIndent(v, "", "    ")
-		data = append(data, '\n')
+		data = append(safeJSON(data), '\n')
 	} else {
-		data, err = yaml.Marshal(v)
+		data, err = safeYAML(v)
 	}
 	if err != nil {
 		return fmt.Errorf("encoding output: %w", err)
