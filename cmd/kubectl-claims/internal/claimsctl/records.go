@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -192,4 +193,60 @@ func holderRef(h claim.Holder) string {
 		parts = append(parts, h.Namespace)
 	}
 	return strings.Join(append(parts, h.Name), "/")
+}
+
+// waiter is an object whose claim condition says it waits for a key.
+type waiter struct {
+	holder claim.Holder
+	// reason is the reason of its claim condition.
+	reason string
+}
+
+// waiters lists the objects of holder's kind, in every namespace, whose
+// claim condition says they wait for holder to give up key (see
+// waitsBehind). Claimants of another kind, or whose operator words its
+// messages itself, are not found. A holder recorded without its kind has no
+// kind to list.
+func (ss *session) waiters(ctx context.Context, key string, holder claim.Holder) ([]waiter, error) {
+	if holder.APIVersion == "" || holder.Kind == "" {
+		return nil, nil
+	}
+	gv, err := schema.ParseGroupVersion(holder.APIVersion)
+	if err != nil {
+		return nil, fmt.Errorf("listing objects waiting for claim %q: holder apiVersion %q: %w", key, holder.APIVersion, err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gv.WithKind(holder.Kind + "List"))
+	if err := ss.c.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing %s objects waiting for claim %q: %w", holder.Kind, key, err)
+	}
+	var out []waiter
+	for i := range list.Items {
+		obj := &list.Items[i]
+		if obj.GetUID() == holder.UID {
+			continue
+		}
+		cond, err := conditionOf(obj, ss.s.conditionType)
+		if err != nil {
+			continue // a condition that does not parse names no key
+		}
+		if waitsBehind(cond, key, holder) {
+			out = append(out, waiter{holder: claim.HolderOf(obj), reason: cond.Reason})
+		}
+	}
+	return out, nil
+}
+
+// waitsBehind reports whether cond is a claim condition written with the
+// claim's default messages (claim.DefaultMessage) for an object parked
+// behind holder on key, or waiting for holder to hand key over. An object
+// waiting for the same key in another install (another claim namespace,
+// another record) names another holder, and does not count.
+func waitsBehind(cond *metav1.Condition, key string, holder claim.Holder) bool {
+	if cond == nil || cond.Status == metav1.ConditionTrue {
+		return false
+	}
+	parked := claim.DefaultMessage(claim.Outcome{Reason: claim.ReasonHeldElsewhere, Key: key, Holder: holder})
+	waiting := strings.TrimSuffix(claim.DefaultMessage(claim.Outcome{Reason: claim.ReasonWaitingForHandover, Key: key, Previous: holder}), ".")
+	return cond.Message == parked || cond.Message == waiting+"." || strings.HasPrefix(cond.Message, waiting+": ")
 }
