@@ -33,6 +33,11 @@ type ClaimView struct {
 	Successor   *HolderView  `json:"successor,omitempty"`
 	State       State        `json:"state"`
 	Detail      string       `json:"detail,omitempty"`
+	// RecordedIn lists every namespace that holds a record of Key, sorted,
+	// when there is more than one among the records shown: the claim
+	// namespace is the whole exclusion boundary, so each of them may have
+	// granted the key to another holder. Empty otherwise.
+	RecordedIn []string `json:"recordedIn,omitempty"`
 }
 
 // ObjectRef names the object that stores a record.
@@ -64,14 +69,15 @@ func (o *Options) holderView(h *claim.Holder) *HolderView {
 
 func (o *Options) view(r record) ClaimView {
 	v := ClaimView{
-		Key:       r.rec.Key,
-		Backend:   r.backend,
-		Record:    ObjectRef{Namespace: r.rec.Ref.Namespace, Name: r.rec.Ref.Name},
-		Holder:    o.holderView(&r.rec.Holder),
-		Token:     o.show(r.rec.Token.String()),
-		Successor: o.holderView(r.rec.Successor),
-		State:     r.state,
-		Detail:    r.detail,
+		Key:        r.rec.Key,
+		Backend:    r.backend,
+		Record:     ObjectRef{Namespace: r.rec.Ref.Namespace, Name: r.rec.Ref.Name},
+		Holder:     o.holderView(&r.rec.Holder),
+		Token:      o.show(r.rec.Token.String()),
+		Successor:  o.holderView(r.rec.Successor),
+		State:      r.state,
+		Detail:     r.detail,
+		RecordedIn: r.recordedIn,
 	}
 	if !r.rec.AcquireTime.IsZero() {
 		v.AcquireTime = &metav1.Time{Time: r.rec.AcquireTime.UTC()}

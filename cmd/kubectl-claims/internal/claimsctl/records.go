@@ -49,6 +49,9 @@ type record struct {
 	detail  string
 	// since is when the current holder got the key, if known.
 	since time.Time
+	// recordedIn is set by markSplitKeys: every namespace with a record of
+	// the same key, when there is more than one.
+	recordedIn []string
 }
 
 // leaseRecords lists the Leases in namespace (all namespaces when empty)
@@ -249,4 +252,51 @@ func waitsBehind(cond *metav1.Condition, key string, holder claim.Holder) bool {
 	parked := claim.DefaultMessage(claim.Outcome{Reason: claim.ReasonHeldElsewhere, Key: key, Holder: holder})
 	waiting := strings.TrimSuffix(claim.DefaultMessage(claim.Outcome{Reason: claim.ReasonWaitingForHandover, Key: key, Previous: holder}), ".")
 	return cond.Message == parked || cond.Message == waiting+"." || strings.HasPrefix(cond.Message, waiting+": ")
+}
+
+// markSplitKeys finds the keys recorded in more than one namespace among
+// recs, sets recordedIn on each of their records, and returns one sentence
+// per such key, in key order, naming each namespace and its holder. Two
+// installs of an operator with different claim namespaces each grant a key
+// on their own: nothing in the protocol stops both from handing it out, so
+// this is the one place it shows.
+func markSplitKeys(recs []record) []string {
+	byKey := map[string][]int{}
+	var keys []string
+	for i, r := range recs {
+		if _, ok := byKey[r.rec.Key]; !ok {
+			keys = append(keys, r.rec.Key)
+		}
+		byKey[r.rec.Key] = append(byKey[r.rec.Key], i)
+	}
+	sort.Strings(keys)
+	var warnings []string
+	for _, key := range keys {
+		idx := byKey[key]
+		namespaces := map[string]bool{}
+		for _, i := range idx {
+			namespaces[recs[i].rec.Ref.Namespace] = true
+		}
+		if len(namespaces) < 2 {
+			continue
+		}
+		list := make([]string, 0, len(namespaces))
+		for ns := range namespaces {
+			list = append(list, ns)
+		}
+		sort.Strings(list)
+		where := make([]string, 0, len(idx))
+		for _, i := range idx {
+			recs[i].recordedIn = list
+			holder := holderRef(recs[i].rec.Holder)
+			if holder == "" {
+				holder = "no holder"
+			}
+			where = append(where, fmt.Sprintf("%s (%s, %s)", recs[i].rec.Ref.Namespace, holder, recs[i].state))
+		}
+		warnings = append(warnings, fmt.Sprintf("key %q is recorded in %d namespaces: %s. The claim namespace is the whole exclusion boundary: "+
+			"installs with different claim namespaces each grant the key, so it can have a holder in each. Give every operator that claims it one claim namespace.",
+			key, len(list), strings.Join(where, ", ")))
+	}
+	return warnings
 }
