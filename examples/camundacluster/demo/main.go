@@ -219,8 +219,10 @@ func showPlugin(ctx context.Context, plugin string, user client.Client, kubeconf
 		var exit *exec.ExitError
 		switch {
 		case step.refused && errors.As(err, &exit) && strings.Contains(string(out), pluginRefusal):
+		case step.refused && err == nil:
+			return fmt.Errorf("kubectl claims %s of a live holder's key was not refused (output above)", sub)
 		case step.refused:
-			return fmt.Errorf("kubectl claims %s of a live holder's key was not refused (output above): %v", sub, err)
+			return fmt.Errorf("kubectl claims %s of a live holder's key failed without a refusal (output above): %w", sub, err)
 		case err != nil:
 			return fmt.Errorf("kubectl claims %s against the demo's cluster state failed (output above): %w", sub, err)
 		}

@@ -87,12 +87,12 @@ func safeJSON(data []byte) []byte {
 	for i := 0; i < len(data); {
 		r, size := utf8.DecodeRune(data[i:])
 		switch {
-		case r == '\n' || strconv.IsPrint(r) && !(r == utf8.RuneError && size == 1):
-			b.Write(data[i : i+size])
 		case r == utf8.RuneError && size == 1:
 			// encoding/json never writes invalid UTF-8; if it did, the
 			// replacement character is what a decoder reads.
 			b.WriteString(`\ufffd`)
+		case r == '\n' || strconv.IsPrint(r):
+			b.Write(data[i : i+size])
 		case r > 0xFFFF:
 			r1, r2 := utf16.EncodeRune(r)
 			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
