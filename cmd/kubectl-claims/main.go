@@ -1,8 +1,12 @@
 // Command kubectl-claims is a kubectl plugin that shows and operates
 // ocf-claim claims: `kubectl claims list`, `kubectl claims why KIND/NAME`
 // and `kubectl claims release KEY --holder-uid UID`. Install it on PATH
-// (make build, or go install ./cmd/kubectl-claims) and kubectl finds it.
+// (make build, or go install . in this directory) and kubectl finds it.
 // See docs/operations.md.
+//
+// It is a module of its own, so that programs importing the ocf-claim
+// library do not pull cobra and cli-runtime; it builds against the library
+// of the same checkout (the replace directive of its go.mod).
 package main
 
 import (
@@ -22,7 +26,7 @@ func main() {
 	err := cmd.ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		fmt.Fprintln(os.Stderr, "error:", claimsctl.ErrorText(err))
 		os.Exit(1)
 	}
 }

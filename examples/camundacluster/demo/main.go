@@ -3,11 +3,12 @@
 // envtest`), installs the CamundaCluster CRD, runs the example operator in
 // this process, and plays the scenario of package scenario, printing each
 // state. It then runs the kubectl plugin (bin/kubectl-claims, built by `make
-// build`) against the state the scenario left: list, why and a server-side
-// dry-run release. It exits 0 when every step reached the state it expects
-// and the plugin succeeded, and 1 with the step, what it waited for and what
-// it saw, or with the plugin's error, otherwise. Without bin/kubectl-claims it
-// says to run `make build` and skips the plugin.
+// build`) against the state the scenario left: list, why, and a release of
+// the live holder's key, which the plugin must refuse, naming bravo as the
+// object waiting for it. It exits 0 when every step reached the state it
+// expects and the plugin did what it should, and 1 with the step, what it
+// waited for and what it saw, or with the plugin's error, otherwise. Without
+// bin/kubectl-claims it says to run `make build` and skips the plugin.
 //
 // With -keep the control plane and the operator keep running after the
 // scenario until Ctrl-C; the demo prints a kubeconfig to reach them.
@@ -197,25 +198,41 @@ func showPlugin(ctx context.Context, plugin string, user client.Client, kubeconf
 		return err
 	}
 	fmt.Printf("\n== kubectl claims, against the demo's cluster state\n")
-	fmt.Printf("   The plugin reads the records by key and holder; release is a server-side dry run, so nothing changes.\n")
-	for _, args := range [][]string{
-		{"list", "-n", claimNamespace},
-		{"why", strings.ToLower(v1alpha1.Kind) + "/" + scenario.Charlie, "-n", clusterNamespace, "--claim-namespace", claimNamespace},
-		{"release", key, "--holder-uid", string(holder.UID), "-n", claimNamespace, "--dry-run=server"},
+	fmt.Printf("   The plugin reads the records by key and holder. release refuses charlie's key, since charlie still\n")
+	fmt.Printf("   exists, and names who would get it (bravo waits for it); it is a server-side dry run all the same.\n")
+	for _, step := range []struct {
+		args []string
+		// refused: the plugin must exit 1 with a refusal.
+		refused bool
+	}{
+		{args: []string{"list", "-n", claimNamespace}},
+		{args: []string{"why", strings.ToLower(v1alpha1.Kind) + "/" + scenario.Charlie, "-n", clusterNamespace, "--claim-namespace", claimNamespace}},
+		{args: []string{"release", key, "--holder-uid", string(holder.UID), "-n", claimNamespace, "--dry-run=server"}, refused: true},
 	} {
-		sub := args[0]
-		args = append([]string{"--kubeconfig", kubeconfig}, args...)
+		sub := step.args[0]
+		args := append([]string{"--kubeconfig", kubeconfig}, step.args...)
 		fmt.Printf("\n  $ %s\n", shellQuote(append([]string{display(plugin)}, args...)))
 		out, err := exec.CommandContext(ctx, plugin, args...).CombinedOutput()
 		for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 			fmt.Printf("  %s\n", line)
 		}
-		if err != nil {
+		var exit *exec.ExitError
+		switch {
+		case step.refused && errors.As(err, &exit) && strings.Contains(string(out), pluginRefusal):
+		case step.refused && err == nil:
+			return fmt.Errorf("kubectl claims %s of a live holder's key was not refused (output above)", sub)
+		case step.refused:
+			return fmt.Errorf("kubectl claims %s of a live holder's key failed without a refusal (output above): %w", sub, err)
+		case err != nil:
 			return fmt.Errorf("kubectl claims %s against the demo's cluster state failed (output above): %w", sub, err)
 		}
 	}
 	return nil
 }
+
+// pluginRefusal ends the message of every release the plugin refuses (its
+// ErrRefused); the plugin is another module, so the demo cannot import it.
+const pluginRefusal = "release refused"
 
 // wait keeps the control plane and the operator running until base is
 // done (Ctrl-C), after saying how to reach them.

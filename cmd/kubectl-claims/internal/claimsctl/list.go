@@ -16,7 +16,9 @@ func (o *Options) newListCommand() *cobra.Command {
 		Long: "list shows every claim record in the claim namespace (-A: everywhere): the Leases that carry claim\n" +
 			"annotations or the holder label, and with --annotation-backend the objects of that resource that\n" +
 			"carry claim annotations. STATE is held, holder gone (the next claimant takes it over) or foreign\n" +
-			"(not written by a claim for its key: it blocks the key until a person removes it).",
+			"(not written by a claim for its key: it blocks the key until a person removes it). A key recorded\n" +
+			"in more than one namespace (two installs with different claim namespaces) gets a warning, and\n" +
+			"recordedIn in -o yaml|json: each install may have granted it to another holder.",
 		Example: "  kubectl claims list -n camunda-system\n" +
 			"  kubectl claims list -A -o wide\n" +
 			"  kubectl claims list --annotation-backend secondarystorageconfigs.camunda.io -n team-a -o yaml",
@@ -62,6 +64,11 @@ func (o *Options) runList(ctx context.Context) error {
 	}
 	ss.judge(ctx, recs)
 	sortRecords(recs)
+	// Before the records, as kubectl prints warnings: a key held in two
+	// places is the first thing to see.
+	for _, w := range markSplitKeys(recs) {
+		fmt.Fprintf(o.Streams.ErrOut, "Warning: %s\n", printable(w))
+	}
 	return o.printRecords(recs, namespace)
 }
 

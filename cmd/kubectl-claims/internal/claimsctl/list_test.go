@@ -2,6 +2,13 @@ package claimsctl
 
 import (
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
 // TestListGolden: Given the fixture's records in a cluster, When list runs
@@ -39,4 +46,83 @@ func stderrSection(s string) string {
 		return ""
 	}
 	return "--- stderr\n" + s
+}
+
+// TestListFlagsKeysRecordedInSeveralNamespaces: Given two installs of an
+// operator with different claim namespaces (dup-a and dup-b), each of which
+// granted the same key to another Widget, When list -A runs, Then it warns
+// that the key is recorded in both namespaces, naming each holder, before
+// the table, and -o json marks both records with recordedIn; a key recorded
+// once is not flagged.
+func TestListFlagsKeysRecordedInSeveralNamespaces(t *testing.T) {
+	const key = "queue|amqp://mq.svc:5672/orders"
+	n := &names{}
+	labels := map[string]string{fixtureLabel: "dup-operator"}
+	namespace(t, "team-dup")
+	alpha := widget(t, "team-dup", "alpha", conditions.ReasonClaimed, "")
+	bravo := widget(t, "team-dup", "bravo", conditions.ReasonClaimed, "")
+	n.add(string(alpha.GetUID()), "0a1b2c3d-1111-4000-8000-000000000001")
+	n.add(string(bravo.GetUID()), "7e8f9a0b-2222-4000-8000-000000000002")
+	for _, install := range []struct {
+		ns     string
+		holder *unstructured.Unstructured
+		token  string
+	}{{"dup-a", alpha, "5001"}, {"dup-b", bravo, "5002"}} {
+		namespace(t, install.ns)
+		acquire(t, n, claimer(t, claim.Config{Namespace: install.ns, Labels: labels}), key, install.holder, install.token)
+	}
+	acquire(t, n, claimer(t, claim.Config{Namespace: "dup-a", Labels: labels}), "queue|amqp://mq.svc:5672/billing", alpha, "5003")
+
+	tests := []struct {
+		name   string
+		args   []string
+		golden string
+	}{
+		{"table", []string{"list", "-A", "-l", fixtureLabel + "=dup-operator"}, "list-split-key.golden"},
+		{"json", []string{"list", "-A", "-l", fixtureLabel + "=dup-operator", "-o", "json"}, "list-split-key.json.golden"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(t, n, nil, tt.args...)
+			if r.err != nil {
+				t.Fatalf("list: %v\nstderr: %s", r.err, r.errOut)
+			}
+			golden(t, tt.golden, r.out+stderrSection(r.errOut))
+		})
+	}
+}
+
+// TestMarkSplitKeys: a key is flagged when its records lie in more than one
+// namespace, whatever their backend or state; records of one namespace are
+// not.
+func TestMarkSplitKeys(t *testing.T) {
+	rec := func(key, ns, holder string, state State) record {
+		return record{rec: claim.Record{Key: key, Ref: types.NamespacedName{Namespace: ns, Name: "r"}, Holder: claim.Holder{Kind: "Widget", Namespace: "t", Name: holder}}, state: state}
+	}
+	tests := []struct {
+		name         string
+		recs         []record
+		wantIn       [][]string
+		wantWarnings int
+	}{
+		{"one record per key", []record{rec("a", "ops", "x", StateHeld), rec("b", "ops-b", "y", StateHeld)}, [][]string{nil, nil}, 0},
+		{"one key in two namespaces", []record{rec("a", "ops", "x", StateHeld), rec("a", "ops-b", "y", StateHolderGone), rec("b", "ops", "z", StateHeld)},
+			[][]string{{"ops", "ops-b"}, {"ops", "ops-b"}, nil}, 1},
+		{"two records of one key in one namespace", []record{rec("a", "ops", "x", StateHeld), rec("a", "ops", "y", StateForeign)}, [][]string{nil, nil}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			warnings := markSplitKeys(tt.recs)
+			var in [][]string
+			for _, r := range tt.recs {
+				in = append(in, r.recordedIn)
+			}
+			if diff := cmp.Diff(tt.wantIn, in); diff != "" {
+				t.Fatalf("recordedIn (-want +got):\n%s", diff)
+			}
+			if len(warnings) != tt.wantWarnings {
+				t.Fatalf("want %d warnings, got %q", tt.wantWarnings, warnings)
+			}
+		})
+	}
 }

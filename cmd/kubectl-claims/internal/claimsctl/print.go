@@ -10,7 +10,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/yaml"
 
 	"github.com/ocf-claim/claim/pkg/claim"
 )
@@ -34,6 +33,11 @@ type ClaimView struct {
 	Successor   *HolderView  `json:"successor,omitempty"`
 	State       State        `json:"state"`
 	Detail      string       `json:"detail,omitempty"`
+	// RecordedIn lists every namespace that holds a record of Key, sorted,
+	// when there is more than one among the records shown: the claim
+	// namespace is the whole exclusion boundary, so each of them may have
+	// granted the key to another holder. Empty otherwise.
+	RecordedIn []string `json:"recordedIn,omitempty"`
 }
 
 // ObjectRef names the object that stores a record.
@@ -65,14 +69,15 @@ func (o *Options) holderView(h *claim.Holder) *HolderView {
 
 func (o *Options) view(r record) ClaimView {
 	v := ClaimView{
-		Key:       r.rec.Key,
-		Backend:   r.backend,
-		Record:    ObjectRef{Namespace: r.rec.Ref.Namespace, Name: r.rec.Ref.Name},
-		Holder:    o.holderView(&r.rec.Holder),
-		Token:     o.show(r.rec.Token.String()),
-		Successor: o.holderView(r.rec.Successor),
-		State:     r.state,
-		Detail:    r.detail,
+		Key:        r.rec.Key,
+		Backend:    r.backend,
+		Record:     ObjectRef{Namespace: r.rec.Ref.Namespace, Name: r.rec.Ref.Name},
+		Holder:     o.holderView(&r.rec.Holder),
+		Token:      o.show(r.rec.Token.String()),
+		Successor:  o.holderView(r.rec.Successor),
+		State:      r.state,
+		Detail:     r.detail,
+		RecordedIn: r.recordedIn,
 	}
 	if !r.rec.AcquireTime.IsZero() {
 		v.AcquireTime = &metav1.Time{Time: r.rec.AcquireTime.UTC()}
@@ -141,8 +146,9 @@ func (t table) write(w io.Writer, indent string) error {
 			if c == "" {
 				c = none
 			}
-			// A tab or newline in a key would break the columns.
-			out[i] = strings.NewReplacer("\t", `\t`, "\n", `\n`).Replace(c)
+			// Cells come from the cluster: a tab or newline would break the
+			// columns, an escape sequence would drive the terminal.
+			out[i] = printable(c)
 		}
 		fmt.Fprintln(tw, indent+strings.Join(out, "\t"))
 	}
@@ -153,7 +159,9 @@ func (t table) write(w io.Writer, indent string) error {
 	return tw.Flush()
 }
 
-// writeStructured prints v as YAML or JSON.
+// writeStructured prints v as YAML or JSON, with every rune that is not
+// printable escaped (see safeJSON and safeYAML); the document decodes to v
+// all the same.
 func writeStructured(w io.Writer, format string, v any) error {
 	var (
 		data []byte
@@ -161,9 +169,9 @@ func writeStructured(w io.Writer, format string, v any) error {
 	)
 	if format == outputJSON {
 		data, err = json.MarshalIndent(v, "", "    ")
-		data = append(data, '\n')
+		data = append(safeJSON(data), '\n')
 	} else {
-		data, err = yaml.Marshal(v)
+		data, err = safeYAML(v)
 	}
 	if err != nil {
 		return fmt.Errorf("encoding output: %w", err)

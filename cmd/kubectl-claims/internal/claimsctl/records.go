@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,6 +49,9 @@ type record struct {
 	detail  string
 	// since is when the current holder got the key, if known.
 	since time.Time
+	// recordedIn is set by markSplitKeys: every namespace with a record of
+	// the same key, when there is more than one.
+	recordedIn []string
 }
 
 // leaseRecords lists the Leases in namespace (all namespaces when empty)
@@ -192,4 +196,107 @@ func holderRef(h claim.Holder) string {
 		parts = append(parts, h.Namespace)
 	}
 	return strings.Join(append(parts, h.Name), "/")
+}
+
+// waiter is an object whose claim condition says it waits for a key.
+type waiter struct {
+	holder claim.Holder
+	// reason is the reason of its claim condition.
+	reason string
+}
+
+// waiters lists the objects of holder's kind, in every namespace, whose
+// claim condition says they wait for holder to give up key (see
+// waitsBehind). Claimants of another kind, or whose operator words its
+// messages itself, are not found. A holder recorded without its kind has no
+// kind to list.
+func (ss *session) waiters(ctx context.Context, key string, holder claim.Holder) ([]waiter, error) {
+	if holder.APIVersion == "" || holder.Kind == "" {
+		return nil, nil
+	}
+	gv, err := schema.ParseGroupVersion(holder.APIVersion)
+	if err != nil {
+		return nil, fmt.Errorf("listing objects waiting for claim %q: holder apiVersion %q: %w", key, holder.APIVersion, err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gv.WithKind(holder.Kind + "List"))
+	if err := ss.c.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing %s objects waiting for claim %q: %w", holder.Kind, key, err)
+	}
+	var out []waiter
+	for i := range list.Items {
+		obj := &list.Items[i]
+		if obj.GetUID() == holder.UID {
+			continue
+		}
+		cond, err := conditionOf(obj, ss.s.conditionType)
+		if err != nil {
+			continue // a condition that does not parse names no key
+		}
+		if waitsBehind(cond, key, holder) {
+			out = append(out, waiter{holder: claim.HolderOf(obj), reason: cond.Reason})
+		}
+	}
+	return out, nil
+}
+
+// waitsBehind reports whether cond is a claim condition written with the
+// claim's default messages (claim.DefaultMessage) for an object parked
+// behind holder on key, or waiting for holder to hand key over. An object
+// waiting for the same key in another install (another claim namespace,
+// another record) names another holder, and does not count.
+func waitsBehind(cond *metav1.Condition, key string, holder claim.Holder) bool {
+	if cond == nil || cond.Status == metav1.ConditionTrue {
+		return false
+	}
+	parked := claim.DefaultMessage(claim.Outcome{Reason: claim.ReasonHeldElsewhere, Key: key, Holder: holder})
+	waiting := strings.TrimSuffix(claim.DefaultMessage(claim.Outcome{Reason: claim.ReasonWaitingForHandover, Key: key, Previous: holder}), ".")
+	return cond.Message == parked || cond.Message == waiting+"." || strings.HasPrefix(cond.Message, waiting+": ")
+}
+
+// markSplitKeys finds the keys recorded in more than one namespace among
+// recs, sets recordedIn on each of their records, and returns one sentence
+// per such key, in key order, naming each namespace and its holder. Two
+// installs of an operator with different claim namespaces each grant a key
+// on their own: nothing in the protocol stops both from handing it out, so
+// this is the one place it shows.
+func markSplitKeys(recs []record) []string {
+	byKey := map[string][]int{}
+	var keys []string
+	for i, r := range recs {
+		if _, ok := byKey[r.rec.Key]; !ok {
+			keys = append(keys, r.rec.Key)
+		}
+		byKey[r.rec.Key] = append(byKey[r.rec.Key], i)
+	}
+	sort.Strings(keys)
+	var warnings []string
+	for _, key := range keys {
+		idx := byKey[key]
+		namespaces := map[string]bool{}
+		for _, i := range idx {
+			namespaces[recs[i].rec.Ref.Namespace] = true
+		}
+		if len(namespaces) < 2 {
+			continue
+		}
+		list := make([]string, 0, len(namespaces))
+		for ns := range namespaces {
+			list = append(list, ns)
+		}
+		sort.Strings(list)
+		where := make([]string, 0, len(idx))
+		for _, i := range idx {
+			recs[i].recordedIn = list
+			holder := holderRef(recs[i].rec.Holder)
+			if holder == "" {
+				holder = "no holder"
+			}
+			where = append(where, fmt.Sprintf("%s (%s, %s)", recs[i].rec.Ref.Namespace, holder, recs[i].state))
+		}
+		warnings = append(warnings, fmt.Sprintf("key %q is recorded in %d namespaces: %s. The claim namespace is the whole exclusion boundary: "+
+			"installs with different claim namespaces each grant the key, so it can have a holder in each. Give every operator that claims it one claim namespace.",
+			key, len(list), strings.Join(where, ", ")))
+	}
+	return warnings
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -17,8 +18,9 @@ import (
 )
 
 // ErrRefused marks a release the plugin would not perform because the record
-// is not what the caller saw: another holder, another token, a foreign
-// object, or a record written between the check and the Delete.
+// is not what the caller saw (another holder, another token, a foreign
+// object, a record written between the check and the Delete), or because
+// its holder still exists and --force was not given.
 var ErrRefused = errors.New("release refused")
 
 // Values of --dry-run, as kubectl spells them.
@@ -32,6 +34,9 @@ type releaseFlags struct {
 	holderUID string
 	token     string
 	dryRun    string
+	// force releases a record whose holder still exists (or whose holder
+	// could not be read).
+	force bool
 }
 
 func (o *Options) newReleaseCommand() *cobra.Command {
@@ -42,9 +47,11 @@ func (o *Options) newReleaseCommand() *cobra.Command {
 		Long: "release deletes the Lease record of KEY only if it is a claim record of KEY held by --holder-uid\n" +
 			"(and carrying --token, if given), and only if it has not changed since that check: the Delete\n" +
 			"carries the UID and resourceVersion of the read as preconditions. Anything else is refused.\n" +
-			"A holder that still exists claims the key again on its next reconcile; release frees a key whose\n" +
-			"holder cannot (a stuck finalizer, an operator that is gone). --dry-run=server asks the API server\n" +
-			"to check the Delete, preconditions and RBAC included, without performing it.",
+			"release is for a key whose holder is gone but cannot release it (a stuck finalizer, an operator\n" +
+			"that is gone). While the holder object still exists it is refused unless --force: the key would\n" +
+			"go to whichever claimant is reconciled first (an object waiting for it, or the holder again), and\n" +
+			"the refusal names them. --dry-run=server asks the API server to check the Delete, preconditions\n" +
+			"and RBAC included, without performing it.",
 		Example: "  kubectl claims list -n camunda-system -o wide\n" +
 			"  kubectl claims release 'elasticsearch|https://es.data.svc:9200' --holder-uid 6f1c1d2e-... -n camunda-system --dry-run=server",
 		Args: cobra.ExactArgs(1),
@@ -53,6 +60,7 @@ func (o *Options) newReleaseCommand() *cobra.Command {
 	cmd.Flags().StringVar(&f.holderUID, "holder-uid", "", "UID of the holder you expect to hold the key (required)")
 	cmd.Flags().StringVar(&f.token, "token", "", "fencing token you expect the record to carry (optional, narrows the check to one grant)")
 	cmd.Flags().StringVar(&f.dryRun, "dry-run", dryRunNone, `"none", "server" (the API server checks the Delete without performing it) or "client" (only check and print)`)
+	cmd.Flags().BoolVar(&f.force, "force", false, "release even though the holder object still exists (or cannot be read); the key goes to whichever claimant is reconciled first")
 	_ = cmd.MarkFlagRequired("holder-uid")
 	return cmd
 }
@@ -94,11 +102,14 @@ func (o *Options) runRelease(ctx context.Context, key string, f releaseFlags) er
 
 	recs := []record{r}
 	ss.judge(ctx, recs)
-	if recs[0].state == StateHeld {
-		fmt.Fprintf(o.Streams.ErrOut, "Warning: the holder %s still exists; unless it stops naming key %q, its operator claims it again on its next reconcile.\n", rec.Holder, key)
+	if live := o.liveHolder(ctx, ss, key, recs[0]); live != "" {
+		if !f.force {
+			return fmt.Errorf("releasing claim %q: %s Make the holder stop naming the key (or delete it) instead, or pass --force to delete the record anyway: %w", key, live, ErrRefused)
+		}
+		fmt.Fprintf(o.Streams.ErrOut, "Warning (--force): %s\n", printable(live))
 	}
 
-	what := fmt.Sprintf("lease/%s: claim %q of %s (uid %s, token %s)", l.Name, key, rec.Holder, o.show(string(rec.Holder.UID)), o.show(rec.Token.String()))
+	what := printable(fmt.Sprintf("lease/%s: claim %q of %s (uid %s, token %s)", l.Name, key, rec.Holder, o.show(string(rec.Holder.UID)), o.show(rec.Token.String())))
 	if f.dryRun == dryRunClient {
 		_, err := fmt.Fprintf(o.Streams.Out, "%s would be released (client dry run: nothing sent)\n", what)
 		return err
@@ -123,4 +134,54 @@ func (o *Options) runRelease(ctx context.Context, key string, f releaseFlags) er
 	}
 	_, err = fmt.Fprintf(o.Streams.Out, "%s released%s\n", what, suffix)
 	return err
+}
+
+// liveHolder says, in sentences, why releasing r would not free its key:
+// its holder still exists (or could not be read), and who would get the key
+// once the record is gone. It is empty when the holder is gone, the one
+// case release is for.
+func (o *Options) liveHolder(ctx context.Context, ss *session, key string, r record) string {
+	rec := r.rec
+	holder := fmt.Sprintf("%s (uid %s)", rec.Holder, o.show(string(rec.Holder.UID)))
+	var why string
+	switch r.state {
+	case StateHeld:
+		why = fmt.Sprintf("its holder %s still exists.", holder)
+	case StateUnknown:
+		why = fmt.Sprintf("whether its holder %s still exists could not be read (%s), so it counts as existing.", holder, r.detail)
+	default:
+		return ""
+	}
+	return why + " " + o.nextHolders(ctx, ss, key, rec)
+}
+
+// nextHolders says who acquires key once its record is deleted: nobody is
+// handed it, the next claimant that is reconciled creates a new record. The
+// candidates named are the prepared successor of a planned handover (which
+// the Delete drops), the objects of the holder's kind whose claim condition
+// says they wait for key (as why finds them), and the holder itself.
+func (o *Options) nextHolders(ctx context.Context, ss *session, key string, rec claim.Record) string {
+	var candidates []string
+	seen := map[types.UID]bool{rec.Holder.UID: true}
+	if s := rec.Successor; s != nil && !seen[s.UID] {
+		seen[s.UID] = true
+		candidates = append(candidates, fmt.Sprintf("%s (the prepared successor; the planned handover is dropped with the record)", s))
+	}
+	waiting, err := ss.waiters(ctx, key, rec.Holder)
+	for _, w := range waiting {
+		if !seen[w.holder.UID] {
+			seen[w.holder.UID] = true
+			candidates = append(candidates, fmt.Sprintf("%s (waiting for it: %s)", w.holder, w.reason))
+		}
+	}
+	next := "Deleting the record hands the key to the next object that names it and is reconciled"
+	if len(candidates) == 0 {
+		next += fmt.Sprintf("; none is found waiting for it, so most likely the holder %s itself, which claims it again unless it stops naming it.", rec.Holder)
+	} else {
+		next += fmt.Sprintf(", whichever comes first: %s; or the holder %s itself, which claims it again unless it stops naming it.", strings.Join(candidates, "; "), rec.Holder)
+	}
+	if err != nil {
+		next += fmt.Sprintf(" Other objects may wait for it too: %v.", err)
+	}
+	return next
 }

@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
@@ -128,17 +129,91 @@ func TestReleaseGolden(t *testing.T) {
 	}
 }
 
-// TestReleaseWarnsWhileHolderExists: Given a holder that still exists, When
-// release runs, Then it releases and warns that the holder claims the key
-// again.
-func TestReleaseWarnsWhileHolderExists(t *testing.T) {
-	rc := newReleaseCase(t, true)
-	r := run(t, rc.n, nil, rc.args("--holder-uid", string(rc.holder.UID), "--dry-run=server")...)
-	if r.err != nil {
-		t.Fatalf("release: %v", r.err)
+// TestReleaseWhileHolderExists: Given a key whose holder object still
+// exists, When release runs without --force, Then it refuses with
+// ErrRefused, names who would get the key next (the prepared successor, the
+// objects whose condition says they wait for the key, the holder itself),
+// sends no Delete and leaves the Lease as it was, dry run or not. With
+// --force it releases (for real, or as a server dry run) and warns with the
+// same names.
+func TestReleaseWhileHolderExists(t *testing.T) {
+	tests := []struct {
+		name string
+		// waiting adds a planned successor and a parked object that wait
+		// for the key, and one that waits for another key.
+		waiting bool
+		extra   []string
+		golden  string
+		refused bool
+		deleted bool
+	}{
+		{name: "refused, nobody waiting", golden: "release-refused-holder-exists.golden", refused: true},
+		{name: "refused, naming the successor and the objects waiting", waiting: true, golden: "release-refused-waiting.golden", refused: true},
+		{name: "refused as a server dry run too", extra: []string{"--dry-run=server"}, golden: "release-refused-holder-exists.golden", refused: true},
+		{name: "refused as a client dry run too", extra: []string{"--dry-run=client"}, golden: "release-refused-holder-exists.golden", refused: true},
+		{name: "forced as a server dry run", waiting: true, extra: []string{"--force", "--dry-run=server"}, golden: "release-force-dry-run-server.golden"},
+		{name: "forced", extra: []string{"--force"}, golden: "release-force.golden", deleted: true},
 	}
-	golden(t, "release-holder-exists.golden", rc.stable(r.out+stderrSection(r.errOut)))
-	rc.unchanged(t, rc.lease)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newReleaseCase(t, true)
+			if tt.waiting {
+				rc.addWaiting(t)
+			}
+			before := rc.get(t)
+			var deletes atomic.Int32
+			r := run(t, rc.n, countDeletes(&deletes), rc.args(append([]string{"--holder-uid", string(rc.holder.UID)}, tt.extra...)...)...)
+			got := r.out + stderrSection(r.errOut)
+			if tt.refused {
+				if !errors.Is(r.err, ErrRefused) {
+					t.Fatalf("release: want ErrRefused, got %v", r.err)
+				}
+				if r.out != "" || deletes.Load() != 0 {
+					t.Fatalf("a refused release printed %q and sent %d Deletes", r.out, deletes.Load())
+				}
+				got += stderrSection("error: " + ErrorText(r.err) + "\n")
+			} else if r.err != nil {
+				t.Fatalf("release: %v\nstderr: %s", r.err, r.errOut)
+			}
+			golden(t, tt.golden, rc.stable(got))
+			if tt.deleted {
+				if l := rc.get(t); l != nil {
+					t.Fatalf("the Lease is still there: %+v", l.ObjectMeta)
+				}
+				return
+			}
+			rc.unchanged(t, before)
+		})
+	}
+}
+
+// addWaiting prepares a planned handover of the key to Widget "next" and
+// adds Widget "waiter", parked behind the holder, with the conditions their
+// operator writes, and Widget "elsewhere", parked on another key.
+func (rc *releaseCase) addWaiting(t *testing.T) {
+	t.Helper()
+	holder := fmt.Sprintf("Widget %s/holder", rc.ns)
+	next := widget(t, rc.ns, "next", conditions.ReasonWaitingForHandover, fmt.Sprintf("Key %q waits for %s to hand over: a planned handover to it is prepared and waits for the commit.", releaseKey, holder))
+	widget(t, rc.ns, "waiter", conditions.ReasonParked, fmt.Sprintf("Key %q is held by %s.", releaseKey, holder))
+	widget(t, rc.ns, "elsewhere", conditions.ReasonParked, fmt.Sprintf("Key %q is held by %s.", releaseKey+"-other", holder))
+	if _, err := claimer(t, rc.cfg).Prepare(context.Background(), releaseKey, rc.holder, claim.HolderOf(next)); err != nil {
+		t.Fatalf("preparing the handover to next: %v", err)
+	}
+}
+
+// countDeletes counts the Delete requests the plugin sends.
+func countDeletes(n *atomic.Int32) func(*rest.Config) *rest.Config {
+	return func(c *rest.Config) *rest.Config {
+		c.Wrap(func(next http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				if req.Method == http.MethodDelete {
+					n.Add(1)
+				}
+				return next.RoundTrip(req)
+			})
+		})
+		return c
+	}
 }
 
 // TestReleaseRefuses: Given a record that is not what the caller saw, When
@@ -237,9 +312,21 @@ func (rc *releaseCase) takeOver(t *testing.T, name string) {
 // the plugin's own Delete request, so nothing but the preconditions can
 // stop it.
 func TestReleaseRefusesWhenTheRecordChangesBeforeTheDelete(t *testing.T) {
-	for _, dryRun := range []string{"none", "server"} {
-		t.Run("dry-run="+dryRun, func(t *testing.T) {
-			rc := newReleaseCase(t, false)
+	tests := []struct {
+		name   string
+		dryRun string
+		// force releases a holder that still exists: the preconditions
+		// fence that Delete just the same.
+		force bool
+	}{
+		{"dry-run=none", dryRunNone, false},
+		{"dry-run=server", dryRunServer, false},
+		{"dry-run=none, forced while the holder exists", dryRunNone, true},
+		{"dry-run=server, forced while the holder exists", dryRunServer, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newReleaseCase(t, tt.force)
 			var stepped atomic.Bool
 			wrap := func(c *rest.Config) *rest.Config {
 				c.Wrap(func(next http.RoundTripper) http.RoundTripper {
@@ -252,7 +339,11 @@ func TestReleaseRefusesWhenTheRecordChangesBeforeTheDelete(t *testing.T) {
 				})
 				return c
 			}
-			r := run(t, rc.n, wrap, rc.args("--holder-uid", string(rc.holder.UID), "--dry-run", dryRun)...)
+			args := rc.args("--holder-uid", string(rc.holder.UID), "--dry-run", tt.dryRun)
+			if tt.force {
+				args = append(args, "--force")
+			}
+			r := run(t, rc.n, wrap, args...)
 			if !stepped.Load() {
 				t.Fatal("the plugin sent no Delete")
 			}
@@ -288,6 +379,39 @@ func TestReleaseBadFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if r := run(t, n, nil, tt.args...); r.err == nil {
 				t.Fatalf("release %q: want an error", tt.args)
+			}
+		})
+	}
+}
+
+// TestWaitsBehind: an object waits behind a holder when its claim condition
+// is the claim's default message for being parked behind that holder on
+// that key, or for waiting for that holder's handover of it.
+func TestWaitsBehind(t *testing.T) {
+	holder := claim.Holder{APIVersion: "claims.test.ocf.io/v1", Kind: "Widget", Namespace: "team-a", Name: "holder", UID: "u1"}
+	const key = "rdbms|pg.db.svc:5432/release"
+	cond := func(status metav1.ConditionStatus, message string) *metav1.Condition {
+		return &metav1.Condition{Type: "Claimed", Status: status, Message: message}
+	}
+	tests := []struct {
+		name string
+		cond *metav1.Condition
+		want bool
+	}{
+		{"parked behind the holder", cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" is held by Widget team-a/holder.`), true},
+		{"waiting for its handover", cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" waits for Widget team-a/holder to hand over.`), true},
+		{"waiting for its handover, with the gate's detail", cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" waits for Widget team-a/holder to hand over: pods still run.`), true},
+		{"parked behind another holder of the key (another install)", cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" is held by Widget team-b/holder.`), false},
+		{"parked behind a holder whose name only starts the same", cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" is held by Widget team-a/holder.v2.`), false},
+		{"parked on another key", cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/other" is held by Widget team-a/holder.`), false},
+		{"granted", cond(metav1.ConditionTrue, `Key "rdbms|pg.db.svc:5432/release" is held by Widget team-a/holder.`), false},
+		{"a message the operator words itself", cond(metav1.ConditionFalse, "Storage already attached to team-a/holder."), false},
+		{"no condition", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := waitsBehind(tt.cond, key, holder); got != tt.want {
+				t.Fatalf("waitsBehind(%q) = %v, want %v", tt.cond, got, tt.want)
 			}
 		})
 	}

@@ -253,8 +253,10 @@ func inWords(cond *metav1.Condition, t string) string {
 
 func (o *Options) writeWhy(w io.Writer, v WhyView, generation int64, condType string, recs []relatedRecord) error {
 	var b strings.Builder
+	// Every value holds something from the cluster (a name, a reason, a
+	// message), escaped as table cells are.
 	field := func(label, format string, args ...any) {
-		fmt.Fprintf(&b, "%-11s %s\n", label+":", fmt.Sprintf(format, args...))
+		fmt.Fprintf(&b, "%-11s %s\n", label+":", printable(fmt.Sprintf(format, args...)))
 	}
 	obj := v.Object
 	where := obj.Name
