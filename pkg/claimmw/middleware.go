@@ -438,6 +438,9 @@ func (m *Middleware) keysOf(ctx context.Context, obj client.Object) ([]namedKey,
 	if err != nil {
 		return nil, fmt.Errorf("computing claim keys: %w", err)
 	}
+	if len(raw) > m.cfg.maxKeys {
+		return nil, fmt.Errorf("%w: the object names %d keys, at most %d are allowed (claimmw.WithMaxKeys)", claim.ErrInvalidKey, len(raw), m.cfg.maxKeys)
+	}
 	keys := make([]namedKey, 0, len(raw))
 	for _, k := range raw {
 		norm, err := m.claimer.NormalizeKey(k)

@@ -36,6 +36,9 @@ const (
 	// EventRecorderName is the reporting controller name [FromManager]
 	// asks the manager's event recorder for.
 	EventRecorderName = "ocf-claim"
+	// DefaultMaxKeys is how many keys one object may name unless
+	// [WithMaxKeys] says otherwise.
+	DefaultMaxKeys = 32
 )
 
 // KeyFunc returns the claim keys obj needs: none, one or several. An error
@@ -104,6 +107,7 @@ type config struct {
 	handover      HandoverFunc
 	renewal       *claim.KeeperConfig
 	manager       manager.Manager
+	maxKeys       int
 	// gvk and kind are the object type's, from the client's scheme.
 	gvk  schema.GroupVersionKind
 	kind string
@@ -209,6 +213,12 @@ func WithName(name string) Option { return func(c *config) { c.name = name } }
 // deleted is no successor: nothing is prepared. Needs an API reader.
 func WithHandover(f HandoverFunc) Option { return func(c *config) { c.handover = f } }
 
+// WithMaxKeys bounds how many keys one object may name, so that one object
+// cannot make the operator hold an unbounded number of records: an object
+// naming more shows the InvalidKey condition, and no record is written for
+// it. Default: [DefaultMaxKeys].
+func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
+
 // WithRenewal keeps time-based claims alive: after a key is granted, a
 // claim.Keeper renews its record every cfg.RenewEvery until the object
 // releases the key, is deleted, hands the key over or loses it (one goroutine
@@ -270,6 +280,12 @@ func (c *config) validate() error {
 	}
 	if c.parkedRequeue < 0 || c.waitRequeue < 0 {
 		errs = append(errs, fmt.Errorf("requeue: intervals must not be negative (parked %s, waiting %s)", c.parkedRequeue, c.waitRequeue))
+	}
+	if c.maxKeys == 0 {
+		c.maxKeys = DefaultMaxKeys
+	}
+	if c.maxKeys < 0 {
+		errs = append(errs, fmt.Errorf("max keys: %d; must be positive", c.maxKeys))
 	}
 	if c.parkedMode != SkipInnerWhileParked && c.parkedMode != RunInnerWhileParked {
 		errs = append(errs, fmt.Errorf("parked mode: unknown value %d", c.parkedMode))
