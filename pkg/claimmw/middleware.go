@@ -261,6 +261,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 			}
 			return reconcile.Result{}, m.claimError(ctx, obj, err)
 		}
+		o = redact(m.cfg.disclosure, o, self)
 		if !o.Granted() {
 			p.blocked = &o
 			break
@@ -413,7 +414,7 @@ func (m *Middleware) release(ctx context.Context, p *pass, why string) error {
 // claimError shows an error that kept the claim from being judged as the
 // ClaimError condition and returns it, for the controller to retry.
 func (m *Middleware) claimError(ctx context.Context, obj client.Object, err error) error {
-	cond := conditions.New(m.cfg.condType, conditions.ReasonClaimError, sentence(err.Error()), obj.GetGeneration())
+	cond := conditions.New(m.cfg.condType, conditions.ReasonClaimError, errorMessage(m.cfg.disclosure, err), obj.GetGeneration())
 	if _, werr := m.setCondition(ctx, obj, cond); werr != nil {
 		log.FromContext(ctx).Error(werr, "writing the claim condition after an error")
 	}

@@ -108,6 +108,7 @@ type config struct {
 	renewal       *claim.KeeperConfig
 	manager       manager.Manager
 	maxKeys       int
+	disclosure    Disclosure
 	// gvk and kind are the object type's, from the client's scheme.
 	gvk  schema.GroupVersionKind
 	kind string
@@ -280,6 +281,9 @@ func (c *config) validate() error {
 	}
 	if c.parkedRequeue < 0 || c.waitRequeue < 0 {
 		errs = append(errs, fmt.Errorf("requeue: intervals must not be negative (parked %s, waiting %s)", c.parkedRequeue, c.waitRequeue))
+	}
+	if c.disclosure != DiscloseSameNamespace && c.disclosure != DiscloseAll {
+		errs = append(errs, fmt.Errorf("disclosure: unknown value %d", c.disclosure))
 	}
 	if c.maxKeys == 0 {
 		c.maxKeys = DefaultMaxKeys

@@ -63,6 +63,11 @@ func TestMissingLeaseRBACIsAClearConditionNotACrash(t *testing.T) {
 	if !strings.Contains(strings.ToLower(cond.Message), "forbidden") || cond.Status != metav1.ConditionFalse {
 		t.Fatalf("condition %s=%s %q, want False (never Unknown) naming the forbidden read", cond.Reason, cond.Status, cond.Message)
 	}
+	// And it does not show the tenant the operator's identity or claim
+	// namespace (the operator's log has the whole error)
+	if strings.Contains(cond.Message, "operator-without-leases") || strings.Contains(cond.Message, f.ns) {
+		t.Errorf("condition message %q reveals the operator's identity or claim namespace", cond.Message)
+	}
 	if f.leaseExists(t, "storage-a") {
 		t.Fatal("a Lease was written without RBAC for Leases")
 	}

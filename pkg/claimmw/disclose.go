@@ -1,0 +1,77 @@
+package claimmw
+
+import (
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+)
+
+// Disclosure says what the condition and events of an object may reveal
+// about other objects and about the operator's side. Keys are global across
+// the objects a middleware reconciles: a tenant that names another tenant's
+// key learns from its own condition that the key is held, and, unless the
+// disclosure is limited, by whom.
+type Disclosure int
+
+const (
+	// DiscloseSameNamespace names another object (a holder, an older
+	// sibling, a previous holder) only when it is in the object's own
+	// namespace; otherwise the message says "outside this namespace".
+	// Foreign records (in the operator's claim namespace) are not named,
+	// and a claim that could not be judged is shown with the class of the
+	// API error only; the whole error goes to the operator's log. Default.
+	DiscloseSameNamespace Disclosure = iota
+	// DiscloseAll names every object and shows every error as it is: for
+	// operators whose objects all belong to one team.
+	DiscloseAll
+)
+
+// WithDisclosure sets what conditions and events may reveal about other
+// objects. Default: [DiscloseSameNamespace].
+func WithDisclosure(d Disclosure) Option { return func(c *config) { c.disclosure = d } }
+
+// redact rewrites o's message for self's eyes under d. Only the message
+// changes: the decision is the same whatever it may say.
+func redact(d Disclosure, o claim.Outcome, self claim.Holder) claim.Outcome {
+	if d == DiscloseAll {
+		return o
+	}
+	elsewhere := func(h claim.Holder) bool { return h.Namespace != self.Namespace }
+	switch o.Reason {
+	case claim.ReasonHeldElsewhere:
+		if elsewhere(o.Holder) {
+			o.Message = fmt.Sprintf("Key %q is held by another object, outside this namespace.", o.Key)
+		}
+	case claim.ReasonNotFirst:
+		if elsewhere(o.Other) {
+			o.Message = fmt.Sprintf("Key %q is free, but an older object outside this namespace wants it and goes first.", o.Key)
+		}
+	case claim.ReasonWaitingForHandover:
+		if elsewhere(o.Previous) {
+			o.Message = fmt.Sprintf("Key %q waits for its previous holder, outside this namespace, to hand over.", o.Key)
+		}
+	case claim.ReasonTakenOver:
+		if elsewhere(o.Previous) {
+			o.Message = fmt.Sprintf("Key %q taken over from a holder outside this namespace, which is gone.", o.Key)
+		}
+	case claim.ReasonForeign:
+		o.Message = fmt.Sprintf("Key %q is blocked by a record this operator did not write; the operator's administrators must remove it.", o.Key)
+	}
+	return o
+}
+
+// errorMessage is the condition message of an error that kept the claim
+// from being judged: under DiscloseSameNamespace the class of the API error
+// only, as the whole error may name the operator's identity and namespace.
+func errorMessage(d Disclosure, err error) string {
+	if d == DiscloseAll {
+		return sentence(err.Error())
+	}
+	class := "an error"
+	if r := apierrors.ReasonForError(err); r != "" {
+		class = "the API server's answer " + string(r)
+	}
+	return fmt.Sprintf("The claim could not be judged (%s); it is retried, and the operator's log has the details.", class)
+}
