@@ -87,8 +87,8 @@ func ExampleWrap() {
 // middleware wraps it (see the example of Wrap). These are the RBAC markers
 // of the operator with the middleware:
 //
-// The claim records (Lease backend), in the claim namespace:
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
+// The claim records (Lease backend), in the claim namespace only (a Role, not a ClusterRole):
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=camunda-system
 // Your kind: the finalizer and the condition
 // +kubebuilder:rbac:groups=camunda.example.com,resources=camundaclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=camunda.example.com,resources=camundaclusters/status,verbs=get;update;patch

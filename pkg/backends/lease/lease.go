@@ -13,7 +13,11 @@
 // and spec with the claim's own. Reads go through the reader given to
 // claim.New, which must be uncached.
 //
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
+// RBAC: get, list, watch, create, update and delete on
+// leases.coordination.k8s.io in the claim namespace only, bound with a Role
+// there (kubebuilder: a +kubebuilder:rbac marker with namespace=<claim
+// namespace>). A ClusterRole with these rights could delete node heartbeats
+// and other controllers' leader-election Leases.
 package lease
 
 import (
