@@ -57,6 +57,11 @@ type Annotations struct {
 // (the Lease backend) require.
 type Config struct {
 	// Namespace holds the records of backends that create their own objects.
+	// It is the whole exclusion boundary: a key is exclusive only among
+	// Claimers that store its record in the same namespace. Two installs
+	// with different claim namespaces hand one key to two holders without
+	// any error (kubectl claims list -A warns about a key recorded in more
+	// than one namespace).
 	Namespace string
 	// Prefix starts every record name made by the default NameFunc.
 	// Default: DefaultPrefix.
