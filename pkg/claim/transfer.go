@@ -53,12 +53,18 @@ func (c *Claimer) Prepare(ctx context.Context, key string, self, successor Holde
 // the successor's grant (ReasonTakenOver, Previous self).
 //
 // It fails with ErrNotPrepared when no successor (or another holder) is
-// recorded, and with an error wrapping ErrConflict when the record changed
+// recorded, or when successor is self (Prepare never records self), and with an error wrapping ErrConflict when the record changed
 // between the read and the write; re-reading decides.
 func (c *Claimer) Commit(ctx context.Context, key string, self, successor Holder) (Outcome, error) {
 	key, err := c.NormalizeKey(key)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("committing handover: %w", err)
+	}
+	if successor.Is(self) {
+		// Prepare refuses self as successor, so nothing can be prepared for
+		// it; without this check a holder committing to itself would match
+		// "our earlier Commit landed" below and be told it took over.
+		return Outcome{}, fmt.Errorf("committing handover of claim %q to %s: %w: the successor is the holder itself", key, successor, ErrNotPrepared)
 	}
 	rec, err := c.backend.Get(ctx, key)
 	if err != nil {
