@@ -261,13 +261,7 @@ func (c *Claimer) create(ctx context.Context, key string, self Holder, rec Recor
 // over with one write fenced on rec's UID and version.
 func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Record) (Outcome, bool, error) {
 	current := rec.Holder
-	var alive bool
-	var err error
-	if rl, ok := c.liveness.(RecordLiveness); ok {
-		alive, err = rl.AliveRecord(ctx, rec)
-	} else {
-		alive, err = c.liveness.Alive(ctx, key, current)
-	}
+	alive, err := c.liveness.Alive(ctx, rec)
 	if err != nil {
 		return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: judging liveness of holder %s (it keeps the claim): %w", key, current, err)
 	}

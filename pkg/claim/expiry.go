@@ -11,13 +11,6 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// RecordLiveness is a Liveness that judges from the record itself rather
-// than from the holder object. A Claimer asks AliveRecord instead of Alive
-// when its Liveness implements it.
-type RecordLiveness interface {
-	AliveRecord(ctx context.Context, rec Record) (bool, error)
-}
-
 // Expiry is a time-based Liveness for holders that are processes, or that
 // may hang without disappearing: a holder is dead once its record has not
 // changed for the lease duration.
@@ -57,13 +50,9 @@ func NewExpiry(duration time.Duration, clk clock.PassiveClock) (*Expiry, error) 
 	return &Expiry{duration: duration, clock: clk, seen: map[string]observation{}}, nil
 }
 
-// Alive cannot judge without the record and keeps the holder alive; a
-// Claimer calls AliveRecord.
-func (e *Expiry) Alive(context.Context, string, Holder) (bool, error) { return true, nil }
-
-// AliveRecord reports whether rec changed within the lease duration, as seen
-// by this process.
-func (e *Expiry) AliveRecord(_ context.Context, rec Record) (bool, error) {
+// Alive reports whether rec changed within the lease duration, as seen by
+// this process.
+func (e *Expiry) Alive(_ context.Context, rec Record) (bool, error) {
 	now := e.clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -14,19 +14,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Liveness judges whether the holder recorded for a key is still alive. A
+// Liveness judges whether the holder of a claim record is still alive. A
 // holder judged dead may be taken over. An error means "cannot judge": the
 // holder keeps the key and Acquire returns the error.
+//
+// Alive is given the whole record as read (rec.Key, rec.Holder, and what the
+// record says of its renewals), so that a Liveness that wraps or dispatches
+// to another ([ByKind], a decorator) passes on everything the inner one
+// needs: there is one shape, and no capability for a wrapper to hide.
 type Liveness interface {
-	Alive(ctx context.Context, key string, holder Holder) (bool, error)
+	Alive(ctx context.Context, rec Record) (bool, error)
 }
 
 // LivenessFunc adapts a function to [Liveness].
-type LivenessFunc func(ctx context.Context, key string, holder Holder) (bool, error)
+type LivenessFunc func(ctx context.Context, rec Record) (bool, error)
 
 // Alive calls f.
-func (f LivenessFunc) Alive(ctx context.Context, key string, holder Holder) (bool, error) {
-	return f(ctx, key, holder)
+func (f LivenessFunc) Alive(ctx context.Context, rec Record) (bool, error) {
+	return f(ctx, rec)
 }
 
 // HandoverGate decides whether a holder judged dead has let go of what the
@@ -88,7 +93,8 @@ var ErrKindNotServed = errors.New("holder kind not served")
 // A holder recorded without APIVersion and Kind cannot be read and is kept
 // alive; use [HolderExistsAs] for records written without them.
 func HolderExists(reader client.Reader) Liveness {
-	return LivenessFunc(func(ctx context.Context, _ string, h Holder) (bool, error) {
+	return LivenessFunc(func(ctx context.Context, rec Record) (bool, error) {
+		h := rec.Holder
 		if h.APIVersion == "" || h.Kind == "" {
 			return true, nil
 		}
@@ -149,7 +155,8 @@ func metadataAlive(ctx context.Context, reader client.Reader, gvk schema.GroupVe
 // version only; when that version is not served the holder is kept alive and
 // the error wraps [ErrKindNotServed].
 func HolderExistsAs(reader client.Reader, prototype client.Object) Liveness {
-	return LivenessFunc(func(ctx context.Context, _ string, h Holder) (bool, error) {
+	return LivenessFunc(func(ctx context.Context, rec Record) (bool, error) {
+		h := rec.Holder
 		obj, ok := prototype.DeepCopyObject().(client.Object)
 		if !ok {
 			return false, fmt.Errorf("judging liveness of %s: prototype %T is not a client.Object", h, prototype)
@@ -162,18 +169,18 @@ func HolderExistsAs(reader client.Reader, prototype client.Object) Liveness {
 	})
 }
 
-// ByKind dispatches to the Liveness registered for the holder's Kind, and to
-// fallback for every other kind. A nil fallback keeps holders of unknown
-// kinds alive.
+// ByKind dispatches the record to the Liveness registered for its holder's
+// Kind, and to fallback for every other kind. A nil fallback keeps holders of
+// unknown kinds alive.
 func ByKind(byKind map[string]Liveness, fallback Liveness) Liveness {
-	return LivenessFunc(func(ctx context.Context, key string, h Holder) (bool, error) {
-		if l, ok := byKind[h.Kind]; ok {
-			return l.Alive(ctx, key, h)
+	return LivenessFunc(func(ctx context.Context, rec Record) (bool, error) {
+		if l, ok := byKind[rec.Holder.Kind]; ok {
+			return l.Alive(ctx, rec)
 		}
 		if fallback == nil {
 			return true, nil
 		}
-		return fallback.Alive(ctx, key, h)
+		return fallback.Alive(ctx, rec)
 	})
 }
 
