@@ -247,6 +247,7 @@ func (c *Claimer) create(ctx context.Context, key string, self Holder, rec Recor
 		}
 	}
 	next := Record{Key: key, Holder: self, AcquireTime: c.clock.Now()}
+	sent := next.AcquireTime
 	got, err := c.write(ctx, rec, next)
 	switch {
 	case errors.Is(err, ErrConflict):
@@ -254,7 +255,7 @@ func (c *Claimer) create(ctx context.Context, key string, self Holder, rec Recor
 	case err != nil:
 		return Outcome{}, true, fmt.Errorf("acquiring claim %q: creating record: %w", key, err)
 	}
-	return c.outcome(Outcome{Reason: ReasonAcquired, Key: key, Holder: self, Token: got.Token, Record: got}), true, nil
+	return c.outcome(Outcome{Reason: ReasonAcquired, Key: key, Holder: self, Token: got.Token, Sent: sent, Record: got}), true, nil
 }
 
 // takeOver handles a key recorded for another holder: park, wait, or take it
@@ -284,10 +285,11 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 	}
 
 	next := Record{Key: key, Holder: self, AcquireTime: c.clock.Now(), Transitions: rec.Transitions + 1}
+	sent := next.AcquireTime
 	got, err := c.write(ctx, rec, next)
 	if err == nil {
 		log.FromContext(ctx).Info("took over claim from a holder that is gone", "claimKey", key, "previous", current.String(), "holder", self.String())
-		return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: self, Previous: current, Token: got.Token, Record: got}), true, nil
+		return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: self, Previous: current, Token: got.Token, Sent: sent, Record: got}), true, nil
 	}
 	if !errors.Is(err, ErrConflict) {
 		return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: taking over from %s: %w", key, current, err)

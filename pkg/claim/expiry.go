@@ -75,11 +75,12 @@ func (c *Claimer) Renew(ctx context.Context, key string, self Holder) (Outcome, 
 	}
 	next := rec.claimFields()
 	next.RenewTime = c.clock.Now()
+	sent := next.RenewTime
 	got, err := c.write(ctx, rec, next)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("renewing claim %q: %w", key, err)
 	}
-	return c.outcome(Outcome{Reason: ReasonHeld, Key: key, Holder: self, Token: got.Token, Record: got}), nil
+	return c.outcome(Outcome{Reason: ReasonHeld, Key: key, Holder: self, Token: got.Token, Sent: sent, Record: got}), nil
 }
 
 // ErrRenewDeadline is the cause of a Keeper's context when the holder could
@@ -93,7 +94,10 @@ type KeeperConfig struct {
 	Duration      time.Duration
 	RenewEvery    time.Duration
 	RenewDeadline time.Duration
-	// Clock drives the renew ticker and the deadline. Default: the real one.
+	// Clock drives the renew ticker and the deadline. It must be the clock
+	// of the Claimer, whose readings [Outcome.Sent] carries. Default: the
+	// Claimer's clock when it has a ticker ([WithClock] of a
+	// clock.WithTicker), otherwise the real one.
 	Clock clock.WithTicker
 }
 
@@ -118,22 +122,51 @@ func NewKeeper(c *Claimer, cfg KeeperConfig) (*Keeper, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+		if withTicker, ok := c.clock.(clock.WithTicker); ok {
+			cfg.Clock = withTicker
+		}
 	}
 	return &Keeper{claimer: c, cfg: cfg}, nil
 }
 
-// Hold renews self's claim on key every RenewEvery until stop is called or
-// ctx ends, and returns a context for the work the claim guards. That
-// context is cancelled, with cause ErrRenewDeadline, once RenewDeadline has
-// passed since the last successful renewal was sent (counted from the call
-// to Hold), also while a renewal hangs; and at once, with a cause wrapping
-// ErrNotHolder, when a renewal finds that self lost the claim. The caller
-// must have been granted key just before calling Hold.
-func (k *Keeper) Hold(ctx context.Context, key string, self Holder) (held context.Context, stop func()) {
+// Hold keeps the claim that granted reports: it renews granted.Holder's
+// claim on key every RenewEvery until stop is called or ctx ends, and
+// returns a context for the work the claim guards. key is the key as the
+// caller has it, as given to Acquire: every Claimer method normalizes it.
+//
+// granted is the Outcome of the write that granted or last renewed the key:
+// an Acquire that wrote (Acquired, TakenOver), a Commit, or a [Claimer.Renew].
+// The held context is cancelled, with cause ErrRenewDeadline, once
+// RenewDeadline has passed since the last successful write was sent, the
+// first being granted's ([Outcome.Sent]), not the call to Hold: a contender
+// counts its lease duration from the moment it saw that write, which can be
+// no earlier than its sending, so time spent between the write and Hold
+// counts against the holder. It is cancelled also while a renewal hangs; and
+// at once, with a cause wrapping ErrNotHolder, when a renewal finds that the
+// holder lost the claim.
+//
+// An Outcome that is not granted, or that wrote nothing (a re-entry, Held
+// from Acquire), cannot say when the deadline started: the held context is
+// cancelled at once. Renew first and hold the Renew's Outcome.
+func (k *Keeper) Hold(ctx context.Context, key string, granted Outcome) (held context.Context, stop func()) {
+	self := granted.Holder
 	held, cancel := context.WithCancelCause(ctx)
+	switch {
+	case !granted.Granted():
+		cancel(fmt.Errorf("holding claim %q: %w: the outcome is %s", key, ErrNotHolder, granted.Reason))
+		return held, func() {}
+	case granted.Sent.IsZero():
+		cancel(fmt.Errorf("%w: key %q, holder %s: the outcome wrote nothing, so the deadline's start is unknown; renew first", ErrRenewDeadline, key, self))
+		return held, func() {}
+	}
 	clk := k.cfg.Clock
+	left := k.cfg.RenewDeadline - clk.Since(granted.Sent)
+	if left <= 0 {
+		cancel(fmt.Errorf("%w: key %q, holder %s: %v passed since the grant was sent", ErrRenewDeadline, key, self, clk.Since(granted.Sent)))
+		return held, func() {}
+	}
 	ticker := clk.NewTicker(k.cfg.RenewEvery)
-	deadline := clk.NewTimer(k.cfg.RenewDeadline)
+	deadline := clk.NewTimer(left)
 	done := make(chan struct{})
 	var once sync.Once
 	stop = func() {
@@ -178,7 +211,12 @@ func (k *Keeper) Hold(ctx context.Context, key string, self Holder) (held contex
 				case r.err == nil:
 					// Count from when the renewal was sent: contenders
 					// saw the record change no earlier than that.
-					deadline.Reset(k.cfg.RenewDeadline - clk.Since(r.sent))
+					left := k.cfg.RenewDeadline - clk.Since(r.sent)
+					if left <= 0 {
+						cancel(fmt.Errorf("%w: key %q, holder %s: the last renewal took until its deadline", ErrRenewDeadline, key, self))
+						return
+					}
+					deadline.Reset(left)
 				case errors.Is(r.err, ErrNotHolder):
 					cancel(r.err)
 					return

@@ -84,7 +84,7 @@ func (c *Claimer) Commit(ctx context.Context, key string, self, successor Holder
 	if err != nil {
 		return Outcome{}, fmt.Errorf("committing handover of claim %q to %s: %w", key, successor, err)
 	}
-	return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: next.Holder, Previous: self, Token: got.Token, Record: got}), nil
+	return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: next.Holder, Previous: self, Token: got.Token, Sent: next.AcquireTime, Record: got}), nil
 }
 
 // Abort clears the pending successor of key, which self holds. Aborting when

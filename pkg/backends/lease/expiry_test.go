@@ -107,13 +107,23 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 	})
 	c := newClaimer(t, ns, nil, flaky, claim.WithClock(clk))
 	acquire(t, c, key, a)
+	// renewed renews a's claim and returns the Outcome a new hold starts
+	// from, as the middleware does before holding a key it already held.
+	renewed := func(t *testing.T) claim.Outcome {
+		t.Helper()
+		o, err := c.Renew(context.Background(), key, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
 	k, err := claim.NewKeeper(c, claim.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	t.Run("given renewals succeed then the holder keeps acting", func(t *testing.T) {
-		held, stop := k.Hold(context.Background(), key, a)
+		held, stop := k.Hold(context.Background(), key, renewed(t))
 		defer stop()
 		before := leaseOf(t, c, key).ResourceVersion
 		clk.Step(5 * time.Second)
@@ -125,7 +135,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 	})
 	t.Run("given renewals fail then the holder stops at the deadline", func(t *testing.T) {
 		mode.set("")
-		held, stop := k.Hold(context.Background(), key, a)
+		held, stop := k.Hold(context.Background(), key, renewed(t))
 		defer stop()
 		before := leaseOf(t, c, key).ResourceVersion
 		clk.Step(5 * time.Second)
@@ -145,9 +155,11 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 		}
 	})
 	t.Run("given a renewal hangs then the holder still stops at the deadline", func(t *testing.T) {
+		mode.set("")
+		start := renewed(t)
 		mode.set("hang")
 		defer close(release)
-		held, stop := k.Hold(context.Background(), key, a)
+		held, stop := k.Hold(context.Background(), key, start)
 		defer stop()
 		clk.Step(5 * time.Second)
 		for range 3 {
@@ -160,7 +172,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 	})
 	t.Run("given the claim was lost then the holder stops at once", func(t *testing.T) {
 		mode.set("")
-		held, stop := k.Hold(context.Background(), key, a)
+		held, stop := k.Hold(context.Background(), key, renewed(t))
 		defer stop()
 		if err := c.Release(context.Background(), a); err != nil {
 			t.Fatal(err)
