@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -167,22 +169,32 @@ func (c *Claimer) HolderOf(obj client.Object) (Holder, error) {
 	return h, nil
 }
 
-// NormalizeKey applies Config.KeyFunc to key and validates the result. Only
-// the result must be a valid key: a KeyFunc may shorten or clean what it is
-// given. Every method that takes a key normalizes it exactly once; pass the
-// key as the caller has it, never a normalized one.
+// NormalizeKey applies Config.KeyFunc to key, puts the result in Unicode
+// normalization form C (so that "ü" as one code point and as "u" with a
+// combining diaeresis are one key), and validates it with [ValidateKey].
+// Only the result must be a valid key: a KeyFunc may shorten or clean what it
+// is given (cut a long key, strip the user info of a URL). The raw key must
+// be non-empty valid UTF-8, because string functions a KeyFunc uses
+// (strings.ToLower, url.Parse) replace invalid bytes, which would make
+// different raw keys one claim. Errors never quote the raw key, which may
+// carry credentials. Every method that takes a key normalizes it exactly
+// once; pass the key as the caller has it, never a normalized one.
 func (c *Claimer) NormalizeKey(key string) (string, error) {
-	if key == "" {
+	switch {
+	case key == "":
 		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
+	case !utf8.ValidString(key):
+		return "", fmt.Errorf("%w: a key of %d bytes is not valid UTF-8", ErrInvalidKey, len(key))
 	}
-	norm, err := c.cfg.KeyFunc(key)
+	normalized, err := c.cfg.KeyFunc(key)
 	if err != nil {
 		return "", fmt.Errorf("%w: normalizing a key of %d bytes: %w", ErrInvalidKey, len(key), err)
 	}
-	if err := ValidateKey(norm); err != nil {
+	normalized = norm.NFC.String(normalized)
+	if err := ValidateKey(normalized); err != nil {
 		return "", fmt.Errorf("normalized key: %w", err)
 	}
-	return norm, nil
+	return normalized, nil
 }
 
 // Acquire tries to make self the holder of key and reports the holder of key
