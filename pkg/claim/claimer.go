@@ -258,7 +258,7 @@ func (c *Claimer) create(ctx context.Context, key string, self Holder, rec Recor
 			return c.outcome(Outcome{Reason: ReasonNotFirst, Key: key, Other: first, Record: rec}), true, nil
 		}
 	}
-	next := Record{Key: key, Holder: self, AcquireTime: c.clock.Now()}
+	next := granting(key, self, c.clock.Now())
 	sent := next.AcquireTime
 	got, err := c.write(ctx, rec, next)
 	switch {
@@ -296,7 +296,8 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 		return c.outcome(Outcome{Reason: ReasonWaitingForHandover, Key: key, Holder: current, Previous: current, Record: rec, Detail: detail}), true, nil
 	}
 
-	next := Record{Key: key, Holder: self, AcquireTime: c.clock.Now(), Transitions: rec.Transitions + 1}
+	next := granting(key, self, c.clock.Now())
+	next.Transitions = rec.Transitions + 1
 	sent := next.AcquireTime
 	got, err := c.write(ctx, rec, next)
 	if err == nil {

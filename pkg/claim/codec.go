@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -21,7 +23,7 @@ type successorWire struct {
 // Owned returns the annotation keys a Claimer writes; a backend that stores
 // records beside other annotations removes exactly these on release.
 func (a Annotations) Owned() []string {
-	return []string{a.Key, a.HolderAPIVersion, a.HolderKind, a.HolderNamespace, a.HolderName, a.HolderUID, a.Token, a.Successor, a.Set}
+	return []string{a.Key, a.HolderAPIVersion, a.HolderKind, a.HolderNamespace, a.HolderName, a.HolderUID, a.Token, a.Successor, a.Set, a.RenewTime}
 }
 
 // Encode returns the annotations that carry rec's claim fields. Optional
@@ -45,6 +47,9 @@ func (a Annotations) Encode(rec Record) map[string]string {
 	}
 	if rec.Set != "" {
 		out[a.Set] = rec.Set
+	}
+	if !rec.RenewTime.IsZero() {
+		out[a.RenewTime] = rec.RenewTime.UTC().Format(metav1.RFC3339Micro)
 	}
 	if s := rec.Successor; s != nil {
 		b, _ := json.Marshal(successorWire{APIVersion: s.APIVersion, Kind: s.Kind, Namespace: s.Namespace, Name: s.Name, UID: s.UID}) //nolint:errchkjson // plain strings always marshal
@@ -81,6 +86,7 @@ func (a Annotations) Decode(key string, annotations map[string]string) (rec Reco
 	rec.Token = Token(get(a.Token, false))
 	rec.Set = get(a.Set, false)
 	successor := get(a.Successor, false)
+	renewTime := get(a.RenewTime, false)
 	switch {
 	case len(missing) > 0:
 		sort.Strings(missing)
@@ -92,6 +98,13 @@ func (a Annotations) Decode(key string, annotations map[string]string) (rec Reco
 	}
 	if _, err := ParseToken(rec.Token.String()); !rec.Token.IsZero() && err != nil {
 		return rec, present, fmt.Sprintf("token annotation %q is not a resourceVersion", rec.Token)
+	}
+	if renewTime != "" {
+		t, err := time.Parse(metav1.RFC3339Micro, renewTime)
+		if err != nil {
+			return rec, present, fmt.Sprintf("renew-time annotation %q is not a time", renewTime)
+		}
+		rec.RenewTime = t
 	}
 	if successor != "" {
 		var w successorWire

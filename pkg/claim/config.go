@@ -26,6 +26,7 @@ const (
 	DefaultTokenAnnotation            = Domain + "/token"
 	DefaultSuccessorAnnotation        = Domain + "/successor"
 	DefaultSetAnnotation              = Domain + "/set"
+	DefaultRenewTimeAnnotation        = Domain + "/renew-time"
 
 	// DefaultHolderUIDLabel selects a holder's records for the release
 	// sweep.
@@ -50,6 +51,10 @@ type Annotations struct {
 	Successor        string
 	// Set names the claim set that wrote the record (see Config.Set).
 	Set string
+	// RenewTime carries Record.RenewTime, the protocol's renew marker, for
+	// backends that have no field of their own for it (the Lease backend
+	// keeps it in spec.renewTime instead).
+	RenewTime string
 }
 
 // Config says where and how records are stored. Its zero value is valid
@@ -124,6 +129,7 @@ func (cfg Config) withDefaults() Config {
 		{&a.Token, DefaultTokenAnnotation},
 		{&a.Successor, DefaultSuccessorAnnotation},
 		{&a.Set, DefaultSetAnnotation},
+		{&a.RenewTime, DefaultRenewTimeAnnotation},
 	} {
 		if *f.field == "" {
 			*f.field = f.def
@@ -161,7 +167,7 @@ func (cfg Config) validate() error {
 	for _, f := range []struct{ name, key string }{
 		{"Key", a.Key}, {"HolderAPIVersion", a.HolderAPIVersion}, {"HolderKind", a.HolderKind},
 		{"HolderNamespace", a.HolderNamespace}, {"HolderName", a.HolderName}, {"HolderUID", a.HolderUID},
-		{"Token", a.Token}, {"Successor", a.Successor}, {"Set", a.Set},
+		{"Token", a.Token}, {"Successor", a.Successor}, {"Set", a.Set}, {"RenewTime", a.RenewTime},
 	} {
 		for _, msg := range validation.IsQualifiedName(f.key) {
 			errs = append(errs, fmt.Errorf("config.Annotations.%s %q: %s", f.name, f.key, msg))

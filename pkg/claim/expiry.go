@@ -12,13 +12,18 @@ import (
 )
 
 // Expiry is a time-based Liveness for holders that are processes, or that
-// may hang without disappearing: a holder is dead once its record has not
-// changed for the lease duration.
+// may hang without disappearing: a holder is dead once its claim has not been
+// renewed for the lease duration.
 //
 // It judges the client-go way: from the local clock's time at which this
-// process last saw the record change (a new version or a new holder), never by
-// comparing the record's renewTime, written by another machine's clock, with
-// the local clock. So a holder whose clock is skewed is not taken over early,
+// process last saw the claim renewed, never by comparing the record's
+// renewTime, written by another machine's clock, with the local clock. A
+// renewal is a change of the protocol's renew marker: a new holder, a new
+// grant, or a new RenewTime, which every grant and every [Claimer.Renew]
+// writes and which only the protocol writes. Other writes to the object
+// that stores the record do not count: a label edited on a Lease, or, on the
+// annotation backend, the operator writing the claimed object, change its
+// resourceVersion but renew nothing, so a dead holder still expires. So a holder whose clock is skewed is not taken over early,
 // and a fresh process waits a whole duration before it takes over anything,
 // since it has never seen the record change. With the real clock the
 // comparison uses Go's monotonic clock, which a wall-clock jump does not move.
@@ -33,9 +38,22 @@ type Expiry struct {
 }
 
 type observation struct {
-	holder  types.UID
-	version string
-	at      time.Time
+	marker renewMarker
+	at     time.Time
+}
+
+// renewMarker is what changes when, and only when, the protocol grants or
+// renews a claim.
+type renewMarker struct {
+	holder   types.UID
+	acquired time.Time
+	renewed  time.Time
+}
+
+func markerOf(rec Record) renewMarker {
+	// Times as stored: the monotonic reading and location do not survive a
+	// round trip through a backend, and must not make equal marks differ.
+	return renewMarker{holder: rec.Holder.UID, acquired: rec.AcquireTime.Round(0).UTC(), renewed: rec.RenewTime.Round(0).UTC()}
 }
 
 // NewExpiry returns an Expiry with the given lease duration, on clk (the real
@@ -50,15 +68,16 @@ func NewExpiry(duration time.Duration, clk clock.PassiveClock) (*Expiry, error) 
 	return &Expiry{duration: duration, clock: clk, seen: map[string]observation{}}, nil
 }
 
-// Alive reports whether rec changed within the lease duration, as seen by
-// this process.
+// Alive reports whether rec's claim was granted or renewed within the lease
+// duration, as seen by this process.
 func (e *Expiry) Alive(_ context.Context, rec Record) (bool, error) {
 	now := e.clock.Now()
+	mark := markerOf(rec)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	last, ok := e.seen[rec.Key]
-	if !ok || last.holder != rec.Holder.UID || last.version != rec.Version {
-		e.seen[rec.Key] = observation{holder: rec.Holder.UID, version: rec.Version, at: now}
+	if !ok || last.marker != mark {
+		e.seen[rec.Key] = observation{marker: mark, at: now}
 		return true, nil
 	}
 	return now.Sub(last.at) < e.duration, nil
@@ -73,14 +92,27 @@ func (c *Claimer) Renew(ctx context.Context, key string, self Holder) (Outcome, 
 	if err != nil {
 		return Outcome{}, err
 	}
+	sent := c.clock.Now()
 	next := rec.claimFields()
-	next.RenewTime = c.clock.Now()
-	sent := next.RenewTime
+	next.RenewTime = nextRenewTime(rec.RenewTime, sent)
 	got, err := c.write(ctx, rec, next)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("renewing claim %q: %w", key, err)
 	}
 	return c.outcome(Outcome{Reason: ReasonHeld, Key: key, Holder: self, Token: got.Token, Sent: sent, Record: got}), nil
+}
+
+// nextRenewTime is the RenewTime a renewal at now writes: now as stored (to
+// the microsecond), but always after the previous one, so that every renewal
+// changes the record even when the holder's clock has not moved (a coarse or
+// frozen clock) and contenders see it. The API server does not even store an
+// update that changes nothing.
+func nextRenewTime(previous, now time.Time) time.Time {
+	next := now.Round(0).UTC().Truncate(time.Microsecond)
+	if !next.After(previous) {
+		next = previous.Round(0).UTC().Truncate(time.Microsecond).Add(time.Microsecond)
+	}
+	return next
 }
 
 // ErrRenewDeadline is the cause of a Keeper's context when the holder could

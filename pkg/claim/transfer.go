@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Errors of a planned handover.
@@ -79,7 +80,8 @@ func (c *Claimer) Commit(ctx context.Context, key string, self, successor Holder
 	case rec.Successor == nil || !rec.Successor.Is(successor):
 		return Outcome{}, fmt.Errorf("committing handover of claim %q to %s: %w: pending successor is %s", key, successor, ErrNotPrepared, describeSuccessor(rec))
 	}
-	next := Record{Key: key, Holder: *rec.Successor, AcquireTime: c.clock.Now(), Transitions: rec.Transitions + 1}
+	next := granting(key, *rec.Successor, c.clock.Now())
+	next.Transitions = rec.Transitions + 1
 	got, err := c.write(ctx, rec, next)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("committing handover of claim %q to %s: %w", key, successor, err)
@@ -131,6 +133,15 @@ func (c *Claimer) readHeld(ctx context.Context, verb, key string, self Holder) (
 		return "", Record{}, fmt.Errorf("%s claim %q: %w: it is held by %s", verb, key, ErrNotHolder, describeHolder(rec))
 	}
 	return key, rec, nil
+}
+
+// granting returns the claim fields of a write that grants key to holder at
+// now. A grant is the holder's first renewal: it sets the renew marker
+// (RenewTime), so that a contender judging by [Expiry] sees a new grant even
+// to the same holder, and the annotation backend, which stores no acquire
+// time, records one.
+func granting(key string, holder Holder, now time.Time) Record {
+	return Record{Key: key, Holder: holder, AcquireTime: now, RenewTime: now}
 }
 
 // claimFields returns the claim fields of rec, for a write that keeps the

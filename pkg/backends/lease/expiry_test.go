@@ -241,3 +241,73 @@ func (a *atomicString) Load() string {
 	return ""
 }
 func (a *atomicString) Store(s string) { a.p.Store(&s) }
+
+// TestTimeBasedLivenessIgnoresWritesThatAreNotRenewals: Given a holder
+// judged by Expiry, When someone edits the Lease's labels (a new
+// resourceVersion, but no renewal) within the duration, Then the holder
+// still expires a duration after the contender first saw it; And a real
+// renewal still counts.
+func TestTimeBasedLivenessIgnoresWritesThatAreNotRenewals(t *testing.T) {
+	ctx, ns := context.Background(), env.Namespace(t)
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	clk := clocktesting.NewFakeClock(epoch)
+	ca := newClaimer(t, ns, nil, nil, claim.WithClock(clk))
+	acquire(t, ca, key, a)
+	cb := expiryClaimer(t, ns, clk, 30*time.Second)
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+
+	// When a person labels the Lease 20 s later
+	clk.Step(20 * time.Second)
+	l := leaseOf(t, ca, key)
+	before := l.ResourceVersion
+	l.Labels["team"] = "storage"
+	if err := env.Client.Update(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if l.ResourceVersion == before {
+		t.Fatal("the label edit did not change the Lease's resourceVersion")
+	}
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+	// Then a is dead a duration after b first saw it, not after the edit
+	clk.Step(10 * time.Second)
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonTakenOver)
+
+	// And a renewal of the new holder b restarts the count of a contender
+	c := holder(t, ns, "c")
+	cc := expiryClaimer(t, ns, clk, 30*time.Second)
+	wantReason(t, acquire(t, cc, key, c), claim.ReasonHeldElsewhere)
+	clk.Step(20 * time.Second)
+	if _, err := cb.Renew(ctx, key, b); err != nil {
+		t.Fatal(err)
+	}
+	wantReason(t, acquire(t, cc, key, c), claim.ReasonHeldElsewhere)
+	clk.Step(20 * time.Second)
+	wantReason(t, acquire(t, cc, key, c), claim.ReasonHeldElsewhere)
+	clk.Step(10 * time.Second)
+	wantReason(t, acquire(t, cc, key, c), claim.ReasonTakenOver)
+}
+
+// TestRenewalsOnAFrozenClockStillCount: Given a holder whose clock does not
+// move between two renewals (a coarse or fake clock), When it renews, Then
+// each renewal is still a renewal to a contender.
+func TestRenewalsOnAFrozenClockStillCount(t *testing.T) {
+	ctx, ns := context.Background(), env.Namespace(t)
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	frozen := clocktesting.NewFakeClock(epoch)
+	ca := newClaimer(t, ns, nil, nil, claim.WithClock(frozen))
+	acquire(t, ca, key, a)
+	if _, err := ca.Renew(ctx, key, a); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(epoch)
+	cb := expiryClaimer(t, ns, clk, 30*time.Second)
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+	clk.Step(20 * time.Second)
+	// When a renews again at the same reading of its clock
+	if _, err := ca.Renew(ctx, key, a); err != nil {
+		t.Fatal(err)
+	}
+	// Then b counts from that renewal
+	clk.Step(20 * time.Second)
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+}
