@@ -262,8 +262,8 @@ func (w *world) life(ctx context.Context, t *testing.T, cm *corev1.ConfigMap, rn
 	c := chaos.Wrap(raw, chaos.NewSchedule(rng.Uint64(), w.profile, w.stats, crash))
 	liveness := claim.HolderExists(c)
 	claimer, err := claim.New(c, c, w.cfg, claim.WithBackend(w.backend), claim.WithLiveness(claim.LivenessFunc(
-		func(ctx context.Context, key string, h claim.Holder) (bool, error) {
-			alive, err := liveness.Alive(ctx, key, h)
+		func(ctx context.Context, rec claim.Record) (bool, error) {
+			alive, err := liveness.Alive(ctx, rec)
 			if err == nil && !alive && rng.Float64() < w.livenessCrash {
 				// Crash between judging the holder gone and the takeover.
 				crash()

@@ -47,7 +47,10 @@ type Record struct {
 	Token Token
 	// AcquireTime is when the current holder was granted the key.
 	AcquireTime time.Time
-	// RenewTime is when the holder last renewed a time-bound claim.
+	// RenewTime is when the holder was last granted the key or renewed it,
+	// by its own clock. It is the protocol's renew marker: every grant and
+	// every renewal writes a new one, later than the last, and [Expiry]
+	// judges by its changes, never by comparing it with another clock.
 	RenewTime time.Time
 	// Transitions counts how often the key changed holders.
 	Transitions int32

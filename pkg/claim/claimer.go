@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -167,22 +169,32 @@ func (c *Claimer) HolderOf(obj client.Object) (Holder, error) {
 	return h, nil
 }
 
-// NormalizeKey applies Config.KeyFunc to key and validates the result. Only
-// the result must be a valid key: a KeyFunc may shorten or clean what it is
-// given. Every method that takes a key normalizes it exactly once; pass the
-// key as the caller has it, never a normalized one.
+// NormalizeKey applies Config.KeyFunc to key, puts the result in Unicode
+// normalization form C (so that "ü" as one code point and as "u" with a
+// combining diaeresis are one key), and validates it with [ValidateKey].
+// Only the result must be a valid key: a KeyFunc may shorten or clean what it
+// is given (cut a long key, strip the user info of a URL). The raw key must
+// be non-empty valid UTF-8, because string functions a KeyFunc uses
+// (strings.ToLower, url.Parse) replace invalid bytes, which would make
+// different raw keys one claim. Errors never quote the raw key, which may
+// carry credentials. Every method that takes a key normalizes it exactly
+// once; pass the key as the caller has it, never a normalized one.
 func (c *Claimer) NormalizeKey(key string) (string, error) {
-	if key == "" {
+	switch {
+	case key == "":
 		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
+	case !utf8.ValidString(key):
+		return "", fmt.Errorf("%w: a key of %d bytes is not valid UTF-8", ErrInvalidKey, len(key))
 	}
-	norm, err := c.cfg.KeyFunc(key)
+	normalized, err := c.cfg.KeyFunc(key)
 	if err != nil {
 		return "", fmt.Errorf("%w: normalizing a key of %d bytes: %w", ErrInvalidKey, len(key), err)
 	}
-	if err := ValidateKey(norm); err != nil {
+	normalized = norm.NFC.String(normalized)
+	if err := ValidateKey(normalized); err != nil {
 		return "", fmt.Errorf("normalized key: %w", err)
 	}
-	return norm, nil
+	return normalized, nil
 }
 
 // Acquire tries to make self the holder of key and reports the holder of key
@@ -246,7 +258,8 @@ func (c *Claimer) create(ctx context.Context, key string, self Holder, rec Recor
 			return c.outcome(Outcome{Reason: ReasonNotFirst, Key: key, Other: first, Record: rec}), true, nil
 		}
 	}
-	next := Record{Key: key, Holder: self, AcquireTime: c.clock.Now()}
+	next := granting(key, self, c.clock.Now())
+	sent := next.AcquireTime
 	got, err := c.write(ctx, rec, next)
 	switch {
 	case errors.Is(err, ErrConflict):
@@ -254,20 +267,14 @@ func (c *Claimer) create(ctx context.Context, key string, self Holder, rec Recor
 	case err != nil:
 		return Outcome{}, true, fmt.Errorf("acquiring claim %q: creating record: %w", key, err)
 	}
-	return c.outcome(Outcome{Reason: ReasonAcquired, Key: key, Holder: self, Token: got.Token, Record: got}), true, nil
+	return c.outcome(Outcome{Reason: ReasonAcquired, Key: key, Holder: self, Token: got.Token, Sent: sent, Record: got}), true, nil
 }
 
 // takeOver handles a key recorded for another holder: park, wait, or take it
 // over with one write fenced on rec's UID and version.
 func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Record) (Outcome, bool, error) {
 	current := rec.Holder
-	var alive bool
-	var err error
-	if rl, ok := c.liveness.(RecordLiveness); ok {
-		alive, err = rl.AliveRecord(ctx, rec)
-	} else {
-		alive, err = c.liveness.Alive(ctx, key, current)
-	}
+	alive, err := c.liveness.Alive(ctx, rec)
 	if err != nil {
 		return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: judging liveness of holder %s (it keeps the claim): %w", key, current, err)
 	}
@@ -289,11 +296,13 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 		return c.outcome(Outcome{Reason: ReasonWaitingForHandover, Key: key, Holder: current, Previous: current, Record: rec, Detail: detail}), true, nil
 	}
 
-	next := Record{Key: key, Holder: self, AcquireTime: c.clock.Now(), Transitions: rec.Transitions + 1}
+	next := granting(key, self, c.clock.Now())
+	next.Transitions = rec.Transitions + 1
+	sent := next.AcquireTime
 	got, err := c.write(ctx, rec, next)
 	if err == nil {
 		log.FromContext(ctx).Info("took over claim from a holder that is gone", "claimKey", key, "previous", current.String(), "holder", self.String())
-		return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: self, Previous: current, Token: got.Token, Record: got}), true, nil
+		return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: self, Previous: current, Token: got.Token, Sent: sent, Record: got}), true, nil
 	}
 	if !errors.Is(err, ErrConflict) {
 		return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: taking over from %s: %w", key, current, err)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -21,7 +23,7 @@ type successorWire struct {
 // Owned returns the annotation keys a Claimer writes; a backend that stores
 // records beside other annotations removes exactly these on release.
 func (a Annotations) Owned() []string {
-	return []string{a.Key, a.HolderAPIVersion, a.HolderKind, a.HolderNamespace, a.HolderName, a.HolderUID, a.Token, a.Successor, a.Set}
+	return []string{a.Key, a.HolderAPIVersion, a.HolderKind, a.HolderNamespace, a.HolderName, a.HolderUID, a.Token, a.Successor, a.Set, a.RenewTime}
 }
 
 // Encode returns the annotations that carry rec's claim fields. Optional
@@ -45,6 +47,9 @@ func (a Annotations) Encode(rec Record) map[string]string {
 	}
 	if rec.Set != "" {
 		out[a.Set] = rec.Set
+	}
+	if !rec.RenewTime.IsZero() {
+		out[a.RenewTime] = rec.RenewTime.UTC().Format(metav1.RFC3339Micro)
 	}
 	if s := rec.Successor; s != nil {
 		b, _ := json.Marshal(successorWire{APIVersion: s.APIVersion, Kind: s.Kind, Namespace: s.Namespace, Name: s.Name, UID: s.UID}) //nolint:errchkjson // plain strings always marshal
@@ -81,6 +86,7 @@ func (a Annotations) Decode(key string, annotations map[string]string) (rec Reco
 	rec.Token = Token(get(a.Token, false))
 	rec.Set = get(a.Set, false)
 	successor := get(a.Successor, false)
+	renewTime := get(a.RenewTime, false)
 	switch {
 	case len(missing) > 0:
 		sort.Strings(missing)
@@ -92,6 +98,13 @@ func (a Annotations) Decode(key string, annotations map[string]string) (rec Reco
 	}
 	if _, err := ParseToken(rec.Token.String()); !rec.Token.IsZero() && err != nil {
 		return rec, present, fmt.Sprintf("token annotation %q is not a resourceVersion", rec.Token)
+	}
+	if renewTime != "" {
+		t, err := time.Parse(metav1.RFC3339Micro, renewTime)
+		if err != nil {
+			return rec, present, fmt.Sprintf("renew-time annotation %q is not a time", renewTime)
+		}
+		rec.RenewTime = t
 	}
 	if successor != "" {
 		var w successorWire
@@ -109,6 +122,13 @@ type Stored struct {
 	UID         types.UID
 	Version     string
 	Annotations map[string]string
+	// Shared marks an object that others write too, such as the claimed
+	// object of the annotation backend, which its operator and possibly its
+	// tenants edit. A record there must name its holder's apiVersion and
+	// kind: without them no liveness can judge the holder, and the record
+	// would block its key for good while looking held. It is Foreign instead,
+	// which says why.
+	Shared bool
 }
 
 // DecodeStored reads key's record from the object that stores it: the claim
@@ -119,15 +139,41 @@ type Stored struct {
 // The token defaults to the object's version: the protocol writes no token
 // on the write that grants, so an object nobody wrote since the grant carries
 // the grant's own version, and any later write only raises it (see [Token]).
+//
+// A record no Claimer could have written is Foreign, with the reason: a
+// token annotation newer than the object's own resourceVersion (a token is
+// the version of an earlier write of the object, so it is never newer: such
+// a token was forged, and believing it would let its holder's fenced writes
+// beat every real grant), and, on a Shared object, a record without the
+// holder's apiVersion or kind.
 func (cfg Config) DecodeStored(key string, s Stored) Record {
 	rec, _, foreign := cfg.Annotations.Decode(key, s.Annotations)
 	rec.Exists = true
 	rec.Foreign = foreign
 	rec.Ref, rec.UID, rec.Version = s.Ref, s.UID, s.Version
+	if rec.Foreign == "" {
+		rec.Foreign = impossible(rec, s)
+	}
 	if rec.Token.IsZero() {
 		rec.Token = Token(s.Version)
 	}
 	return rec
+}
+
+// impossible says what makes a complete record one that no Claimer wrote on
+// s, or returns "".
+func impossible(rec Record, s Stored) string {
+	if !rec.Token.IsZero() && s.Version != "" {
+		// A version that does not parse cannot be compared; only a token
+		// known to be newer is refused.
+		if newer, err := rec.Token.Compare(Token(s.Version)); err == nil && newer > 0 {
+			return fmt.Sprintf("token annotation %s is newer than the object's own resourceVersion %s, which no grant can write", rec.Token, s.Version)
+		}
+	}
+	if s.Shared && (rec.Holder.APIVersion == "" || rec.Holder.Kind == "") {
+		return fmt.Sprintf("holder %s has no apiVersion or kind, so its liveness cannot be judged", rec.Holder)
+	}
+	return ""
 }
 
 // DecodeListed reads a record found by a List, whose key is known only from

@@ -26,6 +26,7 @@ const (
 	DefaultTokenAnnotation            = Domain + "/token"
 	DefaultSuccessorAnnotation        = Domain + "/successor"
 	DefaultSetAnnotation              = Domain + "/set"
+	DefaultRenewTimeAnnotation        = Domain + "/renew-time"
 
 	// DefaultHolderUIDLabel selects a holder's records for the release
 	// sweep.
@@ -50,6 +51,10 @@ type Annotations struct {
 	Successor        string
 	// Set names the claim set that wrote the record (see Config.Set).
 	Set string
+	// RenewTime carries Record.RenewTime, the protocol's renew marker, for
+	// backends that have no field of their own for it (the Lease backend
+	// keeps it in spec.renewTime instead).
+	RenewTime string
 }
 
 // Config says where and how records are stored. Its zero value is valid
@@ -77,9 +82,10 @@ type Config struct {
 	// followed by the first 40 hex characters of sha256(key).
 	NameFunc func(key string) string
 	// HolderLabels returns the labels that select a holder's records for the
-	// release sweep; they are written on every record of that holder. Label
-	// values longer than 63 bytes are bounded with [Bound]. Default: the
-	// holder UID under DefaultHolderUIDLabel.
+	// release sweep; they are written on every record of that holder. Values
+	// are written through [LabelValue], which makes any string a valid label
+	// value (bounded to 63 bytes, invalid characters replaced and the value
+	// hashed). Default: the holder UID under DefaultHolderUIDLabel.
 	HolderLabels func(Holder) map[string]string
 	// Annotations names the annotation keys. Default: Default*Annotation.
 	Annotations Annotations
@@ -129,6 +135,7 @@ func (cfg Config) withDefaults() Config {
 		{&a.Token, DefaultTokenAnnotation},
 		{&a.Successor, DefaultSuccessorAnnotation},
 		{&a.Set, DefaultSetAnnotation},
+		{&a.RenewTime, DefaultRenewTimeAnnotation},
 	} {
 		if *f.field == "" {
 			*f.field = f.def
@@ -166,7 +173,7 @@ func (cfg Config) validate() error {
 	for _, f := range []struct{ name, key string }{
 		{"Key", a.Key}, {"HolderAPIVersion", a.HolderAPIVersion}, {"HolderKind", a.HolderKind},
 		{"HolderNamespace", a.HolderNamespace}, {"HolderName", a.HolderName}, {"HolderUID", a.HolderUID},
-		{"Token", a.Token}, {"Successor", a.Successor}, {"Set", a.Set},
+		{"Token", a.Token}, {"Successor", a.Successor}, {"Set", a.Set}, {"RenewTime", a.RenewTime},
 	} {
 		for _, msg := range validation.IsQualifiedName(f.key) {
 			errs = append(errs, fmt.Errorf("config.Annotations.%s %q: %s", f.name, f.key, msg))
@@ -177,10 +184,15 @@ func (cfg Config) validate() error {
 		seen[f.key] = f.name
 	}
 	// HolderLabels is a function; check what it makes of a typical holder so
-	// that a bad label key fails here, not on the first write.
-	for k := range cfg.HolderLabels(Holder{Name: "probe", UID: "00000000-0000-0000-0000-000000000000"}) {
+	// that a bad label fails here, not on the first write. Values are written
+	// through LabelValue, so the value to check is what it makes of them.
+	probe := Holder{APIVersion: "example.com/v1", Kind: "Probe", Namespace: "probe-namespace", Name: "probe", UID: "00000000-0000-0000-0000-000000000000"}
+	for k, v := range cfg.HolderLabels(probe) {
 		for _, msg := range validation.IsQualifiedName(k) {
 			errs = append(errs, fmt.Errorf("config.HolderLabels key %q: %s", k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(LabelValue(v)) {
+			errs = append(errs, fmt.Errorf("config.HolderLabels[%q] value %q (written as %q): %s", k, v, LabelValue(v), msg))
 		}
 	}
 	return errors.Join(errs...)
@@ -201,7 +213,15 @@ func defaultSet(prefix string, labels map[string]string) string {
 }
 
 // RecordName is the object name of key's record (key already normalized).
-func (cfg Config) RecordName(key string) string { return cfg.NameFunc(key) }
+// It works on any Config: one without a NameFunc (not passed through
+// [New], such as a tool's Config{Prefix: ...}) names records as the default
+// NameFunc does.
+func (cfg Config) RecordName(key string) string {
+	if cfg.NameFunc == nil {
+		cfg = cfg.withDefaults()
+	}
+	return cfg.NameFunc(key)
+}
 
 // RecordLabels returns every label a record held by h carries: Config.Labels
 // and the holder's sweep labels, with values bounded to valid label values.
@@ -216,8 +236,13 @@ func (cfg Config) RecordLabels(h Holder) map[string]string {
 	return out
 }
 
-// SelectorLabels returns the labels that select h's records.
+// SelectorLabels returns the labels that select h's records, with values
+// made valid by [LabelValue]. A Config without HolderLabels uses the
+// default.
 func (cfg Config) SelectorLabels(h Holder) map[string]string {
+	if cfg.HolderLabels == nil {
+		cfg = cfg.withDefaults()
+	}
 	out := map[string]string{}
 	for k, v := range cfg.HolderLabels(h) {
 		out[k] = LabelValue(v)
@@ -225,9 +250,34 @@ func (cfg Config) SelectorLabels(h Holder) map[string]string {
 	return out
 }
 
-// LabelValue bounds v to a valid label value: at most 63 bytes, starting and
-// ending with an alphanumeric character.
+// LabelValue makes any v a valid label value: at most 63 bytes of
+// alphanumerics, '-', '_' and '.', starting and ending with an alphanumeric.
+// A value that is one already is returned unchanged. Characters a label value
+// cannot hold (the '/' of "namespace/name", spaces, non-ASCII) become '-' and
+// the first 10 hex characters of sha256(v) are appended, so that values that
+// differ only in those characters stay distinct; a value too long is cut
+// with [Bound]; leading and trailing '-', '_', '.' are trimmed.
+//
+// Values made only of label characters come out as earlier releases made
+// them, so records written then keep matching their holder's selector.
 func LabelValue(v string) string {
-	v = Bound(v, validation.LabelValueMaxLength)
-	return strings.Trim(v, "-._")
+	if len(validation.IsValidLabelValue(v)) == 0 {
+		return v
+	}
+	clean := strings.Map(func(r rune) rune {
+		if isLabelChar(r) {
+			return r
+		}
+		return '-'
+	}, v)
+	if clean != v {
+		sum := sha256.Sum256([]byte(v))
+		clean += "-" + hex.EncodeToString(sum[:])[:boundSuffixLen]
+	}
+	return strings.Trim(Bound(clean, validation.LabelValueMaxLength), "-._")
+}
+
+// isLabelChar reports whether r may appear in a label value.
+func isLabelChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
 }

@@ -11,21 +11,19 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// RecordLiveness is a Liveness that judges from the record itself rather
-// than from the holder object. A Claimer asks AliveRecord instead of Alive
-// when its Liveness implements it.
-type RecordLiveness interface {
-	AliveRecord(ctx context.Context, rec Record) (bool, error)
-}
-
 // Expiry is a time-based Liveness for holders that are processes, or that
-// may hang without disappearing: a holder is dead once its record has not
-// changed for the lease duration.
+// may hang without disappearing: a holder is dead once its claim has not been
+// renewed for the lease duration.
 //
 // It judges the client-go way: from the local clock's time at which this
-// process last saw the record change (a new version or a new holder), never by
-// comparing the record's renewTime, written by another machine's clock, with
-// the local clock. So a holder whose clock is skewed is not taken over early,
+// process last saw the claim renewed, never by comparing the record's
+// renewTime, written by another machine's clock, with the local clock. A
+// renewal is a change of the protocol's renew marker: a new holder, a new
+// grant, or a new RenewTime, which every grant and every [Claimer.Renew]
+// writes and which only the protocol writes. Other writes to the object
+// that stores the record do not count: a label edited on a Lease, or, on the
+// annotation backend, the operator writing the claimed object, change its
+// resourceVersion but renew nothing, so a dead holder still expires. So a holder whose clock is skewed is not taken over early,
 // and a fresh process waits a whole duration before it takes over anything,
 // since it has never seen the record change. With the real clock the
 // comparison uses Go's monotonic clock, which a wall-clock jump does not move.
@@ -40,9 +38,22 @@ type Expiry struct {
 }
 
 type observation struct {
-	holder  types.UID
-	version string
-	at      time.Time
+	marker renewMarker
+	at     time.Time
+}
+
+// renewMarker is what changes when, and only when, the protocol grants or
+// renews a claim.
+type renewMarker struct {
+	holder   types.UID
+	acquired time.Time
+	renewed  time.Time
+}
+
+func markerOf(rec Record) renewMarker {
+	// Times as stored: the monotonic reading and location do not survive a
+	// round trip through a backend, and must not make equal marks differ.
+	return renewMarker{holder: rec.Holder.UID, acquired: rec.AcquireTime.Round(0).UTC(), renewed: rec.RenewTime.Round(0).UTC()}
 }
 
 // NewExpiry returns an Expiry with the given lease duration, on clk (the real
@@ -57,19 +68,16 @@ func NewExpiry(duration time.Duration, clk clock.PassiveClock) (*Expiry, error) 
 	return &Expiry{duration: duration, clock: clk, seen: map[string]observation{}}, nil
 }
 
-// Alive cannot judge without the record and keeps the holder alive; a
-// Claimer calls AliveRecord.
-func (e *Expiry) Alive(context.Context, string, Holder) (bool, error) { return true, nil }
-
-// AliveRecord reports whether rec changed within the lease duration, as seen
-// by this process.
-func (e *Expiry) AliveRecord(_ context.Context, rec Record) (bool, error) {
+// Alive reports whether rec's claim was granted or renewed within the lease
+// duration, as seen by this process.
+func (e *Expiry) Alive(_ context.Context, rec Record) (bool, error) {
 	now := e.clock.Now()
+	mark := markerOf(rec)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	last, ok := e.seen[rec.Key]
-	if !ok || last.holder != rec.Holder.UID || last.version != rec.Version {
-		e.seen[rec.Key] = observation{holder: rec.Holder.UID, version: rec.Version, at: now}
+	if !ok || last.marker != mark {
+		e.seen[rec.Key] = observation{marker: mark, at: now}
 		return true, nil
 	}
 	return now.Sub(last.at) < e.duration, nil
@@ -84,13 +92,27 @@ func (c *Claimer) Renew(ctx context.Context, key string, self Holder) (Outcome, 
 	if err != nil {
 		return Outcome{}, err
 	}
+	sent := c.clock.Now()
 	next := rec.claimFields()
-	next.RenewTime = c.clock.Now()
+	next.RenewTime = nextRenewTime(rec.RenewTime, sent)
 	got, err := c.write(ctx, rec, next)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("renewing claim %q: %w", key, err)
 	}
-	return c.outcome(Outcome{Reason: ReasonHeld, Key: key, Holder: self, Token: got.Token, Record: got}), nil
+	return c.outcome(Outcome{Reason: ReasonHeld, Key: key, Holder: self, Token: got.Token, Sent: sent, Record: got}), nil
+}
+
+// nextRenewTime is the RenewTime a renewal at now writes: now as stored (to
+// the microsecond), but always after the previous one, so that every renewal
+// changes the record even when the holder's clock has not moved (a coarse or
+// frozen clock) and contenders see it. The API server does not even store an
+// update that changes nothing.
+func nextRenewTime(previous, now time.Time) time.Time {
+	next := now.Round(0).UTC().Truncate(time.Microsecond)
+	if !next.After(previous) {
+		next = previous.Round(0).UTC().Truncate(time.Microsecond).Add(time.Microsecond)
+	}
+	return next
 }
 
 // ErrRenewDeadline is the cause of a Keeper's context when the holder could
@@ -104,7 +126,10 @@ type KeeperConfig struct {
 	Duration      time.Duration
 	RenewEvery    time.Duration
 	RenewDeadline time.Duration
-	// Clock drives the renew ticker and the deadline. Default: the real one.
+	// Clock drives the renew ticker and the deadline. It must be the clock
+	// of the Claimer, whose readings [Outcome.Sent] carries. Default: the
+	// Claimer's clock when it has a ticker ([WithClock] of a
+	// clock.WithTicker), otherwise the real one.
 	Clock clock.WithTicker
 }
 
@@ -129,22 +154,51 @@ func NewKeeper(c *Claimer, cfg KeeperConfig) (*Keeper, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+		if withTicker, ok := c.clock.(clock.WithTicker); ok {
+			cfg.Clock = withTicker
+		}
 	}
 	return &Keeper{claimer: c, cfg: cfg}, nil
 }
 
-// Hold renews self's claim on key every RenewEvery until stop is called or
-// ctx ends, and returns a context for the work the claim guards. That
-// context is cancelled, with cause ErrRenewDeadline, once RenewDeadline has
-// passed since the last successful renewal was sent (counted from the call
-// to Hold), also while a renewal hangs; and at once, with a cause wrapping
-// ErrNotHolder, when a renewal finds that self lost the claim. The caller
-// must have been granted key just before calling Hold.
-func (k *Keeper) Hold(ctx context.Context, key string, self Holder) (held context.Context, stop func()) {
+// Hold keeps the claim that granted reports: it renews granted.Holder's
+// claim on key every RenewEvery until stop is called or ctx ends, and
+// returns a context for the work the claim guards. key is the key as the
+// caller has it, as given to Acquire: every Claimer method normalizes it.
+//
+// granted is the Outcome of the write that granted or last renewed the key:
+// an Acquire that wrote (Acquired, TakenOver), a Commit, or a [Claimer.Renew].
+// The held context is cancelled, with cause ErrRenewDeadline, once
+// RenewDeadline has passed since the last successful write was sent, the
+// first being granted's ([Outcome.Sent]), not the call to Hold: a contender
+// counts its lease duration from the moment it saw that write, which can be
+// no earlier than its sending, so time spent between the write and Hold
+// counts against the holder. It is cancelled also while a renewal hangs; and
+// at once, with a cause wrapping ErrNotHolder, when a renewal finds that the
+// holder lost the claim.
+//
+// An Outcome that is not granted, or that wrote nothing (a re-entry, Held
+// from Acquire), cannot say when the deadline started: the held context is
+// cancelled at once. Renew first and hold the Renew's Outcome.
+func (k *Keeper) Hold(ctx context.Context, key string, granted Outcome) (held context.Context, stop func()) {
+	self := granted.Holder
 	held, cancel := context.WithCancelCause(ctx)
+	switch {
+	case !granted.Granted():
+		cancel(fmt.Errorf("holding claim %q: %w: the outcome is %s", key, ErrNotHolder, granted.Reason))
+		return held, func() {}
+	case granted.Sent.IsZero():
+		cancel(fmt.Errorf("%w: key %q, holder %s: the outcome wrote nothing, so the deadline's start is unknown; renew first", ErrRenewDeadline, key, self))
+		return held, func() {}
+	}
 	clk := k.cfg.Clock
+	left := k.cfg.RenewDeadline - clk.Since(granted.Sent)
+	if left <= 0 {
+		cancel(fmt.Errorf("%w: key %q, holder %s: %v passed since the grant was sent", ErrRenewDeadline, key, self, clk.Since(granted.Sent)))
+		return held, func() {}
+	}
 	ticker := clk.NewTicker(k.cfg.RenewEvery)
-	deadline := clk.NewTimer(k.cfg.RenewDeadline)
+	deadline := clk.NewTimer(left)
 	done := make(chan struct{})
 	var once sync.Once
 	stop = func() {
@@ -189,7 +243,12 @@ func (k *Keeper) Hold(ctx context.Context, key string, self Holder) (held contex
 				case r.err == nil:
 					// Count from when the renewal was sent: contenders
 					// saw the record change no earlier than that.
-					deadline.Reset(k.cfg.RenewDeadline - clk.Since(r.sent))
+					left := k.cfg.RenewDeadline - clk.Since(r.sent)
+					if left <= 0 {
+						cancel(fmt.Errorf("%w: key %q, holder %s: the last renewal took until its deadline", ErrRenewDeadline, key, self))
+						return
+					}
+					deadline.Reset(left)
 				case errors.Is(r.err, ErrNotHolder):
 					cancel(r.err)
 					return

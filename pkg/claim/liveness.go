@@ -2,7 +2,10 @@ package claim
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -11,19 +14,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Liveness judges whether the holder recorded for a key is still alive. A
+// Liveness judges whether the holder of a claim record is still alive. A
 // holder judged dead may be taken over. An error means "cannot judge": the
 // holder keeps the key and Acquire returns the error.
+//
+// Alive is given the whole record as read (rec.Key, rec.Holder, and what the
+// record says of its renewals), so that a Liveness that wraps or dispatches
+// to another ([ByKind], a decorator) passes on everything the inner one
+// needs: there is one shape, and no capability for a wrapper to hide.
 type Liveness interface {
-	Alive(ctx context.Context, key string, holder Holder) (bool, error)
+	Alive(ctx context.Context, rec Record) (bool, error)
 }
 
 // LivenessFunc adapts a function to [Liveness].
-type LivenessFunc func(ctx context.Context, key string, holder Holder) (bool, error)
+type LivenessFunc func(ctx context.Context, rec Record) (bool, error)
 
 // Alive calls f.
-func (f LivenessFunc) Alive(ctx context.Context, key string, holder Holder) (bool, error) {
-	return f(ctx, key, holder)
+func (f LivenessFunc) Alive(ctx context.Context, rec Record) (bool, error) {
+	return f(ctx, rec)
 }
 
 // HandoverGate decides whether a holder judged dead has let go of what the
@@ -60,15 +68,33 @@ func (f SiblingsFunc) Siblings(ctx context.Context, key string, self Holder) ([]
 	return f(ctx, key, self)
 }
 
+// ErrKindNotServed marks a liveness check that could not read the holder
+// because the API server serves its kind at no version the reader knows of.
+// The holder keeps the key: a kind that is not served says nothing about
+// whether the holder is gone (a CRD being upgraded or re-installed, an
+// aggregated API that is down), and judging it dead would hand a live
+// holder's key to someone else.
+var ErrKindNotServed = errors.New("holder kind not served")
+
 // HolderExists is the default Liveness: a holder is alive while an object of
-// its recorded APIVersion and Kind exists under its name with its recorded
-// UID, read through reader (which should be uncached). A holder whose object
-// is gone, was recreated with another UID, or whose kind the server no longer
-// serves is dead. A holder recorded without APIVersion and Kind cannot be
-// read and is kept alive; use [HolderExistsAs] for records written without
-// them.
+// its recorded group and Kind exists under its name with its recorded UID,
+// read through reader (which should be uncached). A holder whose object is
+// gone or was recreated with another UID is dead.
+//
+// The recorded APIVersion is only where the search starts: records keep the
+// version their holder had when it acquired, and a CRD may stop serving that
+// version later. When the server does not serve it, the holder is read at
+// each other version reader's RESTMapper knows for the group and kind (a
+// client.Client has one; the manager's API reader does); an object keeps its
+// UID across versions. When no version is served (or reader has no
+// RESTMapper), the holder is kept alive and the error wraps
+// [ErrKindNotServed], so the key is not taken over.
+//
+// A holder recorded without APIVersion and Kind cannot be read and is kept
+// alive; use [HolderExistsAs] for records written without them.
 func HolderExists(reader client.Reader) Liveness {
-	return LivenessFunc(func(ctx context.Context, _ string, h Holder) (bool, error) {
+	return LivenessFunc(func(ctx context.Context, rec Record) (bool, error) {
+		h := rec.Holder
 		if h.APIVersion == "" || h.Kind == "" {
 			return true, nil
 		}
@@ -78,46 +104,122 @@ func HolderExists(reader client.Reader) Liveness {
 			// judge; the holder keeps it.
 			return true, nil //nolint:nilerr // documented: unjudgeable holders stay alive
 		}
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(gv.WithKind(h.Kind))
-		return objectAlive(ctx, reader, obj, h)
+		return holderAlive(ctx, reader, gv.WithKind(h.Kind), h)
 	})
 }
 
+// holderAlive reads h at gvk and, when the server does not serve that
+// version, at every other version of gvk's group and kind the reader's
+// RESTMapper knows.
+func holderAlive(ctx context.Context, reader client.Reader, gvk schema.GroupVersionKind, h Holder) (bool, error) {
+	alive, err := metadataAlive(ctx, reader, gvk, h)
+	if !errors.Is(err, errNotServed) {
+		return alive, err
+	}
+	tried := []string{gvk.Version}
+	withMapper, ok := reader.(interface{ RESTMapper() meta.RESTMapper })
+	if !ok {
+		return true, fmt.Errorf("judging liveness of holder %s (it keeps the claim): %w: %s is not served and the reader has no RESTMapper to find another version", h, ErrKindNotServed, gvk)
+	}
+	mappings, err := withMapper.RESTMapper().RESTMappings(gvk.GroupKind())
+	if err != nil && !meta.IsNoMatchError(err) {
+		return true, fmt.Errorf("judging liveness of holder %s (it keeps the claim): finding the served versions of %s: %w", h, gvk.GroupKind(), err)
+	}
+	for _, m := range mappings {
+		v := m.GroupVersionKind.Version
+		if slices.Contains(tried, v) {
+			continue
+		}
+		tried = append(tried, v)
+		alive, err := metadataAlive(ctx, reader, m.GroupVersionKind, h)
+		if errors.Is(err, errNotServed) {
+			continue
+		}
+		return alive, err
+	}
+	return true, fmt.Errorf("judging liveness of holder %s (it keeps the claim): %w: %s is served at none of the versions %s", h, ErrKindNotServed, gvk.GroupKind(), strings.Join(tried, ", "))
+}
+
+// errNotServed marks a read of a version the server does not serve.
+var errNotServed = errors.New("version not served")
+
+// metadataAlive reads h's metadata at gvk.
+func metadataAlive(ctx context.Context, reader client.Reader, gvk schema.GroupVersionKind, h Holder) (bool, error) {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	return objectAlive(ctx, reader, obj, h)
+}
+
 // HolderExistsAs is HolderExists for holders of one type, given by
-// prototype, whatever kind the record names.
+// prototype, whatever kind the record names. It reads at the prototype's
+// version only; when that version is not served the holder is kept alive and
+// the error wraps [ErrKindNotServed].
 func HolderExistsAs(reader client.Reader, prototype client.Object) Liveness {
-	return LivenessFunc(func(ctx context.Context, _ string, h Holder) (bool, error) {
+	return LivenessFunc(func(ctx context.Context, rec Record) (bool, error) {
+		h := rec.Holder
 		obj, ok := prototype.DeepCopyObject().(client.Object)
 		if !ok {
 			return false, fmt.Errorf("judging liveness of %s: prototype %T is not a client.Object", h, prototype)
 		}
-		return objectAlive(ctx, reader, obj, h)
+		alive, err := objectAlive(ctx, reader, obj, h)
+		if errors.Is(err, errNotServed) {
+			return true, fmt.Errorf("judging liveness of holder %s (it keeps the claim): %w: %w", h, ErrKindNotServed, err)
+		}
+		return alive, err
 	})
 }
 
-// ByKind dispatches to the Liveness registered for the holder's Kind, and to
-// fallback for every other kind. A nil fallback keeps holders of unknown
-// kinds alive.
+// ByKind dispatches the record to the Liveness registered for its holder's
+// Kind, and to fallback for every other kind. A nil fallback keeps holders of
+// unknown kinds alive.
 func ByKind(byKind map[string]Liveness, fallback Liveness) Liveness {
-	return LivenessFunc(func(ctx context.Context, key string, h Holder) (bool, error) {
-		if l, ok := byKind[h.Kind]; ok {
-			return l.Alive(ctx, key, h)
+	return LivenessFunc(func(ctx context.Context, rec Record) (bool, error) {
+		if l, ok := byKind[rec.Holder.Kind]; ok {
+			return l.Alive(ctx, rec)
 		}
 		if fallback == nil {
 			return true, nil
 		}
-		return fallback.Alive(ctx, key, h)
+		return fallback.Alive(ctx, rec)
 	})
 }
 
+// objectAlive reads h into obj. A version the server does not serve is an
+// error wrapping errNotServed, never "gone".
 func objectAlive(ctx context.Context, reader client.Reader, obj client.Object, h Holder) (bool, error) {
 	err := reader.Get(ctx, h.NamespacedName(), obj)
 	switch {
-	case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+	case notServed(err):
+		return false, fmt.Errorf("reading holder %s as %s: %w: %w", h, obj.GetObjectKind().GroupVersionKind(), errNotServed, err)
+	case apierrors.IsNotFound(err):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("reading holder %s: %w", h, err)
 	}
 	return obj.GetUID() == h.UID, nil
+}
+
+// notServed reports whether err says that the version read is not served,
+// as opposed to the object not existing: a RESTMapper that does not know it
+// (NoMatch), or, from a RESTMapper that still remembers a version the server
+// stopped serving, a 404 that is not an API status (the server answers a path
+// it does not serve with a plain "404 page not found"; a missing object is
+// answered with a Status naming it).
+func notServed(err error) bool {
+	if err == nil {
+		return false
+	}
+	if meta.IsNoMatchError(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Type == metav1.CauseTypeUnexpectedServerResponse {
+			return true
+		}
+	}
+	return false
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // MaxKeyLength is the longest key, in bytes, a Claimer accepts. Keys are
@@ -45,22 +47,111 @@ func HashName(prefix, key string) string {
 	return prefix + hex.EncodeToString(sum[:])[:hashLen]
 }
 
-// ValidateKey reports whether key is acceptable as a claim key: non-empty, at
-// most [MaxKeyLength] bytes, valid UTF-8, and free of control characters. The
-// error wraps [ErrInvalidKey].
+// ValidateKey reports whether key is acceptable as a claim key: non-empty,
+// at most [MaxKeyLength] bytes, valid UTF-8 in Unicode normalization form C
+// (NFC, which [Claimer.NormalizeKey] applies), free of control characters and
+// of format characters (Unicode category Cf: zero-width spaces and joiners,
+// the byte order mark, bidirectional controls), and not a URL carrying user
+// info ("scheme://user:password@host"). The error wraps [ErrInvalidKey].
+//
+// Format characters are invisible, and a key in another normalization form
+// spells a character differently: two keys that print the same would name
+// two claims, and a bidi control can make a key read as another one. User
+// info is refused because the key is stored in clear text on the record;
+// strip it in Config.KeyFunc. Errors never echo user info: a key is quoted
+// with it replaced by "REDACTED".
 func ValidateKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: key is empty", ErrInvalidKey)
 	case len(key) > MaxKeyLength:
-		return fmt.Errorf("%w: key is %d bytes long, the limit is %d (key starts %q)", ErrInvalidKey, len(key), MaxKeyLength, key[:32])
+		return fmt.Errorf("%w: key is %d bytes long, the limit is %d (key starts %q)", ErrInvalidKey, len(key), MaxKeyLength, truncate(redactKey(key), 32))
 	case !utf8.ValidString(key):
-		return fmt.Errorf("%w: key %q is not valid UTF-8", ErrInvalidKey, key)
+		return fmt.Errorf("%w: key %q is not valid UTF-8", ErrInvalidKey, redactKey(key))
+	case hasUserinfo(key):
+		return fmt.Errorf("%w: key %q looks like a URL with credentials (user info); strip them in Config.KeyFunc", ErrInvalidKey, redactKey(key))
+	case !norm.NFC.IsNormalString(key):
+		return fmt.Errorf("%w: key %q is not in Unicode normalization form C; Claimer.NormalizeKey puts keys in it", ErrInvalidKey, key)
 	}
 	for i, r := range key {
-		if unicode.IsControl(r) {
+		switch {
+		case unicode.IsControl(r):
 			return fmt.Errorf("%w: key %q has a control character at byte %d", ErrInvalidKey, key, i)
+		case unicode.Is(unicode.Cf, r):
+			return fmt.Errorf("%w: key %q has the invisible format character %U at byte %d", ErrInvalidKey, key, r, i)
 		}
 	}
 	return nil
+}
+
+// redacted replaces the user info of a URL in a key shown in a message.
+const redacted = "REDACTED"
+
+// redactKey returns key with the user info of every URL in it
+// ("scheme://user:password@host") replaced by "REDACTED", for messages and
+// logs. Other keys are returned unchanged.
+func redactKey(key string) string {
+	var b strings.Builder
+	rest := key
+	for {
+		i := strings.Index(rest, "://")
+		if i < 0 {
+			break
+		}
+		authStart := i + len("://")
+		auth := authority(rest[authStart:])
+		at := strings.LastIndexByte(auth, '@')
+		if at < 0 {
+			b.WriteString(rest[:authStart+len(auth)])
+			rest = rest[authStart+len(auth):]
+			continue
+		}
+		b.WriteString(rest[:authStart])
+		b.WriteString(redacted)
+		b.WriteString(auth[at:])
+		rest = rest[authStart+len(auth):]
+	}
+	b.WriteString(rest)
+	return b.String()
+}
+
+// hasUserinfo reports whether a URL in s carries user info: an '@' in the
+// authority that follows "://".
+func hasUserinfo(s string) bool {
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			return false
+		}
+		s = s[i+len("://"):]
+		if strings.IndexByte(authority(s), '@') >= 0 {
+			return true
+		}
+	}
+}
+
+// authority returns the leading run of s made of the characters RFC 3986
+// allows in a URL's authority (user info, host, port): it ends at '/', '?',
+// '#', or any character that cannot be part of it, such as a '|' separating
+// parts of a composite key.
+func authority(s string) string {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && !strings.ContainsRune("-._~%!$&'()*+,;=:@[]", rune(c)) {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// truncate cuts s to at most n bytes, never inside a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

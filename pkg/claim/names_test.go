@@ -4,8 +4,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -81,6 +83,19 @@ func TestValidateKey(t *testing.T) {
 		{"given a newline then it is rejected", "a\nb", "control character at byte 1"},
 		{"given a NUL then it is rejected", "a\x00", "control character at byte 1"},
 		{"given a C1 control then it is rejected", "a\u0085", "control character"},
+		{"given a zero-width space then it is rejected", "realm/a\u200bb", "format character U+200B at byte 7"},
+		{"given a zero-width joiner then it is rejected", "a\u200db", "format character U+200D"},
+		{"given a word joiner then it is rejected", "a\u2060b", "format character U+2060"},
+		{"given a byte order mark then it is rejected", "\ufeffrealm", "format character U+FEFF at byte 0"},
+		{"given a right-to-left override then it is rejected", "db/\u202eredro", "format character U+202E"},
+		{"given a left-to-right embedding then it is rejected", "db/\u202aorders", "format character U+202A"},
+		{"given a right-to-left isolate then it is rejected", "db/\u2067orders\u2069", "format character U+2067"},
+		{"given a soft hyphen then it is rejected", "or\u00adders", "format character U+00AD"},
+		{"given a URL with user and password then it is rejected", "https://admin:hunter2@keycloak.example.com/realms/main", "looks like a URL with credentials (user info); strip them in Config.KeyFunc"},
+		{"given a URL with a user only then it is rejected", "ssh://git@github.com/org/repo", "looks like a URL with credentials"},
+		{"given a URL with user info inside a composite key then it is rejected", "elasticsearch|https://u:p@es.data.svc:9200|index", "looks like a URL with credentials"},
+		{"given an @ in a URL's path then it is valid", "https://registry.example.com/image@sha256:abc", ""},
+		{"given an @ without a URL then it is valid", "team@example.com/orders", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +107,37 @@ func TestValidateKey(t *testing.T) {
 				t.Fatalf("ValidateKey() = %v, want error containing %q", err, tt.wantErr)
 			case tt.wantErr != "" && !errors.Is(err, ErrInvalidKey):
 				t.Fatalf("ValidateKey() = %v, does not wrap ErrInvalidKey", err)
+			}
+		})
+	}
+}
+
+// TestValidateKeyNeverEchoesUserInfo: Given keys whose URL carries a
+// password, When ValidateKey refuses them for any reason, Then the error
+// names the key with its user info redacted and never contains the password.
+func TestValidateKeyNeverEchoesUserInfo(t *testing.T) {
+	const password = "s3cr3t-pa55"
+	tests := []struct {
+		name string
+		key  string
+		want string
+	}{
+		{"given user info then the redacted key is named", "https://admin:" + password + "@kc.example.com/realms/main", `key "https://REDACTED@kc.example.com/realms/main"`},
+		{"given a key too long then its start is redacted", "https://admin:" + password + "@kc.example.com/" + strings.Repeat("r", MaxKeyLength), `key starts "https://REDACTED@kc.example.com/"`},
+		{"given invalid UTF-8 then the redacted key is named", "https://admin:" + password + "@kc\xff", `key "https://REDACTED@kc\xff"`},
+		{"given two URLs then both are redacted", "a|https://u:" + password + "@h1/x|https://v:" + password + "@h2", `key "a|https://REDACTED@h1/x|https://REDACTED@h2"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateKey(tt.key)
+			if err == nil {
+				t.Fatal("ValidateKey() = nil, want an error")
+			}
+			if strings.Contains(err.Error(), password) {
+				t.Fatalf("ValidateKey() = %q: echoes the password", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ValidateKey() = %q, want it to contain %s", err, tt.want)
 			}
 		})
 	}
@@ -112,8 +158,29 @@ func FuzzNames(f *testing.F) {
 		if id := h.Identity(128); len(id) > 128 {
 			t.Fatalf("identity of %q is %d bytes", s, len(id))
 		}
-		if v := LabelValue(s); len(validation.IsValidLabelValue(v)) > 0 && isDNSish(s) {
+		if v := LabelValue(s); len(validation.IsValidLabelValue(v)) > 0 {
 			t.Fatalf("label value %q of %q is invalid: %v", v, s, validation.IsValidLabelValue(v))
+		}
+		// Values made of label characters come out as earlier releases made
+		// them: records written then still match their holder's selector.
+		if onlyLabelChars(s) {
+			if v, old := LabelValue(s), strings.Trim(Bound(s, validation.LabelValueMaxLength), "-._"); v != old {
+				t.Fatalf("label value of %q changed from %q to %q", s, old, v)
+			}
+		}
+		// A valid key is free of invisible characters and credentials.
+		if ValidateKey(s) == nil {
+			for _, r := range s {
+				if unicode.Is(unicode.Cf, r) {
+					t.Fatalf("ValidateKey accepted %q, which has the format character %U", s, r)
+				}
+			}
+			if hasUserinfo(s) {
+				t.Fatalf("ValidateKey accepted %q, which has user info", s)
+			}
+			if !norm.NFC.IsNormalString(s) {
+				t.Fatalf("ValidateKey accepted %q, which is not NFC", s)
+			}
 		}
 		// Annotations round-trip for every valid key.
 		if ValidateKey(s) == nil {
@@ -126,12 +193,11 @@ func FuzzNames(f *testing.F) {
 	})
 }
 
-// isDNSish reports whether s is made of the characters Kubernetes names
-// allow, the only input LabelValue promises to keep valid.
-func isDNSish(s string) bool {
+// onlyLabelChars reports whether s is made of the characters label values
+// allow, the input earlier releases made valid label values of.
+func onlyLabelChars(s string) bool {
 	for _, r := range s {
-		lower, digit := r >= 'a' && r <= 'z', r >= '0' && r <= '9'
-		if !lower && !digit && r != '-' && r != '.' {
+		if !isLabelChar(r) {
 			return false
 		}
 	}

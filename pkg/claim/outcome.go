@@ -1,6 +1,9 @@
 package claim
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Reason says why an Acquire ended the way it did. The values are stable and
 // may be used as condition reasons.
@@ -46,6 +49,12 @@ type Outcome struct {
 	Other Holder
 	// Token is the fencing token of the grant; zero unless Granted.
 	Token Token
+	// Sent is the Claimer's clock reading taken just before it sent the
+	// write that granted or renewed the key (Acquired, TakenOver, a Commit,
+	// a Renew). Contenders saw that write no earlier, so a holder counts its
+	// renew deadline from here ([Keeper.Hold]). It is zero when nothing was
+	// written, as for a re-entry (Held) or a Prepare.
+	Sent time.Time
 	// Record is the record as last read or written.
 	Record Record
 	// Detail is extra words from a HandoverGate or the foreign record check.

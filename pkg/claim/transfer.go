@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Errors of a planned handover.
@@ -53,12 +54,18 @@ func (c *Claimer) Prepare(ctx context.Context, key string, self, successor Holde
 // the successor's grant (ReasonTakenOver, Previous self).
 //
 // It fails with ErrNotPrepared when no successor (or another holder) is
-// recorded, and with an error wrapping ErrConflict when the record changed
+// recorded, or when successor is self (Prepare never records self), and with an error wrapping ErrConflict when the record changed
 // between the read and the write; re-reading decides.
 func (c *Claimer) Commit(ctx context.Context, key string, self, successor Holder) (Outcome, error) {
 	key, err := c.NormalizeKey(key)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("committing handover: %w", err)
+	}
+	if successor.Is(self) {
+		// Prepare refuses self as successor, so nothing can be prepared for
+		// it; without this check a holder committing to itself would match
+		// "our earlier Commit landed" below and be told it took over.
+		return Outcome{}, fmt.Errorf("committing handover of claim %q to %s: %w: the successor is the holder itself", key, successor, ErrNotPrepared)
 	}
 	rec, err := c.backend.Get(ctx, key)
 	if err != nil {
@@ -73,12 +80,13 @@ func (c *Claimer) Commit(ctx context.Context, key string, self, successor Holder
 	case rec.Successor == nil || !rec.Successor.Is(successor):
 		return Outcome{}, fmt.Errorf("committing handover of claim %q to %s: %w: pending successor is %s", key, successor, ErrNotPrepared, describeSuccessor(rec))
 	}
-	next := Record{Key: key, Holder: *rec.Successor, AcquireTime: c.clock.Now(), Transitions: rec.Transitions + 1}
+	next := granting(key, *rec.Successor, c.clock.Now())
+	next.Transitions = rec.Transitions + 1
 	got, err := c.write(ctx, rec, next)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("committing handover of claim %q to %s: %w", key, successor, err)
 	}
-	return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: next.Holder, Previous: self, Token: got.Token, Record: got}), nil
+	return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: next.Holder, Previous: self, Token: got.Token, Sent: next.AcquireTime, Record: got}), nil
 }
 
 // Abort clears the pending successor of key, which self holds. Aborting when
@@ -125,6 +133,15 @@ func (c *Claimer) readHeld(ctx context.Context, verb, key string, self Holder) (
 		return "", Record{}, fmt.Errorf("%s claim %q: %w: it is held by %s", verb, key, ErrNotHolder, describeHolder(rec))
 	}
 	return key, rec, nil
+}
+
+// granting returns the claim fields of a write that grants key to holder at
+// now. A grant is the holder's first renewal: it sets the renew marker
+// (RenewTime), so that a contender judging by [Expiry] sees a new grant even
+// to the same holder, and the annotation backend, which stores no acquire
+// time, records one.
+func granting(key string, holder Holder, now time.Time) Record {
+	return Record{Key: key, Holder: holder, AcquireTime: now, RenewTime: now}
 }
 
 // claimFields returns the claim fields of rec, for a write that keeps the

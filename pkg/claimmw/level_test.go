@@ -108,7 +108,7 @@ func TestAHolderThatLosesItsKeyIsToldByAnEventAndItsInnerPassRunsParked(t *testi
 	if err != nil {
 		t.Fatal(err)
 	}
-	expired := claim.LivenessFunc(func(context.Context, string, claim.Holder) (bool, error) { return false, nil })
+	expired := claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })
 	replica, err := claim.New(env.APIReader, direct(t), f.mw.Claimer().Config(), claim.WithBackend(lease.Backend), claim.WithLiveness(expired))
 	if err != nil {
 		t.Fatal(err)

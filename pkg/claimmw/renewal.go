@@ -79,14 +79,17 @@ func (r *renewals) ensure(ctx context.Context, obj types.NamespacedName, self cl
 			log.FromContext(ctx).Info("claim hold ended; holding again", "claimKey", o.Key, "cause", context.Cause(h.ctx).Error())
 		}
 		if o.Reason == claim.ReasonHeld {
-			if _, err := r.claimer.Renew(ctx, g.raw, self); err != nil {
+			renewed, err := r.claimer.Renew(ctx, g.raw, self)
+			if err != nil {
 				r.drop(hk)
 				return nil, fmt.Errorf("renewing claim %q before holding it again: %w", o.Key, err)
 			}
+			// The renew deadline counts from this write, not the old grant.
+			o = renewed
 		}
 		// The hold outlives this pass: it renews until the claim is released,
 		// lost, handed over, or the object deleted, each of which stops it.
-		hctx, stop := r.keeper.Hold(context.WithoutCancel(ctx), g.raw, self)
+		hctx, stop := r.keeper.Hold(context.WithoutCancel(ctx), g.raw, o)
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()

@@ -194,7 +194,8 @@ func PodsOfKey(key string, previous claim.Holder) map[string]string {
 // cluster is done with its keys; the handover gate makes its successor wait
 // until its pods are gone.
 func clusterAlive(reader client.Reader) claim.Liveness {
-	return claim.LivenessFunc(func(ctx context.Context, _ string, h claim.Holder) (bool, error) {
+	return claim.LivenessFunc(func(ctx context.Context, rec claim.Record) (bool, error) {
+		h := rec.Holder
 		if h.Kind != v1alpha1.Kind {
 			return true, nil // not ours to judge: it keeps the key
 		}

@@ -156,7 +156,8 @@ func Liveness(apiReader client.Reader) claim.Liveness {
 // with another UID, is finished, or its kind is not served at all (an
 // optional CRD that is not installed).
 func untilFinished[T client.Object](apiReader client.Reader, prototype T, finished func(T) bool) claim.Liveness {
-	return claim.LivenessFunc(func(ctx context.Context, _ string, h claim.Holder) (bool, error) {
+	return claim.LivenessFunc(func(ctx context.Context, rec claim.Record) (bool, error) {
+		h := rec.Holder
 		obj := prototype.DeepCopyObject().(T) //nolint:forcetypeassert // a copy has its original's type
 		err := apiReader.Get(ctx, h.NamespacedName(), obj)
 		switch {

@@ -21,7 +21,11 @@
 // resourceVersion, so that the grant is fenced on the object as read. An
 // object with only some of the claim annotations, or with annotations written
 // for another key, holds a foreign record: it blocks the key and is never
-// written. An object that does not exist is an error wrapping
+// written. Since whoever may edit the object may forge annotations, a record
+// no Claimer could have written is foreign too, with the reason: a token
+// newer than the object's own resourceVersion, or a holder without
+// apiVersion and kind (claim.Stored.Shared); the backend refuses to write a
+// record for such a holder (claim.ErrInvalidHolder). An object that does not exist is an error wrapping
 // claim.ErrNoTarget that names the object: never a grant, never a create.
 //
 // # Fencing token
@@ -210,6 +214,11 @@ func (s *store) Update(ctx context.Context, prev, next claim.Record) (claim.Reco
 // write patches next's annotations and labels onto the object prev was read
 // from, removing whatever of prev's claim keys next does not carry.
 func (s *store) write(ctx context.Context, verb string, prev, next claim.Record) (claim.Record, error) {
+	if next.Holder.APIVersion == "" || next.Holder.Kind == "" {
+		// Decode makes such a record Foreign (claim.Stored.Shared): writing
+		// it would leave a record its own holder could not re-enter.
+		return claim.Record{}, fmt.Errorf("%s the claim of key %q on %s %s: %w: holder %s has no apiVersion or kind, which records on a claimed object need (Claimer.HolderOf fills them)", verb, next.Key, s.kind, prev.Ref, claim.ErrInvalidHolder, next.Holder)
+	}
 	annotations := removals(s.cfg.Annotations.Owned())
 	for k, v := range s.cfg.Annotations.Encode(next) {
 		annotations[k] = &v
@@ -350,7 +359,7 @@ func Decode(cfg claim.Config, key string, obj client.Object) claim.Record {
 	}
 	// The token is the object's version at the grant or after a later write
 	// of the operator's (see the package comment).
-	return cfg.DecodeStored(key, claim.Stored{Ref: ref, UID: obj.GetUID(), Version: obj.GetResourceVersion(), Annotations: obj.GetAnnotations()})
+	return cfg.DecodeStored(key, claim.Stored{Ref: ref, UID: obj.GetUID(), Version: obj.GetResourceVersion(), Annotations: obj.GetAnnotations(), Shared: true})
 }
 
 // removals maps every key to nil: removed by a merge patch.

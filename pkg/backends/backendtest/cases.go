@@ -228,8 +228,8 @@ func oneTakeoverWins(w *world) error {
 	w.env.Kill(w.t, hs[0])
 	b := newBarrier(2)
 	base := w.liveness()
-	judged := claim.WithLiveness(claim.LivenessFunc(func(ctx context.Context, key string, h claim.Holder) (bool, error) {
-		alive, err := base.Alive(ctx, key, h)
+	judged := claim.WithLiveness(claim.LivenessFunc(func(ctx context.Context, rec claim.Record) (bool, error) {
+		alive, err := base.Alive(ctx, rec)
 		b.wait(ctx)
 		return alive, err
 	}))

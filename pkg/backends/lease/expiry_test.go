@@ -107,13 +107,23 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 	})
 	c := newClaimer(t, ns, nil, flaky, claim.WithClock(clk))
 	acquire(t, c, key, a)
+	// renewed renews a's claim and returns the Outcome a new hold starts
+	// from, as the middleware does before holding a key it already held.
+	renewed := func(t *testing.T) claim.Outcome {
+		t.Helper()
+		o, err := c.Renew(context.Background(), key, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
 	k, err := claim.NewKeeper(c, claim.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	t.Run("given renewals succeed then the holder keeps acting", func(t *testing.T) {
-		held, stop := k.Hold(context.Background(), key, a)
+		held, stop := k.Hold(context.Background(), key, renewed(t))
 		defer stop()
 		before := leaseOf(t, c, key).ResourceVersion
 		clk.Step(5 * time.Second)
@@ -125,7 +135,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 	})
 	t.Run("given renewals fail then the holder stops at the deadline", func(t *testing.T) {
 		mode.set("")
-		held, stop := k.Hold(context.Background(), key, a)
+		held, stop := k.Hold(context.Background(), key, renewed(t))
 		defer stop()
 		before := leaseOf(t, c, key).ResourceVersion
 		clk.Step(5 * time.Second)
@@ -145,9 +155,11 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 		}
 	})
 	t.Run("given a renewal hangs then the holder still stops at the deadline", func(t *testing.T) {
+		mode.set("")
+		start := renewed(t)
 		mode.set("hang")
 		defer close(release)
-		held, stop := k.Hold(context.Background(), key, a)
+		held, stop := k.Hold(context.Background(), key, start)
 		defer stop()
 		clk.Step(5 * time.Second)
 		for range 3 {
@@ -160,7 +172,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 	})
 	t.Run("given the claim was lost then the holder stops at once", func(t *testing.T) {
 		mode.set("")
-		held, stop := k.Hold(context.Background(), key, a)
+		held, stop := k.Hold(context.Background(), key, renewed(t))
 		defer stop()
 		if err := c.Release(context.Background(), a); err != nil {
 			t.Fatal(err)
@@ -229,3 +241,73 @@ func (a *atomicString) Load() string {
 	return ""
 }
 func (a *atomicString) Store(s string) { a.p.Store(&s) }
+
+// TestTimeBasedLivenessIgnoresWritesThatAreNotRenewals: Given a holder
+// judged by Expiry, When someone edits the Lease's labels (a new
+// resourceVersion, but no renewal) within the duration, Then the holder
+// still expires a duration after the contender first saw it; And a real
+// renewal still counts.
+func TestTimeBasedLivenessIgnoresWritesThatAreNotRenewals(t *testing.T) {
+	ctx, ns := context.Background(), env.Namespace(t)
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	clk := clocktesting.NewFakeClock(epoch)
+	ca := newClaimer(t, ns, nil, nil, claim.WithClock(clk))
+	acquire(t, ca, key, a)
+	cb := expiryClaimer(t, ns, clk, 30*time.Second)
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+
+	// When a person labels the Lease 20 s later
+	clk.Step(20 * time.Second)
+	l := leaseOf(t, ca, key)
+	before := l.ResourceVersion
+	l.Labels["team"] = "storage"
+	if err := env.Client.Update(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if l.ResourceVersion == before {
+		t.Fatal("the label edit did not change the Lease's resourceVersion")
+	}
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+	// Then a is dead a duration after b first saw it, not after the edit
+	clk.Step(10 * time.Second)
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonTakenOver)
+
+	// And a renewal of the new holder b restarts the count of a contender
+	c := holder(t, ns, "c")
+	cc := expiryClaimer(t, ns, clk, 30*time.Second)
+	wantReason(t, acquire(t, cc, key, c), claim.ReasonHeldElsewhere)
+	clk.Step(20 * time.Second)
+	if _, err := cb.Renew(ctx, key, b); err != nil {
+		t.Fatal(err)
+	}
+	wantReason(t, acquire(t, cc, key, c), claim.ReasonHeldElsewhere)
+	clk.Step(20 * time.Second)
+	wantReason(t, acquire(t, cc, key, c), claim.ReasonHeldElsewhere)
+	clk.Step(10 * time.Second)
+	wantReason(t, acquire(t, cc, key, c), claim.ReasonTakenOver)
+}
+
+// TestRenewalsOnAFrozenClockStillCount: Given a holder whose clock does not
+// move between two renewals (a coarse or fake clock), When it renews, Then
+// each renewal is still a renewal to a contender.
+func TestRenewalsOnAFrozenClockStillCount(t *testing.T) {
+	ctx, ns := context.Background(), env.Namespace(t)
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	frozen := clocktesting.NewFakeClock(epoch)
+	ca := newClaimer(t, ns, nil, nil, claim.WithClock(frozen))
+	acquire(t, ca, key, a)
+	if _, err := ca.Renew(ctx, key, a); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(epoch)
+	cb := expiryClaimer(t, ns, clk, 30*time.Second)
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+	clk.Step(20 * time.Second)
+	// When a renews again at the same reading of its clock
+	if _, err := ca.Renew(ctx, key, a); err != nil {
+		t.Fatal(err)
+	}
+	// Then b counts from that renewal
+	clk.Step(20 * time.Second)
+	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+}

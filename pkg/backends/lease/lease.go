@@ -149,6 +149,9 @@ func Encode(cfg claim.Config, rec claim.Record) *coordinationv1.Lease {
 	if !rec.RenewTime.IsZero() {
 		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(rec.RenewTime))
 	}
+	// The Lease has a field for the renew time; the annotation would say
+	// the same twice.
+	delete(l.Annotations, cfg.Annotations.RenewTime)
 	return l
 }
 

@@ -200,7 +200,7 @@ func TestTakeoverOfAHolderRecreatedUnderTheSameName(t *testing.T) {
 // hookLiveness answers "dead" and runs mutate before answering, so the
 // world changes between the liveness check and the takeover write.
 func hookLiveness(mutate func()) claim.Liveness {
-	return claim.LivenessFunc(func(context.Context, string, claim.Holder) (bool, error) {
+	return claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) {
 		mutate()
 		return false, nil
 	})
@@ -286,7 +286,7 @@ func TestLivenessErrorKeepsTheHolder(t *testing.T) {
 	a, b := holder(t, ns, "a"), holder(t, ns, "b")
 	acquire(t, newClaimer(t, ns, nil, nil), key, a)
 	boom := errors.New("holder kind unreadable")
-	c := newClaimer(t, ns, nil, nil, claim.WithLiveness(claim.LivenessFunc(func(context.Context, string, claim.Holder) (bool, error) {
+	c := newClaimer(t, ns, nil, nil, claim.WithLiveness(claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) {
 		return false, boom
 	})))
 	// When liveness cannot judge the holder

@@ -109,10 +109,10 @@ func NewClaimer(s *Store, cfg claim.Config, opts ...claim.Option) (*claim.Claime
 }
 
 // Alive reports whether h is alive: every holder is, until [Store.Kill].
-func (s *Store) Alive(_ context.Context, _ string, h claim.Holder) (bool, error) {
+func (s *Store) Alive(_ context.Context, rec claim.Record) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.dead[h.UID], nil
+	return !s.dead[rec.Holder.UID], nil
 }
 
 // Kill makes h dead for [Store.Alive], as if its object were deleted.

@@ -157,7 +157,7 @@ func (ss *session) judge(ctx context.Context, recs []record) {
 			r.state, r.detail = StateForeign, r.rec.Foreign
 			continue
 		}
-		ok, err := alive.Alive(ctx, r.rec.Key, r.rec.Holder)
+		ok, err := alive.Alive(ctx, r.rec)
 		switch {
 		case err != nil:
 			r.state, r.detail = StateUnknown, err.Error()

@@ -1,0 +1,103 @@
+package claim_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/ocf-claim/claim/pkg/backends/memory"
+	"github.com/ocf-claim/claim/pkg/claim"
+)
+
+// waitFor polls cond until it holds or a real-time limit passes. Time in the
+// protocol moves only through the fake clock; this waits for goroutines.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestAKeeperCountsTheRenewDeadlineFromTheGrantNotFromHold: Given a key
+// granted at t0 and held only 10 s later (a slow pass between Acquire and
+// Hold), When 20 s (the renew deadline) have passed since the grant was
+// sent and no renewal has been made yet, Then the hold has ended with
+// ErrRenewDeadline: a contender that saw the grant at t0 counts its duration
+// from there, so counting from Hold would let the holder act past the moment
+// the contender may judge it dead.
+func TestAKeeperCountsTheRenewDeadlineFromTheGrantNotFromHold(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns"}, claim.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := claim.NewKeeper(c, claim.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 15 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := claim.Holder{Kind: "Worker", Namespace: "ns", Name: "w", UID: "uid-w"}
+	_, granted, err := c.Acquire(ctx, "queue/orders", self)
+	if err != nil || !granted.Granted() {
+		t.Fatalf("Acquire() = %s, %v; want granted", granted.Reason, err)
+	}
+	if !granted.Sent.Equal(clk.Now()) {
+		t.Fatalf("granted.Sent = %v, want the clock's reading %v", granted.Sent, clk.Now())
+	}
+
+	// Given the hold starts 10 s after the grant was sent
+	clk.Step(10 * time.Second)
+	held, stop := k.Hold(ctx, "queue/orders", granted)
+	defer stop()
+	waitFor(t, "the hold's timers", func() bool { return clk.HasWaiters() })
+	// When 9 s more pass (19 s since the grant) the holder still acts
+	clk.Step(9 * time.Second)
+	if held.Err() != nil {
+		t.Fatalf("hold ended 19 s after the grant: %v", context.Cause(held))
+	}
+	// When 20 s have passed since the grant, before the first renewal (due
+	// 15 s after Hold, at 25 s)
+	clk.Step(time.Second)
+	// Then the hold has ended at the deadline
+	waitFor(t, "the hold to end at the deadline", func() bool { return held.Err() != nil })
+	if !errors.Is(context.Cause(held), claim.ErrRenewDeadline) {
+		t.Fatalf("cause = %v, want ErrRenewDeadline", context.Cause(held))
+	}
+}
+
+// TestAKeeperRefusesAnOutcomeThatWroteNothing: Given a re-entry (Held, no
+// write), When it is held, Then the hold ends at once with ErrRenewDeadline:
+// nothing says when its deadline started.
+func TestAKeeperRefusesAnOutcomeThatWroteNothing(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns"}, claim.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := claim.NewKeeper(c, claim.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := claim.Holder{Kind: "Worker", Namespace: "ns", Name: "w", UID: "uid-w"}
+	if _, o, err := c.Acquire(ctx, "queue/orders", self); err != nil || !o.Granted() {
+		t.Fatalf("Acquire() = %s, %v; want granted", o.Reason, err)
+	}
+	_, again, err := c.Acquire(ctx, "queue/orders", self)
+	if err != nil || again.Reason != claim.ReasonHeld {
+		t.Fatalf("re-entry = %s, %v; want Held", again.Reason, err)
+	}
+
+	held, stop := k.Hold(ctx, "queue/orders", again)
+	defer stop()
+
+	if !errors.Is(context.Cause(held), claim.ErrRenewDeadline) {
+		t.Fatalf("cause = %v, want ErrRenewDeadline at once", context.Cause(held))
+	}
+}

@@ -1,0 +1,42 @@
+package claim_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/ocf-claim/claim/pkg/backends/memory"
+	"github.com/ocf-claim/claim/pkg/claim"
+)
+
+// TestCommitToSelfIsNotPrepared: Given a holder that prepared nothing, When
+// it commits a handover of its key to itself, Then the Commit fails with
+// ErrNotPrepared and nothing is written: committing to oneself can never
+// have been prepared, and must not be reported as a takeover.
+func TestCommitToSelfIsNotPrepared(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	c, err := memory.NewClaimer(store, claim.Config{Namespace: "ns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := claim.Holder{Kind: "CamundaCluster", Namespace: "team-a", Name: "alpha", UID: "uid-alpha"}
+	const key = "elasticsearch|https://es.data.svc:9200"
+	_, granted, err := c.Acquire(ctx, key, self)
+	if err != nil || !granted.Granted() {
+		t.Fatalf("Acquire() = %+v, %v; want granted", granted, err)
+	}
+
+	o, err := c.Commit(ctx, key, self, self)
+
+	if !errors.Is(err, claim.ErrNotPrepared) {
+		t.Fatalf("Commit(self, self) = %s, %v; want an error wrapping ErrNotPrepared", o.Reason, err)
+	}
+	rec, err := c.Current(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Version != granted.Record.Version {
+		t.Fatalf("Commit(self, self) wrote the record: version %s, was %s", rec.Version, granted.Record.Version)
+	}
+}
