@@ -69,6 +69,11 @@ type Record struct {
 	// Claimer for this key, and says why (missing annotations, another key).
 	// A foreign record blocks its key and is never written or deleted.
 	Foreign string
+	// Unlabelled is true when the stored object lacks the holder's selector
+	// labels (someone removed them, or HolderLabels changed), so that a
+	// List by those labels cannot find it. The protocol labels it again at
+	// the holder's next Acquire.
+	Unlabelled bool
 	// Ref names the object that stores the record, for messages.
 	Ref types.NamespacedName
 	// UID and Version are the storing object's UID and resourceVersion as

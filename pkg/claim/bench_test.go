@@ -76,12 +76,12 @@ func BenchmarkDecide(b *testing.B) {
 	other := Holder{Namespace: "team-b", Name: "prod", UID: "uid-other"}
 	b.Run("judge/held", func(b *testing.B) {
 		for b.Loop() {
-			sinkVerdict = judge(rec, self)
+			sinkVerdict = judge(rec, self, "")
 		}
 	})
 	b.Run("judge/other", func(b *testing.B) {
 		for b.Loop() {
-			sinkVerdict = judge(rec, other)
+			sinkVerdict = judge(rec, other, "")
 		}
 	})
 	b.Run("afterLiveness", func(b *testing.B) {
@@ -91,7 +91,7 @@ func BenchmarkDecide(b *testing.B) {
 	})
 	b.Run("afterTakeoverConflict", func(b *testing.B) {
 		for b.Loop() {
-			sinkRace = afterTakeoverConflict(rec, other, Holder{UID: "uid-third"})
+			sinkRace = afterTakeoverConflict(rec, other, Holder{UID: "uid-third"}, "a")
 		}
 	})
 }
@@ -103,9 +103,9 @@ func TestDecideAllocatesNothing(t *testing.T) {
 	rec := benchRecord()
 	other := Holder{Namespace: "team-b", Name: "prod", UID: "uid-other"}
 	allocs := testing.AllocsPerRun(100, func() {
-		sinkVerdict = judge(rec, other)
+		sinkVerdict = judge(rec, other, "")
 		sinkStep = afterLiveness(false, true, false)
-		sinkRace = afterTakeoverConflict(rec, other, Holder{UID: "uid-third"})
+		sinkRace = afterTakeoverConflict(rec, other, Holder{UID: "uid-third"}, "a")
 	})
 	if allocs != 0 {
 		t.Errorf("decision allocates %.1f times per run, want 0", allocs)

@@ -223,10 +223,21 @@ func (c *Claimer) Acquire(ctx context.Context, key string, self Holder) (Holder,
 			return Holder{}, Outcome{}, fmt.Errorf("acquiring claim %q: reading record: %w", key, err)
 		}
 		last = rec
-		v := judge(rec, self)
+		v := judge(rec, self, c.cfg.Set)
 		logger.V(1).Info("judged claim record", "verdict", v.String(), "record", rec.Ref.String(), "version", rec.Version)
 		switch v {
 		case verdictHeld:
+			if rec.Set != c.cfg.Set || rec.Unlabelled {
+				// Written before sets existed, or stripped of the labels the
+				// release sweep finds it by: one write makes it findable and
+				// this set's again. A conflict only means someone wrote the
+				// record since; the next Acquire tries again.
+				if got, err := c.write(ctx, rec, rec.claimFields()); err == nil {
+					rec = got
+				} else if !errors.Is(err, ErrConflict) {
+					return Holder{}, Outcome{}, fmt.Errorf("acquiring claim %q: labelling the record again: %w", key, err)
+				}
+			}
 			return self, c.outcome(Outcome{Reason: ReasonHeld, Key: key, Holder: self, Token: rec.Token, Record: rec}), nil
 		case verdictForeign:
 			return Holder{}, c.outcome(Outcome{Reason: ReasonForeign, Key: key, Record: rec, Detail: rec.Foreign}), nil
@@ -314,7 +325,7 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 	if err != nil {
 		return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: reading record after a lost takeover: %w", key, err)
 	}
-	switch afterTakeoverConflict(reread, current, self) {
+	switch afterTakeoverConflict(reread, current, self, c.cfg.Set) {
 	case raceFreed:
 		return Outcome{}, false, nil
 	case raceSelf:
@@ -339,7 +350,7 @@ func (c *Claimer) Holds(ctx context.Context, key string, self Holder) (bool, err
 	if err != nil {
 		return false, err
 	}
-	return rec.Ours() && rec.Holder.Is(self), nil
+	return c.mine(rec, self), nil
 }
 
 // Current returns key's record as the backend has it now, for code that only

@@ -129,6 +129,9 @@ type Stored struct {
 	// would block its key for good while looking held. It is Foreign instead,
 	// which says why.
 	Shared bool
+	// Labels are the object's labels, to tell whether the holder's selector
+	// labels are on it (see Record.Unlabelled).
+	Labels map[string]string
 }
 
 // DecodeStored reads key's record from the object that stores it: the claim
@@ -156,6 +159,13 @@ func (cfg Config) DecodeStored(key string, s Stored) Record {
 	}
 	if rec.Token.IsZero() {
 		rec.Token = Token(s.Version)
+	}
+	if rec.Foreign == "" && rec.Holder.UID != "" {
+		for k, v := range cfg.SelectorLabels(rec.Holder) {
+			if s.Labels[k] != v {
+				rec.Unlabelled = true
+			}
+		}
 	}
 	return rec
 }

@@ -21,14 +21,18 @@ func (v verdict) String() string {
 }
 
 // judge decides what the record read for a key calls for, before any
-// liveness question is asked.
-func judge(rec Record, self Holder) verdict {
+// liveness question is asked. set is the judging Claimer's claim set: a
+// record of self written by another set is another claim on the same key
+// (two middlewares of one object), judged like any other holder's, so that
+// releasing it in its own set never leaves self acting for the key unseen.
+// A record without a set predates sets and is anyone's of its holder.
+func judge(rec Record, self Holder, set string) verdict {
 	switch {
 	case !rec.Exists:
 		return verdictFree
 	case rec.Foreign != "":
 		return verdictForeign
-	case rec.Holder.Is(self):
+	case rec.Holder.Is(self) && (rec.Set == "" || rec.Set == set):
 		return verdictHeld
 	default:
 		return verdictOther
@@ -75,8 +79,8 @@ const (
 
 // afterTakeoverConflict classifies the re-read after a takeover write from
 // stale to self was rejected.
-func afterTakeoverConflict(reread Record, stale, self Holder) raceResult {
-	switch judge(reread, self) {
+func afterTakeoverConflict(reread Record, stale, self Holder, set string) raceResult {
+	switch judge(reread, self, set) {
 	case verdictFree:
 		return raceFreed
 	case verdictHeld:

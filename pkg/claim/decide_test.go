@@ -28,10 +28,12 @@ func TestJudge(t *testing.T) {
 		{"given a foreign record naming self then it is still foreign", Record{Exists: true, Holder: self, Foreign: "missing annotations"}, verdictForeign},
 		{"given a foreign record then it blocks", Record{Exists: true, Foreign: "written for key \"x\""}, verdictForeign},
 		{"given a record without holder UID then it is not self", Record{Exists: true, Holder: Holder{Name: "self"}}, verdictOther},
+		{"given a record of self in the judging set then it is held", Record{Exists: true, Holder: self, Set: "a"}, verdictHeld},
+		{"given a record of self written by another set then it is another claim", Record{Exists: true, Holder: self, Set: "b"}, verdictOther},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := judge(tt.rec, self); got != tt.want {
+			if got := judge(tt.rec, self, "a"); got != tt.want {
 				t.Errorf("judge() = %v, want %v", got, tt.want)
 			}
 		})
@@ -75,7 +77,7 @@ func TestAfterTakeoverConflict(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := afterTakeoverConflict(tt.reread, other, self); got != tt.want {
+			if got := afterTakeoverConflict(tt.reread, other, self, "a"); got != tt.want {
 				t.Errorf("afterTakeoverConflict() = %v, want %v", got, tt.want)
 			}
 		})

@@ -86,7 +86,7 @@ func DefaultMessage(o Outcome) string {
 	case ReasonForeign:
 		return fmt.Sprintf("Key %q is blocked by %s, which was not written by this claim (%s).", o.Key, o.Record.Ref, o.Detail)
 	case ReasonNotFirst:
-		return fmt.Sprintf("Key %q is free but %s claimed it earlier and goes first.", o.Key, o.Other)
+		return fmt.Sprintf("Key %q is free, but %s, created earlier, also names it and goes first.", o.Key, o.Other)
 	case ReasonWaitingForHandover:
 		if o.Detail != "" {
 			return fmt.Sprintf("Key %q waits for %s to hand over: %s.", o.Key, o.Previous, o.Detail)

@@ -75,7 +75,7 @@ func (c *Claimer) Commit(ctx context.Context, key string, self, successor Holder
 	case rec.Ours() && rec.Holder.Is(successor) && rec.Successor == nil:
 		// Our earlier Commit landed and its answer was lost.
 		return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: successor, Previous: self, Token: rec.Token, Record: rec}), nil
-	case !rec.Ours() || !rec.Holder.Is(self):
+	case !c.mine(rec, self):
 		return Outcome{}, fmt.Errorf("committing handover of claim %q: %w: it is held by %s", key, ErrNotHolder, describeHolder(rec))
 	case rec.Successor == nil || !rec.Successor.Is(successor):
 		return Outcome{}, fmt.Errorf("committing handover of claim %q to %s: %w: pending successor is %s", key, successor, ErrNotPrepared, describeSuccessor(rec))
@@ -102,7 +102,7 @@ func (c *Claimer) Abort(ctx context.Context, key string, self Holder) error {
 	if err != nil {
 		return fmt.Errorf("aborting handover of claim %q: reading record: %w", key, err)
 	}
-	if !rec.Ours() || !rec.Holder.Is(self) {
+	if !c.mine(rec, self) {
 		return fmt.Errorf("aborting handover of claim %q: %w: it is held by %s", key, ErrNotHolder, describeHolder(rec))
 	}
 	if rec.Successor == nil {
@@ -129,7 +129,7 @@ func (c *Claimer) readHeld(ctx context.Context, verb, key string, self Holder) (
 	if err != nil {
 		return "", Record{}, fmt.Errorf("%s claim %q: reading record: %w", verb, key, err)
 	}
-	if !rec.Ours() || !rec.Holder.Is(self) {
+	if !c.mine(rec, self) {
 		return "", Record{}, fmt.Errorf("%s claim %q: %w: it is held by %s", verb, key, ErrNotHolder, describeHolder(rec))
 	}
 	return key, rec, nil

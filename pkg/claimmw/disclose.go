@@ -19,7 +19,8 @@ const (
 	// DiscloseSameNamespace names another object (a holder, an older
 	// sibling, a previous holder) only when it is in the object's own
 	// namespace; otherwise the message says "outside this namespace".
-	// Foreign records (in the operator's claim namespace) are not named,
+	// A foreign record is named only when it is in the object's own
+	// namespace (not in the operator's claim namespace),
 	// and a claim that could not be judged is shown with the class of the
 	// API error only; the whole error goes to the operator's log. Default.
 	DiscloseSameNamespace Disclosure = iota
@@ -57,7 +58,9 @@ func redact(d Disclosure, o claim.Outcome, self claim.Holder) claim.Outcome {
 			o.Message = fmt.Sprintf("Key %q taken over from a holder outside this namespace, which is gone.", o.Key)
 		}
 	case claim.ReasonForeign:
-		o.Message = fmt.Sprintf("Key %q is blocked by a record this operator did not write; the operator's administrators must remove it.", o.Key)
+		if o.Record.Ref.Namespace != self.Namespace {
+			o.Message = fmt.Sprintf("Key %q is blocked by a record this operator did not write; the operator's administrators must remove it.", o.Key)
+		}
 	}
 	return o
 }

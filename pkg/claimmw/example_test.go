@@ -214,7 +214,7 @@ func ExampleGrantsFrom() {
 	// Output:
 	// orders holds "elasticsearch|https://es.data.svc:9200" with token 1
 	// orders: Claimed=True (Claimed) Holds key "elasticsearch|https://es.data.svc:9200".
-	// billing: Claimed=False (Parked) Key "elasticsearch|https://es.data.svc:9200" is held by CamundaCluster team-a/orders.
+	// billing: Claimed=False (Parked) Key "elasticsearch|https://es.data.svc:9200" is held by another object, outside this namespace.
 }
 
 // Writes that must not land after the object lost its key go through a

@@ -26,6 +26,8 @@ type HandoverFunc func(ctx context.Context, obj client.Object, key string) (succ
 type Handover struct {
 	Key       string
 	Successor claim.Holder
+	// raw is the key as the KeyFunc gave it: the Claimer normalizes it.
+	raw string
 }
 
 // planHandovers asks the HandoverFunc about every key obj holds and brings
@@ -33,12 +35,13 @@ type Handover struct {
 // when none is named any more. It returns the keys handed over in this pass.
 // A steady pass (the record already names the successor, or none was named
 // and none is pending) writes nothing.
-func (m *Middleware) planHandovers(ctx context.Context, obj client.Object, self claim.Holder, held []claim.Outcome) ([]Handover, error) {
+func (m *Middleware) planHandovers(ctx context.Context, obj client.Object, self claim.Holder, held []heldKey) ([]Handover, error) {
 	if m.cfg.handover == nil {
 		return nil, nil
 	}
 	var out []Handover
-	for _, o := range held {
+	for _, h := range held {
+		o := h.o
 		succ, ok, err := m.successorOf(ctx, obj, self, o.Key)
 		if err != nil {
 			return nil, err
@@ -46,7 +49,7 @@ func (m *Middleware) planHandovers(ctx context.Context, obj client.Object, self 
 		pending := o.Record.Successor
 		if !ok {
 			if pending != nil {
-				if err := m.claimer.Abort(ctx, o.Key, self); err != nil {
+				if err := m.claimer.Abort(ctx, h.raw, self); err != nil {
 					return nil, fmt.Errorf("aborting handover of claim %q: %w", o.Key, err)
 				}
 				m.event(obj, corev1.EventTypeNormal, EventHandoverAborted, ActionHandover, fmt.Sprintf("Aborted the handover of %q to %s: it is no longer named.", o.Key, pending))
@@ -54,12 +57,12 @@ func (m *Middleware) planHandovers(ctx context.Context, obj client.Object, self 
 			continue
 		}
 		if pending == nil || !pending.Is(succ) {
-			if _, err := m.claimer.Prepare(ctx, o.Key, self, succ); err != nil {
+			if _, err := m.claimer.Prepare(ctx, h.raw, self, succ); err != nil {
 				return nil, fmt.Errorf("preparing handover of claim %q to %s: %w", o.Key, succ, err)
 			}
 			m.event(obj, corev1.EventTypeNormal, EventHandoverPrepared, ActionHandover, fmt.Sprintf("Prepared the handover of %q to %s.", o.Key, succ))
 		}
-		out = append(out, Handover{Key: o.Key, Successor: succ})
+		out = append(out, Handover{Key: o.Key, Successor: succ, raw: h.raw})
 	}
 	return out, nil
 }
@@ -102,13 +105,41 @@ func (m *Middleware) successorOf(ctx context.Context, obj client.Object, self cl
 	return h, true, nil
 }
 
+// successorThere reports, by an uncached read, whether succ still exists
+// with its UID and is not being deleted.
+func (m *Middleware) successorThere(ctx context.Context, succ claim.Holder) (bool, error) {
+	obj := newObject(m.cfg.prototype)
+	if err := m.cfg.apiReader.Get(ctx, succ.NamespacedName(), obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading successor %s before the commit: %w", succ, err)
+	}
+	return obj.GetUID() == succ.UID && obj.GetDeletionTimestamp() == nil, nil
+}
+
 // commitHandovers makes each successor the holder of its key. It runs only
 // after an inner pass that saw the handovers and returned success without a
 // requeue: that pass moved the workloads off the keys.
 func (m *Middleware) commitHandovers(ctx context.Context, obj client.Object, self claim.Holder, handovers []Handover) error {
 	var errs []error
 	for _, h := range handovers {
-		o, err := m.claimer.Commit(ctx, h.Key, self, h.Successor)
+		// The successor was read when the pass began; it may be gone since,
+		// and a record handed to a holder that is gone would outlive it.
+		there, err := m.successorThere(ctx, h.Successor)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !there {
+			if err := m.claimer.Abort(ctx, h.raw, self); err != nil {
+				errs = append(errs, fmt.Errorf("aborting handover of claim %q to %s, which is gone: %w", h.Key, h.Successor, err))
+				continue
+			}
+			m.event(obj, corev1.EventTypeNormal, EventHandoverAborted, ActionHandover, fmt.Sprintf("Aborted the handover of %q to %s: it is gone or being deleted.", h.Key, h.Successor))
+			continue
+		}
+		o, err := m.claimer.Commit(ctx, h.raw, self, h.Successor)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("committing handover of claim %q to %s: %w", h.Key, h.Successor, err))
 			continue

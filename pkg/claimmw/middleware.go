@@ -202,9 +202,8 @@ type pass struct {
 	// it no longer names, and while parked the keys after the blocked one.
 	// They are released after an inner pass that was told of them succeeds.
 	giveUp []claim.Record
-	// wasClaimed: the condition said the object held every key when the pass
-	// began.
-	wasClaimed bool
+	// was is what the claim condition said when the pass began.
+	was previous
 }
 
 type heldKey struct {
@@ -232,7 +231,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 	if obj.GetDeletionTimestamp() != nil {
 		return m.finalize(ctx, userCtx, req, obj, self)
 	}
-	p := &pass{obj: obj, self: self, wasClaimed: m.claimedNow(obj)}
+	p := &pass{obj: obj, self: self, was: m.previous(obj)}
 	gen := obj.GetGeneration()
 
 	p.keys, err = m.keysOf(ctx, obj)
@@ -268,6 +267,17 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 		}
 		p.granted = append(p.granted, heldKey{raw: k.raw, o: o})
 	}
+	if p.blocked != nil && p.blocked.Reason == claim.ReasonNotFirst {
+		// The object yields a free key to an older one, which may be
+		// waiting for a key this object holds: yielding while holding
+		// would deadlock, so it yields everything.
+		for _, h := range p.granted {
+			if !slices.ContainsFunc(holdings, func(r claim.Record) bool { return r.Key == h.o.Key }) {
+				holdings = append(holdings, h.o.Record)
+			}
+		}
+		p.granted = nil
+	}
 	m.metrics.setHeld(req.NamespacedName, len(p.granted))
 	p.giveUp = giveUp(holdings, p.granted)
 	if p.blocked != nil {
@@ -281,9 +291,16 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 // for. Keeping only a prefix of the sorted keys while waiting is what makes
 // waiting deadlock-free whatever the key sets were before: an object never
 // holds a key while it waits for a smaller one.
+//
+// A record without a claim set (written before sets existed) is never given
+// up here: it may be another middleware's of the same object, which labels
+// it as its own at its next pass. The deletion path releases it.
 func giveUp(holdings []claim.Record, granted []heldKey) []claim.Record {
 	var out []claim.Record
 	for _, rec := range holdings {
+		if rec.Set == "" {
+			continue
+		}
 		if !slices.ContainsFunc(granted, func(h heldKey) bool { return h.o.Key == rec.Key }) {
 			out = append(out, rec)
 		}
@@ -302,13 +319,15 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		return reconcile.Result{}, err
 	}
 	m.grantEvents(p.obj, p.granted)
+	if p.was.claimed && p.was.current {
+		m.regrantEvents(p.obj, p.granted)
+	}
 
-	held := make([]claim.Outcome, len(p.granted))
 	grants := make([]Grant, len(p.granted))
 	for i, h := range p.granted {
-		held[i], grants[i] = h.o, Grant{Key: h.o.Key, Token: h.o.Token}
+		grants[i] = Grant{Key: h.o.Key, Token: h.o.Token}
 	}
-	handovers, err := m.planHandovers(ctx, p.obj, p.self, held)
+	handovers, err := m.planHandovers(ctx, p.obj, p.self, p.granted)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -350,7 +369,7 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		if reason.Priority() >= conditions.ReasonClaimError.Priority() {
 			eventType = corev1.EventTypeWarning
 		}
-		if p.wasClaimed {
+		if p.was.mayHaveHeld() && !isInvalid(reason) {
 			m.event(p.obj, corev1.EventTypeWarning, EventLost, ActionPark, "Lost its claim: "+cond.Message)
 		} else {
 			m.event(p.obj, eventType, EventReason(reason), ActionPark, cond.Message)
@@ -382,7 +401,7 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	// The inner reconciler must run when the object has to stop using keys:
 	// it just lost one, or it gives some up. Otherwise the parked mode
 	// decides.
-	if m.cfg.parkedMode == RunInnerWhileParked || p.wasClaimed || len(p.giveUp) > 0 {
+	if m.cfg.parkedMode == RunInnerWhileParked || p.was.mayHaveHeld() || len(p.giveUp) > 0 {
 		state := State{Releasing: grantsOf(p.giveUp), Condition: cond}
 		inner, err := m.inner.Reconcile(m.innerContext(userCtx, state), req)
 		if err != nil {
@@ -421,15 +440,40 @@ func (m *Middleware) claimError(ctx context.Context, obj client.Object, err erro
 	return err
 }
 
-// claimedNow reports whether obj's claim condition, as read, says it holds
-// every key it names.
-func (m *Middleware) claimedNow(obj client.Object) bool {
+// previous is what an object's claim condition said when a pass began:
+// the only memory of an earlier pass the middleware has, and it is on the
+// object, in the API server.
+type previous struct {
+	claimed bool // True, reason Claimed
+	failed  bool // False, reason ClaimError: it may have held every key before
+	// current: the condition was computed for the object's current
+	// generation, so its key set has not changed since.
+	current bool
+}
+
+// mayHaveHeld reports whether the object may have been acting for its keys
+// until this pass: it must be told to stop (a parked inner pass) and told
+// that it lost them.
+func (p previous) mayHaveHeld() bool { return p.claimed || p.failed }
+
+func (m *Middleware) previous(obj client.Object) previous {
 	conds, err := conditionsOf(obj)
 	if err != nil {
-		return false
+		return previous{}
 	}
 	c := meta.FindStatusCondition(*conds, string(m.cfg.condType))
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == string(conditions.ReasonClaimed)
+	if c == nil {
+		return previous{}
+	}
+	return previous{
+		claimed: c.Status == metav1.ConditionTrue && c.Reason == string(conditions.ReasonClaimed),
+		failed:  c.Reason == string(conditions.ReasonClaimError),
+		current: c.ObservedGeneration == obj.GetGeneration(),
+	}
+}
+
+func isInvalid(r conditions.Reason) bool {
+	return r == conditions.ReasonInvalidKey || r == conditions.ReasonClaimError
 }
 
 // keysOf computes obj's keys: each normalized once for sorting and
@@ -466,11 +510,10 @@ func (m *Middleware) acquire(ctx context.Context, key string, self claim.Holder)
 // object still holds, then one release sweep, then the finalizer comes off.
 // A deleted object never acquires.
 func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Request, obj client.Object, self claim.Holder) (reconcile.Result, error) {
-	if !m.fin.Has(obj) {
-		return m.inner.Reconcile(m.innerContext(userCtx, State{Deleting: true}), req)
-	}
-	// Uncached: the inner pass cleans up only what the object holds, and a
-	// record written moments ago must count.
+	// Uncached, and whether or not the finalizer is still there (a person
+	// may have removed it while another finalizer keeps the object): the
+	// inner pass cleans up only what the object holds, and a record written
+	// moments ago must count.
 	holdings, err := m.claimer.Holdings(ctx, self)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing the claims of %s before its deletion: %w", req.NamespacedName, err)
@@ -481,12 +524,24 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	}
 	// A deleted object acts no more: stop renewing before the release.
 	m.renew.stopExcept(req.NamespacedName)
-	removed, err := m.fin.Finalize(ctx, obj, func(ctx context.Context) error {
+	release := func(ctx context.Context) error {
 		if err := m.claimer.Release(ctx, self); err != nil {
 			return fmt.Errorf("releasing claims: %w", err)
 		}
 		return nil
-	})
+	}
+	if !m.fin.Has(obj) {
+		if len(holdings) == 0 {
+			return res, nil
+		}
+		if err := release(ctx); err != nil {
+			return reconcile.Result{}, err
+		}
+		m.event(obj, corev1.EventTypeNormal, EventReleased, ActionRelease, "Released every claim before deletion.")
+		m.forget(req)
+		return res, nil
+	}
+	removed, err := m.fin.Finalize(ctx, obj, release)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -569,6 +624,19 @@ func (m *Middleware) grantEvents(obj client.Object, granted []heldKey) {
 			m.event(obj, corev1.EventTypeNormal, EventTakenOver, ActionAcquire, h.o.Message)
 		case claim.ReasonAcquired:
 			m.event(obj, corev1.EventTypeNormal, EventClaimed, ActionAcquire, h.o.Message)
+		}
+	}
+}
+
+// regrantEvents tells of keys granted afresh (a new record) to an object
+// whose condition said, for its current spec, that it held them: their
+// record was deleted or taken from outside, and the object holds them again
+// under a new token.
+func (m *Middleware) regrantEvents(obj client.Object, granted []heldKey) {
+	for _, h := range granted {
+		if h.o.Reason == claim.ReasonAcquired || h.o.Reason == claim.ReasonTakenOver {
+			m.event(obj, corev1.EventTypeWarning, EventLost, ActionAcquire,
+				fmt.Sprintf("Its record of %q was gone; it acquired the key again, with token %s.", h.o.Key, h.o.Token))
 		}
 	}
 }

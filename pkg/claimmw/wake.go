@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +34,11 @@ const (
 	// they name, so that a record without a readable key (a foreign record
 	// where a key's record belongs) still finds the objects it blocks.
 	IndexRecordsPrefix = claim.Domain + "/records."
+	// IndexFinalizerPrefix and IndexConditionPrefix name empty indexes
+	// that reserve a finalizer and a condition type for one middleware of
+	// a kind.
+	IndexFinalizerPrefix = claim.Domain + "/finalizer."
+	IndexConditionPrefix = claim.Domain + "/condition."
 	// IndexWaitingPrefix indexes objects whose claim condition is
 	// WaitingForHandover, under the value "true".
 	IndexWaitingPrefix = claim.Domain + "/waiting-for-handover."
@@ -56,6 +62,19 @@ func (m *Middleware) index(ctx context.Context, mgr manager.Manager) error {
 	}
 	if err := indexer.IndexField(ctx, newObject(m.cfg.prototype), m.waitingIndex(), m.indexWaiting); err != nil {
 		return fmt.Errorf("indexing objects waiting for a handover under %q: %w", m.waitingIndex(), err)
+	}
+	// Two middlewares for one kind must not share a finalizer (the first to
+	// finish its deletion path would remove it while the other still cleans
+	// up) nor a condition type (each would overwrite the other's). Index
+	// names are unique per informer, so registering one per finalizer and per
+	// condition type refuses the second middleware at setup.
+	for _, taken := range []struct{ what, name string }{
+		{"finalizer", IndexFinalizerPrefix + string(m.cfg.finalizer)},
+		{"condition type", IndexConditionPrefix + string(m.cfg.condType)},
+	} {
+		if err := indexer.IndexField(ctx, newObject(m.cfg.prototype), taken.name, func(client.Object) []string { return nil }); err != nil {
+			return fmt.Errorf("claiming the %s %q for middleware %q (two claim middlewares for one kind need different finalizers and condition types; see claimmw.WithFinalizer and claimmw.WithConditionType): %w", taken.what, strings.TrimPrefix(strings.TrimPrefix(taken.name, IndexFinalizerPrefix), IndexConditionPrefix), m.cfg.name, err)
+		}
 	}
 	m.indexed = true
 	return nil
@@ -139,8 +158,10 @@ func (m *Middleware) SetupWithManager(mgr manager.Manager, b *builder.Builder) e
 // record's key (found through the middleware's key index) and the holder the
 // record names. [Middleware.SetupWithManager] watches the backend's records
 // with it; watch them yourself only when the records are objects the
-// backend cannot name (a custom backend). It needs the key index, which
-// [FromManager] or SetupWithManager registers.
+// backend cannot name (a custom backend), and still register the middleware
+// with SetupWithManager: the handler finds the objects naming a key through
+// the index SetupWithManager registers. Without it only the record's holder
+// is woken, and the rest wait for their requeue.
 func (m *Middleware) ClaimEvents() handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(m.recordChanged)
 }

@@ -359,7 +359,7 @@ func Decode(cfg claim.Config, key string, obj client.Object) claim.Record {
 	}
 	// The token is the object's version at the grant or after a later write
 	// of the operator's (see the package comment).
-	return cfg.DecodeStored(key, claim.Stored{Ref: ref, UID: obj.GetUID(), Version: obj.GetResourceVersion(), Annotations: obj.GetAnnotations(), Shared: true})
+	return cfg.DecodeStored(key, claim.Stored{Ref: ref, UID: obj.GetUID(), Version: obj.GetResourceVersion(), Annotations: obj.GetAnnotations(), Labels: obj.GetLabels(), Shared: true})
 }
 
 // removals maps every key to nil: removed by a merge patch.

@@ -167,6 +167,7 @@ func stored(l *coordinationv1.Lease) claim.Stored {
 		UID:         l.UID,
 		Version:     l.ResourceVersion,
 		Annotations: l.Annotations,
+		Labels:      l.Labels,
 	}
 }
 

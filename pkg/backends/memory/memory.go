@@ -386,7 +386,7 @@ func Decode(cfg claim.Config, key string, o Object) claim.Record {
 }
 
 func (o Object) stored() claim.Stored {
-	return claim.Stored{Ref: o.Ref(), UID: o.UID, Version: o.Version, Annotations: o.Annotations}
+	return claim.Stored{Ref: o.Ref(), UID: o.UID, Version: o.Version, Annotations: o.Annotations, Labels: o.Labels}
 }
 
 // withTimes fills the record fields an Object keeps beside its annotations.
