@@ -251,11 +251,26 @@ inline acquire(k) {
 	round = 0
 }
 
+#define PRE_NONE   0
+#define PRE_ENDACT 1   /* the inner pass ends */
+#define PRE_PARKED 2   /* the condition turns False */
+
 /* release: Claimer.Release(self, keep): one List of self's records, then one
  * Delete per record not kept, fenced on the UID and version of the List. A
  * record already gone counts as released; one that changed is an error. */
-inline release(keep) {
+inline release(keep, pre) {
 	atomic {
+		/* what the pass did last before the List, folded into it: no other
+		 * process reads it, so it needs no step of its own */
+		if
+		:: pre == PRE_ENDACT ->
+			printf("obj%d: inner pass ends\n", me);
+			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
+		:: pre == PRE_PARKED ->
+			printf("obj%d: condition False, keeps keys %d, gives up the rest\n", me, held);
+			cond[me] = false
+		:: else -> skip
+		fi;
 		k = 0;
 		do
 		:: k < NKEY ->
@@ -300,6 +315,7 @@ inline release(keep) {
  * once, so one process per object. */
 proctype Obj(byte me) {
 	byte ks;      /* the key set this pass read */
+	bool del;     /* the object read is being deleted */
 	byte k;
 	byte kk;      /* the key being acquired */
 	byte held;    /* the keys granted so far in this pass */
@@ -311,26 +327,29 @@ proctype Obj(byte me) {
 
 end_idle:
 	do
-	:: atomic { exists[me] && (q[me] || mode[me] != IDLE) -> q[me] = false; res = 0 };
+	:: atomic {
+		exists[me] && (q[me] || mode[me] != IDLE) ->
+		/* dequeued: read the object from the cache, maybe stale in its
+		 * keys (deletion is read as it is) */
+		q[me] = false; res = 0; del = deleting[me]; ks = (del -> 0 : ckeys[me])
+	   };
 		if
-		:: deleting[me] ->
+		:: del ->
 			/* finalize: the inner runs in deleting mode (it acts on no
 			 * key), then every record of the object is released and only
 			 * then the finalizer goes and with it the object. */
-			release(0);
+			release(0, PRE_NONE);
 			if
-			:: res == FAILED -> mode[me] = REQUEUED
+			:: res == FAILED -> skip
 			:: else ->
 				atomic {
 					printf("obj%d: finalizer removed, the object is gone\n", me);
 					exists[me] = false; fin[me] = false; cond[me] = false;
-					mode[me] = IDLE; q[me] = false;
+					q[me] = false;
 					wakeNamers(ckeys[me] | keys[me])
 				}
 			fi
 		:: else ->
-			/* keys from the cached object: maybe stale */
-			ks = ckeys[me];
 			if
 			:: ks != 0 && !fin[me] ->
 				atomic {
@@ -359,7 +378,7 @@ end_idle:
 			k = 0;
 			if
 			:: res == FAILED ->
-				cond[me] = false; mode[me] = REQUEUED   /* ClaimError */
+				cond[me] = false   /* ClaimError */
 			:: res == 0 ->
 				/* all granted: condition True, the inner acts on every key */
 				atomic {
@@ -398,48 +417,44 @@ end_idle:
 				od;
 				k = 0;
 #endif
-				atomic {
-					printf("obj%d: inner pass ends\n", me);
-					acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
-				};
 				/* the sweep: release what the object no longer names */
 #ifdef MUT_SWEEP_CACHE
 				if
-				:: sknown[me] && swept[me] == ks -> skip
+				:: sknown[me] && swept[me] == ks ->
+					atomic {
+						printf("obj%d: inner pass ends; sweep skipped, keys as at the last sweep\n", me);
+						acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
+					}
 				:: else ->
-					release(ks);
+					release(ks, PRE_ENDACT);
 					if
 					:: res != FAILED -> sknown[me] = true; swept[me] = ks
 					:: else -> skip
 					fi
-				fi;
-#else
-				release(ks);
-#endif
-				if
-				:: res == FAILED -> mode[me] = REQUEUED
-				:: else -> mode[me] = IDLE
 				fi
+#else
+				release(ks, PRE_ENDACT)
+#endif
 			:: res == PARKED ->
 				/* parked at key k: keep the held prefix, give up the rest */
-#ifdef MUT_NO_GIVEUP
-				printf("obj%d: condition False, keeps every record it holds\n", me);
-#else
-				printf("obj%d: condition False, keeps keys %d, gives up the rest\n", me, held);
-#endif
-				cond[me] = false;
 				res = 0;
-#ifndef MUT_NO_GIVEUP
-				release(held);
+#ifdef MUT_NO_GIVEUP
+				atomic {
+					printf("obj%d: condition False, keeps every record it holds\n", me);
+					cond[me] = false
+				}
+#else
+				release(held, PRE_PARKED)
 #endif
-				if
-				:: res == FAILED -> mode[me] = REQUEUED
-				:: else -> mode[me] = REQUEUED
-				fi
 			fi
 		fi;
+		/* the work queue requeues a parked or failed object by itself */
 		atomic {
-			ks = 0; held = 0; res = 0;
+			if
+			:: res == FAILED || held != ks -> mode[me] = REQUEUED
+			:: else -> mode[me] = IDLE
+			fi;
+			ks = 0; del = false; held = 0; res = 0;
 			tok[0] = 0; tok[1] = 0
 		}
 	od
