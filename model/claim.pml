@@ -251,9 +251,9 @@ inline acquire(k) {
 	round = 0
 }
 
-#define PRE_NONE   0
 #define PRE_ENDACT 1   /* the inner pass ends */
 #define PRE_PARKED 2   /* the condition turns False */
+#define PRE_FINAL  3   /* finalize: the inner acts between the List and the deletes */
 
 /* release: Claimer.Release(self, keep): one List of self's records, then one
  * Delete per record not kept, fenced on the UID and version of the List. A
@@ -282,8 +282,35 @@ inline release(keep, pre) {
 			k++
 		:: else -> break
 		od;
-		k = 0
+		k = 0;
+		if
+		:: pre == PRE_FINAL ->
+			/* the inner runs in deleting mode: it acts (cleans up) for the
+			 * keys the object still holds */
+			printf("obj%d: being deleted, inner pass cleans up for keys %d\n", me, listed);
+			do
+			:: k < NKEY && (listed & bit(k)) != 0 ->
+#ifdef FENCE
+				assert(acting[k] == 0 || extdone);
+#else
+				assert(acting[k] == 0);
+#endif
+				acting[k] = acting[k] | bit(me); k++
+			:: k < NKEY && (listed & bit(k)) == 0 -> k++
+			:: k == NKEY -> break
+			od;
+			k = 0
+		:: else -> skip
+		fi
 	};
+	if
+	:: pre == PRE_FINAL && listed != 0 ->
+		atomic {
+			printf("obj%d: inner pass ends\n", me);
+			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
+		}
+	:: else -> skip
+	fi;
 	do
 	:: k < NKEY && (listed & bit(k)) != 0 && res != FAILED ->
 		atomic {
@@ -338,7 +365,7 @@ end_idle:
 			/* finalize: the inner runs in deleting mode (it acts on no
 			 * key), then every record of the object is released and only
 			 * then the finalizer goes and with it the object. */
-			release(0, PRE_NONE);
+			release(0, PRE_FINAL);
 			if
 			:: res == FAILED -> skip
 			:: else ->

@@ -148,7 +148,7 @@ func TestMutationsHaveCounterexamples(t *testing.T) {
 				if !strings.Contains(res.failure, m.want) {
 					t.Fatalf("%s with %s: counterexample %q, want one containing %q\n%s", w.name, m.define, res.failure, m.want, res.trail)
 				}
-				t.Logf("%s with %s: %s\n%s", w.name, m.define, res.failure, res.trail)
+				t.Logf("%s with %s: %s\n%sReplay: %s", w.name, m.define, res.failure, res.trail, res.replay)
 			})
 		}
 	}
@@ -252,8 +252,9 @@ func (w world) check(t *testing.T, mutation string) result {
 		res.failure = "errors: " + m[1]
 	}
 	res.trail = trail(t, dir, w.model, defs)
-	res.replay = fmt.Sprintf("cd model && spin -a %s %s && cc -o pan pan.c %s && ./pan %s; spin -t -p -g -l %s %s",
-		strings.Join(defs, " "), w.model, strings.Join(cflags[1:], " "), strings.Join(panArgs, " "), strings.Join(defs, " "), w.model)
+	d := strings.Join(defs, " ")
+	res.replay = fmt.Sprintf("cp model/%s /tmp && cd /tmp && spin -a %s %s && cc %s -o pan pan.c && ./pan %s && spin -t -p -g -l %s %s | grep -v '^Never claim'",
+		w.model, d, w.model, strings.Join(cflags, " "), strings.Join(panArgs, " "), d, w.model)
 	return res
 }
 
