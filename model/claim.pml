@@ -591,27 +591,38 @@ end_informer:
 	(((keys[o] & 1) == 0 || holds(o, 0)) && ((keys[o] & 2) == 0 || holds(o, 1)))
 /* live(o): o exists and is not being deleted. */
 #define live(o) (exists[o] && !deleting[o])
-/* grantedNamer(k): a live object that names k holds every key it names. */
-#define grantedNamerOf(o, k) (live(o) && (keys[o] & bit(k)) != 0 && holdsAll(o))
+/* liveNamer(h, k): h is a live object that names k (not the orphan). */
+#define liveNamer(h, k) ((h) < NOBJ && live(h) && (keys[h] & bit(k)) != 0)
+/* granted(h): h is a live object that holds every key it names. */
+#define granted(h) ((h) < NOBJ && live(h) && holdsAll(h))
+/* waits0(o, k): o names k, which another live namer holds, and that holder
+ * is granted. waits1 also accepts a holder that itself waits0: a waits-for
+ * chain that ends at a granted object (with at most 3 objects no chain is
+ * longer). A cycle of waiting objects is neither: a deadlock. */
+#define waits0(o, k) \
+	((keys[o] & bit(k)) != 0 && rec[k].ex && rec[k].holder != (o) && \
+	 liveNamer(rec[k].holder, k) && granted(rec[k].holder))
+#define waitsOn0(o) (waits0(o, 0) || waits0(o, 1))
+#define waits1(o, k) \
+	((keys[o] & bit(k)) != 0 && rec[k].ex && rec[k].holder != (o) && \
+	 liveNamer(rec[k].holder, k) && (granted(rec[k].holder) || waitsOn0(rec[k].holder)))
 #if NOBJ > 2
-#define grantedNamer(k) (grantedNamerOf(0, k) || grantedNamerOf(1, k) || grantedNamerOf(2, k))
 #define namedByLive(k) ((live(0) && (keys[0] & bit(k)) != 0) || (live(1) && (keys[1] & bit(k)) != 0) || (live(2) && (keys[2] & bit(k)) != 0))
 #else
-#define grantedNamer(k) (grantedNamerOf(0, k) || grantedNamerOf(1, k))
 #define namedByLive(k) ((live(0) && (keys[0] & bit(k)) != 0) || (live(1) && (keys[1] & bit(k)) != 0))
 #endif
-/* blockedOn(o, k): o names k and a granted namer of k holds it. */
-#define blockedOn(o, k) ((keys[o] & bit(k)) != 0 && !holds(o, k) && rec[k].ex && rec[k].holder != (o) && grantedNamer(k))
 /* okObj(o): gone objects hold nothing (no leak); live ones read their keys
  * fresh, hold only keys they name, report the truth in their condition, and
- * hold all their keys unless a granted namer holds one of them. Objects
- * being deleted are not settled: their finalizer must run. */
+ * hold all their keys unless they wait, through a chain, on a granted object
+ * (no deadlock). Objects being deleted are not settled: their finalizer must
+ * run. */
 #define ownsOnlyNamed(o) \
 	((!holds(o, 0) || (keys[o] & 1) != 0) && (!holds(o, 1) || (keys[o] & 2) != 0))
 #define okObj(o) \
 	((!exists[o] && !holds(o, 0) && !holds(o, 1)) || \
-	 (live(o) && ckeys[o] == keys[o] && ownsOnlyNamed(o) && ((cond[o] && holdsAll(o)) || (!cond[o] && !holdsAll(o))) && \
-	  (holdsAll(o) || blockedOn(o, 0) || blockedOn(o, 1))))
+	 (live(o) && ckeys[o] == keys[o] && ownsOnlyNamed(o) && \
+	  ((cond[o] && holdsAll(o)) || (!cond[o] && !holdsAll(o))) && \
+	  (holdsAll(o) || waits1(o, 0) || waits1(o, 1))))
 /* okKey(k): the orphan's record does not outlive the first live object that
  * names its key. */
 #define okKey(k) (!(rec[k].ex && rec[k].holder == GHOST && namedByLive(k)))

@@ -96,6 +96,12 @@ var worlds = []world{
 		live:  true,
 	},
 	{
+		name:  "three-objects-contention",
+		model: "claim.pml",
+		defs:  []string{"NOBJ=3", "INIT0=1", "INIT1=2", "INIT2=3", "EDITS=0", "DELS=0", "LOST=0", "STALE=0"},
+		live:  true,
+	},
+	{
 		name:  "three-objects",
 		model: "claim.pml",
 		defs:  []string{"NOBJ=3", "ORPHAN=1", "EDITS=0", "DELS=1", "LOST=1", "STALE=0", "INIT2=2"},
@@ -210,7 +216,7 @@ func (w world) check(t *testing.T, mutation string) result {
 	var panArgs []string
 	switch {
 	case w.live:
-		cflags = append(cflags, "-DNFAIR=2")
+		cflags = append(cflags, "-DNFAIR=3") // World, Informer and up to 3 objects
 		panArgs = []string{"-a", "-f"}
 	case w.model == "claim.pml":
 		cflags = append(cflags, "-DSAFETY", "-DNOCLAIM")
