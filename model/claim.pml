@@ -11,7 +11,9 @@
  * record deletions, LOST lost write responses, STALE stale cached reads,
  * ORPHAN records of an already-gone holder present at the start.
  *
- * Mutation switches (-DMUT_...) put back one known bug each; see docs.
+ * Mutation switches (-DMUT_...) put back one known bug each; see
+ * docs/model.md: MUT_WAKE_ONLY_WAITERS, MUT_SWEEP_CACHE, MUT_UNFENCED_TAKEOVER,
+ * MUT_RELEASE_NO_UID, MUT_NO_GIVEUP, MUT_CACHED_LIST.
  */
 
 #ifndef NOBJ
@@ -276,7 +278,16 @@ inline release(keep, pre) {
 		:: k < NKEY ->
 			if
 			:: rec[k].ex && rec[k].holder == me && (keep & bit(k)) == 0 ->
+#ifdef MUT_CACHED_LIST
+				/* the bug: the finalizer's List reads a cache that may not
+				 * have seen the object's newest record yet */
+				if
+				:: pre == PRE_FINAL -> printf("obj%d: its cached List misses k%d\n", me, k)
+				:: true -> listed = listed | bit(k); luid[k] = rec[k].uid; lrv[k] = ver[k]
+				fi
+#else
 				listed = listed | bit(k); luid[k] = rec[k].uid; lrv[k] = ver[k]
+#endif
 			:: else -> skip
 			fi;
 			k++

@@ -88,6 +88,9 @@ var worlds = []world{
 		model: "claim.pml",
 		defs:  []string{"EDITS=1", "DELS=1", "LOST=1", "STALE=0"},
 		live:  true,
+		mutations: []mutation{
+			{define: "MUT_CACHED_LIST", want: "acceptance cycle"},
+		},
 	},
 	{
 		name:  "deletion-stale-read",
