@@ -1,0 +1,660 @@
+/*
+ * claim.pml: the claim protocol (pkg/claim) and the level-triggered
+ * middleware pass (pkg/claimmw) of ocf-claim, as a Promela model for SPIN.
+ * docs/model.md says what is modelled, what is not, and how each proctype
+ * and inline maps to the Go code.
+ *
+ * One atomic step is one API call: the API server is a compare-and-swap
+ * store, and everything a pass decides between two calls may be stale by
+ * the next one. Bounds (all overridable with -D): NOBJ objects (2 or 3),
+ * NKEY = 2 keys, EDITS key-set edits, DELS object deletions, EXTDEL external
+ * record deletions, LOST lost write responses, STALE stale cached reads,
+ * ORPHAN records of an already-gone holder present at the start.
+ *
+ * Mutation switches (-DMUT_...) put back one known bug each; see
+ * docs/model.md: MUT_WAKE_ONLY_WAITERS, MUT_SWEEP_CACHE, MUT_UNFENCED_TAKEOVER,
+ * MUT_RELEASE_NO_UID, MUT_NO_GIVEUP, MUT_CACHED_LIST.
+ */
+
+#ifndef NOBJ
+#define NOBJ 2
+#endif
+#define NKEY 2
+#ifndef EDITS
+#define EDITS 2
+#endif
+#ifndef DELS
+#define DELS 1
+#endif
+#ifndef EXTDEL
+#define EXTDEL 0
+#endif
+#ifndef LOST
+#define LOST 1
+#endif
+#ifndef STALE
+#define STALE 1
+#endif
+/* With external record deletion, an old holder may still be inside its inner
+ * pass when a new holder starts its own: what keeps them apart is the fenced
+ * resource, which the model then adds. */
+#if EXTDEL > 0
+#define FENCE
+#endif
+#ifndef ORPHAN
+#define ORPHAN 0
+#endif
+/* Initial key sets, as bit masks over k0 (1) and k1 (2). */
+#ifndef INIT0
+#define INIT0 1
+#endif
+#ifndef INIT1
+#define INIT1 2
+#endif
+#ifndef INIT2
+#define INIT2 3
+#endif
+
+#define MAXROUNDS 3   /* claim.maxRounds */
+#define GHOST NOBJ    /* holder id of an object gone before the model starts */
+#define bit(k) (1 << (k))
+
+/* Outcome of one Acquire, as the pass sees it. */
+#define GRANTED 0
+#define PARKED  1
+#define FAILED  2
+
+/* What an object's last pass left behind: the work queue requeues a parked
+ * object (periodic requeue) and a failed one (error backoff) on its own:
+ * REQUEUED; an IDLE (granted) object runs again only when an event enqueues
+ * it. */
+#define IDLE     0
+#define REQUEUED 1
+
+/* ---- API server: claim records, compare-and-swap on UID and version ---- */
+typedef Record {
+	bool ex;      /* the record exists */
+	byte holder;  /* object id; GHOST for the orphan */
+	byte uid;     /* UID of this incarnation: the version it was created at */
+};
+Record rec[NKEY];
+/* ver[k]: resourceVersion of key k's last write (create, update or delete);
+ * it only grows, also across delete and recreate. The record's version and
+ * its fencing token are ver[k] as of the write that granted it. */
+byte ver[NKEY];
+
+/* ---- API server: the objects that claim keys ---- */
+bool exists[NOBJ];
+bool deleting[NOBJ];
+bool fin[NOBJ];       /* carries the middleware's finalizer */
+byte keys[NOBJ];      /* the keys it names, on the server */
+byte ckeys[NOBJ];     /* the keys it names, in the informer cache */
+
+/* ---- controller ---- */
+bool q[NOBJ];         /* in the work queue */
+byte mode[NOBJ];      /* IDLE or REQUEUED */
+bool cond[NOBJ];      /* claim condition True */
+
+/* ---- fault and edit budgets ---- */
+byte edits = EDITS;
+byte dels = DELS;
+byte extdels = EXTDEL;
+byte lost = LOST;
+byte stale = STALE;
+bool extdone;         /* an external deletion happened */
+
+/* ---- observers (ghost state for the properties) ---- */
+byte acting[NKEY];    /* objects whose inner pass acts on the key: bit mask */
+byte lastgrant[NKEY]; /* token of the newest grant of the key */
+#ifdef FENCE
+byte fmax[NKEY];      /* the fenced resource: highest token it accepted */
+byte fwho[NKEY];      /* and who wrote it */
+#endif
+#ifdef MUT_SWEEP_CACHE
+byte swept[NOBJ];     /* the key set the last successful sweep kept */
+bool sknown[NOBJ];
+#endif
+
+byte w;               /* scratch loop index, only inside atomic steps */
+byte wh;              /* scratch: the holder a record event names */
+
+#define names(o, k) ((ckeys[o] & bit(k)) != 0)
+
+/* Who a record event may wake. */
+#ifdef MUT_WAKE_ONLY_WAITERS
+#define wakeable(o) (exists[o] && mode[o] == REQUEUED)
+#else
+#define wakeable(o) (exists[o])
+#endif
+
+/* wake: the record of key k was created, updated or deleted, its holder
+ * (before or after) being h. The watch enqueues every object that names k,
+ * holders and waiters alike, and the holder. */
+inline wake(k, h) {
+	w = 0;
+	do
+	:: w < NOBJ ->
+		if
+		:: wakeable(w) && (names(w, k) || w == h) -> q[w] = true
+		:: else -> skip
+		fi;
+		w++
+	:: else -> break
+	od;
+	w = 0
+}
+
+/* wakeNamers: an object was deleted; every object naming one of its keys
+ * is enqueued. */
+inline wakeNamers(ks) {
+	w = 0;
+	do
+	:: w < NOBJ ->
+		if
+		:: exists[w] && (ckeys[w] & ks) != 0 -> q[w] = true
+		:: else -> skip
+		fi;
+		w++
+	:: else -> break
+	od;
+	w = 0
+}
+
+/* grant records a new grant of k with token t and checks tokens of a key
+ * strictly increase over grants. */
+inline grant(k, t) {
+	assert(t > lastgrant[k]);
+	lastgrant[k] = t
+}
+
+/* setTok: the pass remembers the token of each grant, for the fenced
+ * resource; without one nothing reads it, so it is not kept in the state. */
+#ifdef FENCE
+#define setTok(k, t) tok[k] = t
+#else
+#define setTok(k, t) skip
+#endif
+
+/* lose: a write that the server applied may answer with an error. */
+#define loseResponse(res) \
+	if \
+	:: lost > 0 -> lost--; res = FAILED; printf("      (the response to that write is lost: obj%d sees an error)\n", me) \
+	:: true -> skip \
+	fi
+
+/* acquire: Claimer.Acquire(key k) with the default liveness. res is
+ * GRANTED (tok[k] set), PARKED or FAILED. */
+inline acquire(k) {
+	round = 0;
+	res = 255;
+	do
+	:: res != 255 -> break
+	:: res == 255 && round == MAXROUNDS -> res = FAILED   /* ErrRaced */
+	:: res == 255 && round < MAXROUNDS ->
+		/* backend.Get, uncached */
+		atomic { rex = rec[k].ex; rh = rec[k].holder; ruid = rec[k].uid; rrv = ver[k] };
+		if
+		:: !rex ->
+			/* verdictFree: create wins or conflicts */
+			atomic {
+				if
+				:: rec[k].ex -> round++
+				:: else ->
+					ver[k]++; rec[k].ex = true; rec[k].holder = me; rec[k].uid = ver[k];
+					printf("obj%d creates the record of k%d: granted, token %d\n", me, k, ver[k]);
+					grant(k, ver[k]); wake(k, me);
+					res = GRANTED; setTok(k, ver[k]);
+					loseResponse(res)
+				fi
+			}
+		:: rex && rh == me ->
+			/* verdictHeld: no write */
+			res = GRANTED; setTok(k, rrv)
+		:: rex && rh != me ->
+			/* verdictOther: liveness is HolderExists, an uncached read */
+			if
+			:: rh < NOBJ && exists[rh] -> res = PARKED; printf("obj%d finds k%d held by live obj%d: parked\n", me, k, rh)
+			:: else ->
+				/* takeover: one update fenced on the UID and version read */
+				atomic {
+					if
+#ifdef MUT_UNFENCED_TAKEOVER
+					:: rec[k].ex ->
+#else
+					:: rec[k].ex && rec[k].uid == ruid && ver[k] == rrv ->
+#endif
+						printf("obj%d takes k%d over from obj%d (read at version %d): granted, token %d\n", me, k, rec[k].holder, rrv, ver[k] + 1);
+						ver[k]++; rec[k].holder = me;
+						grant(k, ver[k]); wake(k, me);
+						res = GRANTED; setTok(k, ver[k]);
+						loseResponse(res)
+					:: else -> rrv = 0   /* conflict: read again below */
+					fi
+				};
+				if
+				:: res == 255 ->
+					/* afterTakeoverConflict on a fresh read */
+					atomic {
+						if
+						:: !rec[k].ex -> round++                      /* raceFreed */
+						:: rec[k].ex && rec[k].holder == me ->
+							res = GRANTED; setTok(k, ver[k])            /* raceSelf */
+						:: rec[k].ex && rec[k].holder == rh -> res = FAILED /* raceStale */
+						:: rec[k].ex && rec[k].holder != me && rec[k].holder != rh ->
+							res = PARKED                               /* raceWinner */
+						fi
+					}
+				:: else -> skip
+				fi
+			fi
+		fi;
+		atomic { rex = false; rh = 0; ruid = 0; rrv = 0 }
+	od;
+	round = 0
+}
+
+#define PRE_ENDACT 1   /* the inner pass ends */
+#define PRE_PARKED 2   /* the condition turns False */
+#define PRE_FINAL  3   /* finalize: the inner acts between the List and the deletes */
+
+/* release: Claimer.Release(self, keep): one List of self's records, then one
+ * Delete per record not kept, fenced on the UID and version of the List. A
+ * record already gone counts as released; one that changed is an error. */
+inline release(keep, pre) {
+	atomic {
+		/* what the pass did last before the List, folded into it: no other
+		 * process reads it, so it needs no step of its own */
+		if
+		:: pre == PRE_ENDACT ->
+			printf("obj%d: inner pass ends\n", me);
+			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
+		:: pre == PRE_PARKED ->
+			printf("obj%d: condition False, keeps keys %d, gives up the rest\n", me, held);
+			cond[me] = false
+		:: else -> skip
+		fi;
+		k = 0;
+		do
+		:: k < NKEY ->
+			if
+			:: rec[k].ex && rec[k].holder == me && (keep & bit(k)) == 0 ->
+#ifdef MUT_CACHED_LIST
+				/* the bug: the finalizer's List reads a cache that may not
+				 * have seen the object's newest record yet */
+				if
+				:: pre == PRE_FINAL -> printf("obj%d: its cached List misses k%d\n", me, k)
+				:: true -> listed = listed | bit(k); luid[k] = rec[k].uid; lrv[k] = ver[k]
+				fi
+#else
+				listed = listed | bit(k); luid[k] = rec[k].uid; lrv[k] = ver[k]
+#endif
+			:: else -> skip
+			fi;
+			k++
+		:: else -> break
+		od;
+		k = 0;
+		if
+		:: pre == PRE_FINAL ->
+			/* the inner runs in deleting mode: it acts (cleans up) for the
+			 * keys the object still holds */
+			printf("obj%d: being deleted, inner pass cleans up for keys %d\n", me, listed);
+			do
+			:: k < NKEY && (listed & bit(k)) != 0 ->
+#ifdef FENCE
+				assert(acting[k] == 0 || extdone);
+#else
+				assert(acting[k] == 0);
+#endif
+				acting[k] = acting[k] | bit(me); k++
+			:: k < NKEY && (listed & bit(k)) == 0 -> k++
+			:: k == NKEY -> break
+			od;
+			k = 0
+		:: else -> skip
+		fi
+	};
+	if
+	:: pre == PRE_FINAL && listed != 0 ->
+		atomic {
+			printf("obj%d: inner pass ends\n", me);
+			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
+		}
+	:: else -> skip
+	fi;
+	do
+	:: k < NKEY && (listed & bit(k)) != 0 && res != FAILED ->
+		atomic {
+			if
+#ifdef MUT_RELEASE_NO_UID
+			:: rec[k].ex ->
+#else
+			:: rec[k].ex && rec[k].uid == luid[k] && ver[k] == lrv[k] ->
+#endif
+				assert(rec[k].holder == me);   /* release frees only its own grant */
+				printf("obj%d releases k%d (record of obj%d, version %d)\n", me, k, rec[k].holder, ver[k]);
+				ver[k]++; rec[k].ex = false; wh = rec[k].holder; wake(k, wh); wh = 0;
+				rec[k].holder = 0; rec[k].uid = 0;
+				loseResponse(res)
+			:: !rec[k].ex -> skip                 /* already gone */
+			:: else -> res = FAILED               /* changed since the List */
+			fi;
+			k++
+		}
+	:: k < NKEY && ((listed & bit(k)) == 0 || res == FAILED) -> k++
+	:: k == NKEY -> break
+	od;
+	atomic { k = 0; listed = 0; luid[0] = 0; luid[1] = 0; lrv[0] = 0; lrv[1] = 0 }
+}
+
+/* Obj: the middleware's Reconcile of one object, run by the work queue
+ * whenever the object is enqueued, parked (periodic requeue) or failed
+ * (error backoff). controller-runtime never runs two passes of one object at
+ * once, so one process per object. */
+proctype Obj(byte me) {
+	byte ks;      /* the key set this pass read */
+	bool del;     /* the object read is being deleted */
+	byte k;
+	byte kk;      /* the key being acquired */
+	byte held;    /* the keys granted so far in this pass */
+	byte res;
+	byte round;
+	bool rex; byte rh; byte ruid; byte rrv;   /* the last read of a record */
+	byte tok[NKEY];
+	byte listed; byte luid[NKEY]; byte lrv[NKEY];
+
+end_idle:
+	do
+	:: atomic {
+		exists[me] && (q[me] || mode[me] != IDLE) ->
+		/* dequeued: read the object from the cache, maybe stale in its
+		 * keys (deletion is read as it is) */
+		q[me] = false; res = 0; del = deleting[me]; ks = (del -> 0 : ckeys[me])
+	   };
+		if
+		:: del ->
+			/* finalize: the inner runs in deleting mode (it acts on no
+			 * key), then every record of the object is released and only
+			 * then the finalizer goes and with it the object. */
+			release(0, PRE_FINAL);
+			if
+			:: res == FAILED -> skip
+			:: else ->
+				atomic {
+					printf("obj%d: finalizer removed, the object is gone\n", me);
+					exists[me] = false; fin[me] = false; cond[me] = false;
+					q[me] = false;
+					wakeNamers(ckeys[me] | keys[me])
+				}
+			fi
+		:: else ->
+			if
+			:: ks != 0 && !fin[me] ->
+				atomic {
+					if
+					:: exists[me] && !deleting[me] -> fin[me] = true
+					:: else -> res = FAILED   /* being deleted: takes no new finalizer */
+					fi
+				}
+			:: else -> skip
+			fi;
+			/* acquire in sorted order, stop at the first key not granted */
+			k = 0;
+			do
+			:: res != 0 -> break
+			:: res == 0 && k == NKEY -> break
+			:: res == 0 && k < NKEY && (ks & bit(k)) == 0 -> k++
+			:: res == 0 && k < NKEY && (ks & bit(k)) != 0 ->
+				kk = k;
+				acquire(kk);
+				if
+				:: res == GRANTED -> held = held | bit(kk); k = kk + 1; res = 0
+				:: else -> k = kk
+				fi;
+				kk = 0
+			od;
+			k = 0;
+			if
+			:: res == FAILED ->
+				cond[me] = false   /* ClaimError */
+			:: res == 0 ->
+				/* all granted: condition True, the inner acts on every key */
+				atomic {
+					printf("obj%d: condition True, inner pass acts on keys %d\n", me, ks);
+					cond[me] = true;
+					k = 0;
+					do
+					:: k < NKEY && (ks & bit(k)) != 0 ->
+#ifdef FENCE
+						assert(acting[k] == 0 || extdone);
+#else
+						assert(acting[k] == 0);   /* at most one object acts for a key */
+#endif
+						acting[k] = acting[k] | bit(me); k++
+					:: k < NKEY && (ks & bit(k)) == 0 -> k++
+					:: k == NKEY -> break
+					od;
+					k = 0
+				};
+#ifdef FENCE
+				/* a write to the fenced resource of each key, with the token */
+				do
+				:: k < NKEY && (ks & bit(k)) != 0 ->
+					atomic {
+						if
+						:: tok[k] >= fmax[k] ->
+							/* a token names one grant: never two writers */
+							assert(tok[k] > fmax[k] || fwho[k] == me);
+							fmax[k] = tok[k]; fwho[k] = me
+						:: else -> skip   /* refused: an older grant */
+						fi;
+						k++
+					}
+				:: k < NKEY && (ks & bit(k)) == 0 -> k++
+				:: k == NKEY -> break
+				od;
+				k = 0;
+#endif
+				/* the sweep: release what the object no longer names */
+#ifdef MUT_SWEEP_CACHE
+				if
+				:: sknown[me] && swept[me] == ks ->
+					atomic {
+						printf("obj%d: inner pass ends; sweep skipped, keys as at the last sweep\n", me);
+						acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
+					}
+				:: else ->
+					release(ks, PRE_ENDACT);
+					if
+					:: res != FAILED -> sknown[me] = true; swept[me] = ks
+					:: else -> skip
+					fi
+				fi
+#else
+				release(ks, PRE_ENDACT)
+#endif
+			:: res == PARKED ->
+				/* parked at key k: keep the held prefix, give up the rest */
+				res = 0;
+#ifdef MUT_NO_GIVEUP
+				atomic {
+					printf("obj%d: condition False, keeps every record it holds\n", me);
+					cond[me] = false
+				}
+#else
+				release(held, PRE_PARKED)
+#endif
+			fi
+		fi;
+		/* the work queue requeues a parked or failed object by itself */
+		atomic {
+			if
+			:: res == FAILED || held != ks -> mode[me] = REQUEUED
+			:: else -> mode[me] = IDLE
+			fi;
+			ks = 0; del = false; held = 0; res = 0;
+			tok[0] = 0; tok[1] = 0
+		}
+	od
+}
+
+/* World: sets the world up, then plays the people and tools acting on the
+ * API server. Each kind of event has a budget, so activity stops. */
+active proctype World() {
+	byte i; byte m;
+	atomic {
+		exists[0] = true; keys[0] = INIT0; ckeys[0] = INIT0; q[0] = true;
+		exists[1] = true; keys[1] = INIT1; ckeys[1] = INIT1; q[1] = true;
+#if NOBJ > 2
+		exists[2] = true; keys[2] = INIT2; ckeys[2] = INIT2; q[2] = true;
+#endif
+#if ORPHAN
+		/* k0 recorded for a holder gone before the model starts */
+		ver[0] = 1; rec[0].ex = true; rec[0].holder = GHOST; rec[0].uid = 1;
+		lastgrant[0] = 1;
+#endif
+		run Informer();
+		run Obj(0);
+		run Obj(1);
+#if NOBJ > 2
+		run Obj(2);
+#endif
+	};
+end_world:
+	do
+	:: atomic {
+		/* edit the keys an object names */
+		edits > 0 ->
+		select(i : 0 .. NOBJ - 1);
+		select(m : 0 .. 3);
+		if
+		:: exists[i] && !deleting[i] && keys[i] != m ->
+			edits--; keys[i] = m;
+			printf("world: obj%d now names keys %d (1 = k0, 2 = k1, 3 = both)\n", i, m);
+			if
+			:: stale > 0 -> stale--; printf("      (the cache of obj%d lags: its next reads are stale)\n", i)
+			:: true -> ckeys[i] = m; q[i] = true
+			fi
+		:: else -> skip
+		fi;
+		i = 0; m = 0
+	   }
+	:: atomic {
+		/* delete an object */
+		dels > 0 ->
+		select(i : 0 .. NOBJ - 1);
+		if
+		:: exists[i] && !deleting[i] ->
+			dels--; deleting[i] = true;
+			printf("world: obj%d is deleted\n", i);
+			if
+			:: fin[i] -> q[i] = true
+			:: else -> exists[i] = false; cond[i] = false; wakeNamers(ckeys[i] | keys[i])
+			fi
+		:: else -> skip
+		fi;
+		i = 0
+	   }
+	:: atomic {
+		/* a person or tool deletes a claim record */
+		extdels > 0 ->
+		select(i : 0 .. NKEY - 1);
+		if
+		:: rec[i].ex ->
+			extdels--; extdone = true;
+			printf("world: someone deletes the record of k%d (holder obj%d)\n", i, rec[i].holder);
+			ver[i]++; rec[i].ex = false; wh = rec[i].holder; wake(i, wh); wh = 0;
+			rec[i].holder = 0; rec[i].uid = 0
+		:: else -> skip
+		fi;
+		i = 0
+	   }
+	od
+}
+
+/* Informer: the cache catches up with a lagging object and the object's own
+ * watch event enqueues it. A process of its own, so that weak fairness makes
+ * it catch up eventually. Once nothing lags it lets time pass: a world where
+ * nothing else can move is a steady state, not a deadlock, and SPIN's
+ * weak-fairness search does not extend a finite run by stuttering. */
+#if NOBJ > 2
+#define caughtUp (ckeys[0] == keys[0] && ckeys[1] == keys[1] && ckeys[2] == keys[2])
+#else
+#define caughtUp (ckeys[0] == keys[0] && ckeys[1] == keys[1])
+#endif
+proctype Informer() {
+end_informer:
+	do
+	:: caughtUp -> skip
+	:: atomic { ckeys[0] != keys[0] -> ckeys[0] = keys[0]; q[0] = true }
+	:: atomic { ckeys[1] != keys[1] -> ckeys[1] = keys[1]; q[1] = true }
+#if NOBJ > 2
+	:: atomic { ckeys[2] != keys[2] -> ckeys[2] = keys[2]; q[2] = true }
+#endif
+	od
+}
+
+/* ---- liveness: once activity stops, the world settles ---- */
+
+/* holds(o, k): o holds the record of k. */
+#define holds(o, k) (rec[k].ex && rec[k].holder == (o))
+#define holdsAll(o) \
+	(((keys[o] & 1) == 0 || holds(o, 0)) && ((keys[o] & 2) == 0 || holds(o, 1)))
+/* live(o): o exists and is not being deleted. */
+#define live(o) (exists[o] && !deleting[o])
+/* liveNamer(h, k): h is a live object that names k (not the orphan). */
+#define liveNamer(h, k) ((h) < NOBJ && live(h) && (keys[h] & bit(k)) != 0)
+/* granted(h): h is a live object that holds every key it names. */
+#define granted(h) ((h) < NOBJ && live(h) && holdsAll(h))
+/* waits0(o, k): o names k, which another live namer holds, and that holder
+ * is granted. waits1 also accepts a holder that itself waits0: a waits-for
+ * chain that ends at a granted object (with at most 3 objects no chain is
+ * longer). A cycle of waiting objects is neither: a deadlock. */
+#define waits0(o, k) \
+	((keys[o] & bit(k)) != 0 && rec[k].ex && rec[k].holder != (o) && \
+	 liveNamer(rec[k].holder, k) && granted(rec[k].holder))
+#define waitsOn0(o) (waits0(o, 0) || waits0(o, 1))
+#define waits1(o, k) \
+	((keys[o] & bit(k)) != 0 && rec[k].ex && rec[k].holder != (o) && \
+	 liveNamer(rec[k].holder, k) && (granted(rec[k].holder) || waitsOn0(rec[k].holder)))
+#if NOBJ > 2
+#define namedByLive(k) ((live(0) && (keys[0] & bit(k)) != 0) || (live(1) && (keys[1] & bit(k)) != 0) || (live(2) && (keys[2] & bit(k)) != 0))
+#else
+#define namedByLive(k) ((live(0) && (keys[0] & bit(k)) != 0) || (live(1) && (keys[1] & bit(k)) != 0))
+#endif
+/* okObj(o): gone objects hold nothing (no leak); live ones read their keys
+ * fresh, hold only keys they name, report the truth in their condition, and
+ * hold all their keys unless they wait, through a chain, on a granted object
+ * (no deadlock). Objects being deleted are not settled: their finalizer must
+ * run. */
+#define ownsOnlyNamed(o) \
+	((!holds(o, 0) || (keys[o] & 1) != 0) && (!holds(o, 1) || (keys[o] & 2) != 0))
+#define okObj(o) \
+	((!exists[o] && !holds(o, 0) && !holds(o, 1)) || \
+	 (live(o) && ckeys[o] == keys[o] && ownsOnlyNamed(o) && \
+	  ((cond[o] && holdsAll(o)) || (!cond[o] && !holdsAll(o))) && \
+	  (holdsAll(o) || waits1(o, 0) || waits1(o, 1))))
+/* okKey(k): the orphan's record does not outlive the first live object that
+ * names its key. */
+#define okKey(k) (!(rec[k].ex && rec[k].holder == GHOST && namedByLive(k)))
+#if NOBJ > 2
+#define settled (okObj(0) && okObj(1) && okObj(2) && okKey(0) && okKey(1))
+#else
+#define settled (okObj(0) && okObj(1) && okKey(0) && okKey(1))
+#endif
+
+/* LTL <>[] settled, written as the never claim of its negation ([]<> !settled:
+ * an accepting cycle that leaves the settled states infinitely often) because
+ * SPIN's LTL translator refuses a formula this long once the macros expand.
+ * spin -f '!(<>[]p)' gives this automaton. */
+never {
+T0_init:
+	do
+	:: !(settled) -> goto accept_S9
+	:: true -> goto T0_init
+	od;
+accept_S9:
+	do
+	:: true -> goto T0_init
+	od
+}

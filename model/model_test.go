@@ -1,0 +1,320 @@
+package model
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// world is one bounded world of a model: the -D switches that size it and
+// the search that explores it. Each world is explored exhaustively as it is,
+// and once more per mutation, which must make SPIN find a counterexample.
+type world struct {
+	name  string
+	model string   // file in this directory
+	defs  []string // -D switches for spin -a
+	// live searches for acceptance cycles of the never claim under weak
+	// fairness (pan -a -f), which also checks every assertion; otherwise a
+	// safety search (assertions only).
+	live      bool
+	mutations []mutation
+}
+
+// mutation is a known bug put back into the model by a -D switch.
+type mutation struct {
+	define string
+	// want is what pan's first error line must contain: the assertion that
+	// fails, or "acceptance cycle" for the never claim of claim.pml (eventually
+	// settled).
+	want string
+}
+
+// worlds are the checks `make model` runs. docs/model.md explains each bound
+// and each mutation; keep the two in step. The whole set takes about a
+// minute on 2 cores.
+var worlds = []world{
+	{
+		name:  "key-edits",
+		model: "claim.pml",
+		defs:  []string{"EDITS=2", "DELS=0", "LOST=0", "STALE=0"},
+		live:  true,
+		mutations: []mutation{
+			{define: "MUT_NO_GIVEUP", want: "acceptance cycle"},
+		},
+	},
+	{
+		name:  "lost-response",
+		model: "claim.pml",
+		defs:  []string{"EDITS=2", "DELS=0", "LOST=1", "STALE=0", "INIT1=0"},
+		live:  true,
+		mutations: []mutation{
+			{define: "MUT_SWEEP_CACHE", want: "acceptance cycle"},
+		},
+	},
+	{
+		name:  "external-deletion",
+		model: "claim.pml",
+		defs:  []string{"EXTDEL=1", "EDITS=0", "DELS=0", "LOST=0", "STALE=0", "INIT1=1"},
+		live:  true,
+		mutations: []mutation{
+			{define: "MUT_WAKE_ONLY_WAITERS", want: "acceptance cycle"},
+		},
+	},
+	{
+		name:  "release-race",
+		model: "claim.pml",
+		defs:  []string{"EXTDEL=1", "EDITS=1", "DELS=0", "LOST=0", "STALE=0", "INIT0=3", "INIT1=1"},
+		mutations: []mutation{
+			{define: "MUT_RELEASE_NO_UID", want: "assertion violated (rec[k].holder==me)"},
+		},
+	},
+	{
+		name:  "orphan-takeover",
+		model: "claim.pml",
+		defs:  []string{"ORPHAN=1", "INIT1=1", "EDITS=1", "DELS=0", "LOST=0", "STALE=0"},
+		live:  true,
+		mutations: []mutation{
+			{define: "MUT_UNFENCED_TAKEOVER", want: "assertion violated (acting[k]==0)"},
+		},
+	},
+	{
+		name:  "deletion-lost-response",
+		model: "claim.pml",
+		defs:  []string{"EDITS=1", "DELS=1", "LOST=1", "STALE=0"},
+		live:  true,
+		mutations: []mutation{
+			{define: "MUT_CACHED_LIST", want: "acceptance cycle"},
+		},
+	},
+	{
+		name:  "deletion-stale-read",
+		model: "claim.pml",
+		defs:  []string{"EDITS=1", "DELS=1", "LOST=0", "STALE=1"},
+		live:  true,
+	},
+	{
+		name:  "three-objects-contention",
+		model: "claim.pml",
+		defs:  []string{"NOBJ=3", "INIT0=1", "INIT1=2", "INIT2=3", "EDITS=0", "DELS=0", "LOST=0", "STALE=0"},
+		live:  true,
+	},
+	{
+		name:  "three-objects",
+		model: "claim.pml",
+		defs:  []string{"NOBJ=3", "ORPHAN=1", "EDITS=0", "DELS=1", "LOST=1", "STALE=0", "INIT2=2"},
+	},
+	{
+		name:  "handover",
+		model: "transfer.pml",
+		defs:  []string{"PASSES=3", "LOST=2"},
+		mutations: []mutation{
+			{define: "MUT_TRUST_LOCAL", want: "assertion violated (acting==0)"},
+		},
+	},
+}
+
+// TestModel explores every world of the models and fails on any
+// counterexample, printing its trail.
+func TestModel(t *testing.T) {
+	requireTools(t)
+	for _, w := range worlds {
+		t.Run(w.name, func(t *testing.T) {
+			t.Parallel()
+			// Given the world as the code implements it,
+			// When SPIN explores every interleaving of it,
+			// Then it finds no counterexample.
+			res := w.check(t, "")
+			if res.failure != "" {
+				t.Fatalf("%s: SPIN found a counterexample: %s\n%s\nReplay: %s", w.name, res.failure, res.trail, res.replay)
+			}
+			t.Logf("%s: no counterexample; %s", w.name, res.size)
+		})
+	}
+}
+
+// TestMutationsHaveCounterexamples shows the model has teeth: each known bug,
+// put back by its -D switch, makes SPIN find a counterexample against the
+// property it breaks.
+func TestMutationsHaveCounterexamples(t *testing.T) {
+	requireTools(t)
+	for _, w := range worlds {
+		for _, m := range w.mutations {
+			t.Run(m.define, func(t *testing.T) {
+				t.Parallel()
+				// Given the world of TestModel with one known bug put back,
+				// When SPIN explores it,
+				// Then it finds a counterexample against that bug's property.
+				res := w.check(t, m.define)
+				if res.failure == "" {
+					t.Fatalf("%s with %s: SPIN found no counterexample (%s); the model no longer catches this bug", w.name, m.define, res.size)
+				}
+				if !strings.Contains(res.failure, m.want) {
+					t.Fatalf("%s with %s: counterexample %q, want one containing %q\n%s", w.name, m.define, res.failure, m.want, res.trail)
+				}
+				t.Logf("%s with %s: %s\n%sReplay: %s", w.name, m.define, res.failure, res.trail, res.replay)
+			})
+		}
+	}
+}
+
+// requireTools fails the test when SPIN or a C compiler is missing: a model
+// that is not checked must not pass unnoticed.
+func requireTools(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"spin", "cc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not on PATH, so the protocol model cannot be checked: run `make model`, which installs spin (apt-get install -y spin) and runs this test", tool)
+		}
+	}
+}
+
+// result is the outcome of one SPIN search.
+type result struct {
+	failure string // pan's first error line; empty when none was found
+	trail   string // the counterexample, replayed in words
+	replay  string // the command that replays it step by step
+	size    string // states stored and visited, for the log
+}
+
+var (
+	errorsLine = regexp.MustCompile(`errors: (\d+)`)
+	statesLine = regexp.MustCompile(`(?m)^\s*(\d+) states, stored(.*)$`)
+)
+
+// check generates the verifier of w's model (with mutation defined, when not
+// empty), compiles it and runs it in a fresh directory.
+func (w world) check(t *testing.T, mutation string) result {
+	t.Helper()
+	dir := t.TempDir()
+	src, err := os.ReadFile(w.model)
+	if err != nil {
+		t.Fatalf("reading model: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, w.model), src, 0o644); err != nil {
+		t.Fatalf("copying model: %v", err)
+	}
+	var defs []string
+	for _, d := range w.defs {
+		defs = append(defs, "-D"+d)
+	}
+	if mutation != "" {
+		defs = append(defs, "-D"+mutation)
+	}
+
+	if _, err := run(dir, "spin", append(append([]string{"-a"}, defs...), w.model)...); err != nil {
+		t.Fatalf("generating the verifier: %v", err)
+	}
+	// A mutation's counterexample comes early: compiling fast beats running
+	// fast. For a full search -O1 costs least in compile and run together
+	// (measured: -O2 compiles 1 s longer and runs 10% faster). -DMEMLIM (MB)
+	// stops a search that outgrows a shared machine.
+	cflags := []string{"-O1", "-DMEMLIM=2048"}
+	if mutation != "" {
+		cflags[0] = "-O0"
+	}
+	var panArgs []string
+	switch {
+	case w.live:
+		cflags = append(cflags, "-DNFAIR=3") // World, Informer and up to 3 objects
+		panArgs = []string{"-a", "-f"}
+	case w.model == "claim.pml":
+		cflags = append(cflags, "-DSAFETY", "-DNOCLAIM")
+	default:
+		cflags = append(cflags, "-DSAFETY")
+	}
+	if _, err := run(dir, "cc", append(cflags, "-o", "pan", "pan.c")...); err != nil {
+		t.Fatalf("compiling the verifier: %v", err)
+	}
+	// -m bounds the search depth; pan says so when a run needs more, and
+	// that is reported below rather than trusted.
+	out, err := run(dir, "./pan", append(panArgs, "-m20000", "-n")...)
+	if err != nil && !errors.As(err, new(*exec.ExitError)) {
+		t.Fatalf("running the verifier: %v", err)
+	}
+	for _, bad := range []string{"max search depth too small", "reached -DMEMLIM bound", "out of memory"} {
+		if strings.Contains(out, bad) {
+			t.Fatalf("the search was cut short (%s): the world is too big for an exhaustive check\n%s", bad, out)
+		}
+	}
+	m := errorsLine.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("reading the verifier's report: no error count\n%s", out)
+	}
+	res := result{}
+	if s := statesLine.FindStringSubmatch(out); s != nil {
+		res.size = strings.TrimSpace(s[1] + " states stored" + s[2])
+	}
+	if m[1] == "0" {
+		return res
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "pan:1:") || strings.HasPrefix(line, "pan: ") && strings.Contains(line, "violated") {
+			res.failure = strings.TrimSpace(strings.TrimPrefix(line, "pan:1:"))
+			break
+		}
+	}
+	if res.failure == "" {
+		res.failure = "errors: " + m[1]
+	}
+	res.trail = trail(t, dir, w.model, defs)
+	d := strings.Join(defs, " ")
+	res.replay = fmt.Sprintf("cp model/%s /tmp && cd /tmp && spin -a %s %s && cc %s -o pan pan.c && ./pan %s && spin -t -p -g -l %s %s | grep -v '^Never claim'",
+		w.model, d, w.model, strings.Join(cflags, " "), strings.Join(panArgs, " "), d, w.model)
+	return res
+}
+
+// maxTrailLines bounds a printed trail: an acceptance cycle of a parked
+// object repeats one pass over and over.
+const maxTrailLines = 80
+
+// trail replays the counterexample SPIN wrote: the model's own printf lines
+// narrate it (who reads, writes, acts, is parked, what the world does), and
+// the values of the globals at the end follow. The never claim's moves,
+// which repeat the whole settled predicate, are left out.
+func trail(t *testing.T, dir, model string, defs []string) string {
+	t.Helper()
+	out, err := run(dir, "spin", append(append([]string{"-t"}, defs...), model)...)
+	if err != nil {
+		return fmt.Sprintf("replaying the trail: %v\n%s", err, out)
+	}
+	var b strings.Builder
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "Never claim") || strings.TrimSpace(line) == "" {
+			continue
+		}
+		if n++; n > maxTrailLines {
+			b.WriteString("    ... (the rest repeats the cycle; replay it for every step)\n")
+			break
+		}
+		b.WriteString("    " + strings.TrimSpace(line) + "\n")
+	}
+	return b.String()
+}
+
+// run runs name in dir and returns its combined output.
+func run(dir, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("running %s %s: %w\n%s", name, strings.Join(args, " "), err, lastLines(out.String(), 20))
+	}
+	return out.String(), nil
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
