@@ -2,10 +2,10 @@ package controller_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,18 +29,12 @@ import (
 var env *envtest.Env
 
 // TestMain starts one kube-apiserver and etcd for the whole package, from
-// the directory $KUBEBUILDER_ASSETS names, and installs the CRD.
+// the directory $KUBEBUILDER_ASSETS names, and installs the CRD manifests.
 func TestMain(m *testing.M) {
 	envtest.Main(m, &env, envtest.Options{
 		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
-		CRDs:        []*apiextensionsv1.CustomResourceDefinition{databaseCRD()},
+		CRDPaths:    []string{filepath.Join("..", "config", "crd")},
 	})
-}
-
-// databaseCRD is the Database CRD, built from Go: a status subresource, which
-// the middleware writes through, and the Claimed printer columns.
-func databaseCRD() *apiextensionsv1.CustomResourceDefinition {
-	return envtest.CRD(v1alpha1.GroupVersion.WithKind(v1alpha1.Kind), v1alpha1.Plural, nil)
 }
 
 // startManager runs the operator in a manager of its own, restricted to a
