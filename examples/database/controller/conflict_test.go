@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -35,12 +36,12 @@ type conflicter struct {
 	// interject, when set, is called before an injected conflict of the
 	// inner pass's flush: another writer changes the object on the server
 	// then, so that the conflict is a real one and only a re-read sees the
-	// other writer's condition.
+	// other writer's condition. Guarded by mu.
 	interject func(ctx context.Context, obj client.Object)
 	mu        sync.Mutex
 	failed    map[string]bool // verb/namespace/name: the last write of that verb was refused here
 	injected  atomic.Int64
-	real      atomic.Int64
+	answered  atomic.Int64
 }
 
 func (f *conflicter) refuse(verb string, obj client.Object) bool {
@@ -56,7 +57,7 @@ func (f *conflicter) refuse(verb string, obj client.Object) bool {
 
 func (f *conflicter) result(err error) error {
 	if apierrors.IsConflict(err) {
-		f.real.Add(1)
+		f.answered.Add(1)
 	}
 	return err
 }
@@ -160,13 +161,13 @@ func watchStatus(ctx context.Context, t *testing.T, ns string) <-chan map[string
 // True→False→True.
 func (h history) check(name string) []string {
 	var problems []string
-	types := map[string]bool{}
+	seenTypes := map[string]bool{}
 	for _, snap := range h {
 		for t := range snap {
-			types[t] = true
+			seenTypes[t] = true
 		}
 	}
-	for t := range types {
+	for t := range seenTypes {
 		var seen []observation
 		present := false
 		for i, snap := range h {
@@ -288,7 +289,7 @@ func TestConditionsSurviveForcedStatusConflictsAndAConcurrentWriter(t *testing.T
 
 	// Then conflicts were forced all along
 	t.Logf("%d conflicts injected, %d answered by the server, %d bumps; %d versions of holder and %d of parked watched",
-		f.injected.Load(), f.real.Load(), nBumps, len(holder), len(parked))
+		f.injected.Load(), f.answered.Load(), nBumps, len(holder), len(parked))
 	if got := f.injected.Load(); got < 2*steps {
 		t.Errorf("%d conflicts injected over %d steps, want at least %d: the test did not force what it claims", got, steps, 2*steps)
 	}
@@ -340,7 +341,9 @@ func (a *auditor) review(ctx context.Context, db client.Object) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := a.reviews[db.GetName()] + 1
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	// Patient: the bumper and the controller write the object all the time.
+	patient := wait.Backoff{Steps: 50, Duration: 5 * time.Millisecond, Factor: 1.2, Jitter: 0.5, Cap: 100 * time.Millisecond}
+	err := retry.RetryOnConflict(patient, func() error {
 		cur := &v1alpha1.Database{}
 		if err := a.c.Get(ctx, client.ObjectKeyFromObject(db), cur); err != nil {
 			return err

@@ -86,7 +86,7 @@ func (r *Reconciler) ReconcileDatabase(ctx context.Context, db *v1alpha1.Databas
 	staged := make([]metav1.Condition, 0, len(components)+1)
 	var errs []error
 	for _, c := range components {
-		cond, err := c.converge(ctx, db, state)
+		cond, err := c.converge(ctx, c.Type, db, state)
 		staged = append(staged, cond)
 		errs = append(errs, err)
 	}
@@ -97,11 +97,11 @@ func (r *Reconciler) ReconcileDatabase(ctx context.Context, db *v1alpha1.Databas
 }
 
 // component is one part of a Database: it converges its part and returns the
-// one condition it reports, staged in memory; only the end of the pass
-// writes status.
+// one condition it reports, of the component's Type, staged in memory; only
+// the end of the pass writes status.
 type component struct {
 	Type     conditions.Type
-	converge func(ctx context.Context, db *v1alpha1.Database, state claimmw.State) (metav1.Condition, error)
+	converge func(ctx context.Context, t conditions.Type, db *v1alpha1.Database, state claimmw.State) (metav1.Condition, error)
 }
 
 // Condition returns a condition of type t as ocf writes one: True or False,
@@ -135,13 +135,13 @@ func failed(t conditions.Type, db *v1alpha1.Database, err error) metav1.Conditio
 // the Database holds it, and through the fenced client: a Database that lost
 // its database since this pass began is refused instead of migrating under a
 // newer holder.
-func (r *Reconciler) convergeSchema(ctx context.Context, db *v1alpha1.Database, state claimmw.State) (metav1.Condition, error) {
+func (r *Reconciler) convergeSchema(ctx context.Context, t conditions.Type, db *v1alpha1.Database, state claimmw.State) (metav1.Condition, error) {
 	if !state.Granted {
-		return waiting(SchemaReady, db, state), nil
+		return waiting(t, db, state), nil
 	}
 	fenced, err := claimmw.FencedClient(ctx)
 	if err != nil {
-		return failed(SchemaReady, db, err), err
+		return failed(t, db, err), err
 	}
 	version := strconv.Itoa(int(db.Spec.SchemaVersion))
 	err = r.ensureConfigMap(ctx, fenced, db, SchemaSuffix, map[string]string{
@@ -152,27 +152,27 @@ func (r *Reconciler) convergeSchema(ctx context.Context, db *v1alpha1.Database, 
 	case errors.Is(err, fence.ErrFenced):
 		// A newer holder wrote the database: this Database lost it, and
 		// learns so in the middleware's next pass. Not a fault to retry.
-		return Condition(SchemaReady, false, ReasonPrerequisiteNotMet, "Lost its database to a newer holder.", db.Generation), nil
+		return Condition(t, false, ReasonPrerequisiteNotMet, "Lost its database to a newer holder.", db.Generation), nil
 	case err != nil:
 		err = fmt.Errorf("migrating the schema of Database %s/%s: %w", db.Namespace, db.Name, err)
-		return failed(SchemaReady, db, err), err
+		return failed(t, db, err), err
 	}
-	return Condition(SchemaReady, true, ReasonOperational, "Schema version "+version+" is applied.", db.Generation), nil
+	return Condition(t, true, ReasonOperational, "Schema version "+version+" is applied.", db.Generation), nil
 }
 
 // convergeConnection publishes the connection details applications mount,
 // only while the Database holds its database: an application of a parked
 // Database must not connect to a database another Database manages.
-func (r *Reconciler) convergeConnection(ctx context.Context, db *v1alpha1.Database, state claimmw.State) (metav1.Condition, error) {
+func (r *Reconciler) convergeConnection(ctx context.Context, t conditions.Type, db *v1alpha1.Database, state claimmw.State) (metav1.Condition, error) {
 	if !state.Granted {
-		return waiting(ConnectionReady, db, state), nil
+		return waiting(t, db, state), nil
 	}
 	err := r.ensureConfigMap(ctx, r.client, db, ConnectionSuffix, map[string]string{"url": state.Grants[0].Key})
 	if err != nil {
 		err = fmt.Errorf("publishing the connection of Database %s/%s: %w", db.Namespace, db.Name, err)
-		return failed(ConnectionReady, db, err), err
+		return failed(t, db, err), err
 	}
-	return Condition(ConnectionReady, true, ReasonOperational, "Connection details are published in ConfigMap "+db.Name+ConnectionSuffix+".", db.Generation), nil
+	return Condition(t, true, ReasonOperational, "Connection details are published in ConfigMap "+db.Name+ConnectionSuffix+".", db.Generation), nil
 }
 
 // ensureConfigMap makes db's ConfigMap with suffix hold data, writing through
