@@ -9,41 +9,57 @@ import (
 	"strings"
 )
 
-// AssetsEnv names the environment variable that, when set, points at a
-// directory holding kube-apiserver and etcd; it takes precedence over the
+// AssetsEnv names the environment variable that points at a directory
+// holding kube-apiserver and etcd, as controller-runtime's envtest reads it
+// too. When set it is the only place looked at: a module other than
+// ocf-claim's sets it; inside ocf-claim's repository it overrides the
 // pinned bin/k8s/<version> directory.
 const AssetsEnv = "KUBEBUILDER_ASSETS"
 
 // toolsGoMod is the tools module that pins the control-plane version.
 const toolsGoMod = "hack/envtest/go.mod"
 
+// controlPlane are the binaries a control plane needs.
+var controlPlane = []string{"kube-apiserver", "etcd"}
+
 // BinaryDir returns the directory holding the control-plane binaries:
-// $KUBEBUILDER_ASSETS when set, otherwise bin/k8s/<version> under the
-// repository root, with the version read from hack/envtest/go.mod. The error
-// says to run `make envtest` when the binaries are missing.
+// $KUBEBUILDER_ASSETS when set; otherwise, when the working directory is
+// inside ocf-claim's repository, bin/k8s/<version> under its root, with the
+// version read from hack/envtest/go.mod. Its errors name KUBEBUILDER_ASSETS
+// and say how to fill the directory: set the variable to any envtest assets
+// directory, or, in ocf-claim's repository, run `make envtest`.
 func BinaryDir() (string, error) {
-	dir := os.Getenv(AssetsEnv)
-	if dir == "" {
-		root, err := RepoRoot()
-		if err != nil {
-			return "", err
+	if dir := os.Getenv(AssetsEnv); dir != "" {
+		if missing := missingBinaries(dir); len(missing) > 0 {
+			return "", fmt.Errorf("finding the control plane: %s=%s has no %s: point %s at a directory holding kube-apiserver and etcd (in ocf-claim's repository, `make envtest` builds them into bin/k8s/<version>)",
+				AssetsEnv, dir, strings.Join(missing, " and "), AssetsEnv)
 		}
-		version, err := KubernetesVersion(root)
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(root, "bin", "k8s", strings.TrimPrefix(version, "v"))
+		return dir, nil
 	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", fmt.Errorf("finding the control plane: %s is not set and the working directory is not inside ocf-claim's repository (no %s above it): set %s to a directory holding kube-apiserver and etcd", AssetsEnv, toolsGoMod, AssetsEnv)
+	}
+	version, err := KubernetesVersion(root)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, "bin", "k8s", strings.TrimPrefix(version, "v"))
+	if missing := missingBinaries(dir); len(missing) > 0 {
+		return "", fmt.Errorf("finding the control plane: %s missing in %s: run `make envtest` to build them (about 10 minutes the first time), or set %s to a directory holding them", strings.Join(missing, " and "), dir, AssetsEnv)
+	}
+	return dir, nil
+}
+
+// missingBinaries returns the control-plane binaries dir does not hold.
+func missingBinaries(dir string) []string {
 	var missing []string
-	for _, bin := range []string{"kube-apiserver", "etcd"} {
+	for _, bin := range controlPlane {
 		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
 			missing = append(missing, bin)
 		}
 	}
-	if len(missing) > 0 {
-		return "", fmt.Errorf("control-plane binaries %s missing in %s: run `make envtest` to build them (about 10 minutes the first time)", strings.Join(missing, " and "), dir)
-	}
-	return dir, nil
+	return missing
 }
 
 // KubernetesVersion returns the k8s.io/kubernetes version pinned by the tools

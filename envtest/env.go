@@ -26,8 +26,8 @@ import (
 type Env struct {
 	// Config reaches the API server as an administrator.
 	Config *rest.Config
-	// Scheme knows the client-go types, apiextensions, and whatever
-	// Options.Scheme added.
+	// Scheme knows the client-go types, apiextensions, and whatever the
+	// functions of Options.AddToScheme registered.
 	Scheme *runtime.Scheme
 	// Client is a manager-style client: reads from an informer cache, writes
 	// to the API server.
@@ -47,6 +47,11 @@ type Options struct {
 	AddToScheme []func(*runtime.Scheme) error
 	// CRDs are installed before Start returns.
 	CRDs []*apiextensionsv1.CustomResourceDefinition
+	// CRDPaths are files or directories of CRD manifests (YAML or JSON, as
+	// controller-gen writes them), installed before Start returns. A path
+	// that does not exist is an error, not an empty set: a test that
+	// silently runs without its CRD fails later, and less clearly.
+	CRDPaths []string
 	// Restartable keeps etcd's data and the API server's certificates in
 	// directories of their own so that [Env.Restart] can stop and start the
 	// control plane without losing either; its API server serves watches from
@@ -73,6 +78,8 @@ func Start(opts Options) (*Env, error) {
 		BinaryAssetsDirectory:    dir,
 		Scheme:                   scheme,
 		CRDs:                     opts.CRDs,
+		CRDDirectoryPaths:        opts.CRDPaths,
+		ErrorIfCRDPathMissing:    len(opts.CRDPaths) > 0,
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}}
@@ -135,14 +142,15 @@ func (e *Env) KubeConfig() []byte { return e.env.KubeConfig }
 
 // Main is a TestMain helper: it starts a control plane with opts, stores it
 // in *env, runs the tests, stops the control plane and exits with the tests'
-// code. When the binaries are missing it fails with the hint to run
-// `make envtest`.
+// code. When the control-plane binaries cannot be found it exits non-zero
+// with [BinaryDir]'s error, which says how to provide them.
 func Main(m *testing.M, env **Env, opts ...Options) {
 	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapLevel())))
 	var o Options
 	for _, opt := range opts {
 		o.AddToScheme = append(o.AddToScheme, opt.AddToScheme...)
 		o.CRDs = append(o.CRDs, opt.CRDs...)
+		o.CRDPaths = append(o.CRDPaths, opt.CRDPaths...)
 	}
 	e, err := Start(o)
 	if err != nil {

@@ -7,6 +7,7 @@ package envtest_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -225,5 +226,69 @@ func TestMissingBinariesSayToRunMakeEnvtest(t *testing.T) {
 	// Then it fails with the hint to run make envtest
 	if err == nil || !strings.Contains(err.Error(), "make envtest") {
 		t.Fatalf("BinaryDir() error = %v, want a hint to run make envtest", err)
+	}
+}
+
+func TestBinaryDirFindsTheControlPlaneAndNamesKubebuilderAssetsWhenItCannot(t *testing.T) {
+	tests := []struct {
+		name string
+		// setup prepares the environment and returns KUBEBUILDER_ASSETS.
+		setup   func(t *testing.T) string
+		wantDir bool     // BinaryDir returns the KUBEBUILDER_ASSETS directory
+		wantErr []string // fragments the error must contain
+	}{{
+		name: "KUBEBUILDER_ASSETS holding both binaries is used, from any directory",
+		setup: func(t *testing.T) string {
+			dir := t.TempDir()
+			for _, bin := range []string{"kube-apiserver", "etcd"} {
+				if err := os.WriteFile(filepath.Join(dir, bin), nil, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Chdir(t.TempDir()) // another module: no hack/envtest above
+			return dir
+		},
+		wantDir: true,
+	}, {
+		name: "KUBEBUILDER_ASSETS without etcd names the variable and the missing binary",
+		setup: func(t *testing.T) string {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "kube-apiserver"), nil, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		},
+		wantErr: []string{"KUBEBUILDER_ASSETS=", "has no etcd", "point KUBEBUILDER_ASSETS at"},
+	}, {
+		name: "unset outside the repository: the error says to set KUBEBUILDER_ASSETS",
+		setup: func(t *testing.T) string {
+			t.Chdir(t.TempDir())
+			return ""
+		},
+		wantErr: []string{"KUBEBUILDER_ASSETS is not set", "set KUBEBUILDER_ASSETS to a directory holding kube-apiserver and etcd"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Given the environment of the case
+			assets := tt.setup(t)
+			t.Setenv(envtest.AssetsEnv, assets)
+			// When the harness looks for the binaries
+			dir, err := envtest.BinaryDir()
+			// Then it finds them, or says how to provide them
+			if tt.wantDir {
+				if err != nil || dir != assets {
+					t.Fatalf("BinaryDir() = %q, %v; want %q", dir, err, assets)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("BinaryDir() = %q, want an error", dir)
+			}
+			for _, frag := range tt.wantErr {
+				if !strings.Contains(err.Error(), frag) {
+					t.Errorf("BinaryDir() error = %q, want it to contain %q", err, frag)
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,161 @@
+package controller_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/examples/database/api/v1alpha1"
+	"github.com/ocf-claim/claim/examples/database/controller"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// This file is the envtest template of docs/testing.md: copy it into your
+// own module and replace the Database parts with your kind.
+
+var env *envtest.Env
+
+// TestMain starts one kube-apiserver and etcd for the whole package, from
+// the directory $KUBEBUILDER_ASSETS names, and installs the CRD manifests.
+func TestMain(m *testing.M) {
+	envtest.Main(m, &env, envtest.Options{
+		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
+		CRDPaths:    []string{filepath.Join("..", "config", "crd")},
+	})
+}
+
+// startManager runs the operator in a manager of its own, restricted to a
+// fresh namespace that holds both the Databases and the claim Leases, and
+// returns the namespace and an uncached client. The parked requeue is an
+// hour, so every state a test reaches within seconds was reached by a
+// wake-up. opts adjust the manager's options (a test's own client, say).
+func startManager(t *testing.T, opts ...func(*ctrl.Options)) (string, client.Client) {
+	t.Helper()
+	ns := env.Namespace(t)
+	cacheOpts := controller.CacheOptions(ns)
+	cacheOpts.DefaultNamespaces = map[string]cache.Config{ns: {}}
+	o := ctrl.Options{
+		Scheme:  env.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"}, // no port to share between tests
+		Cache:   cacheOpts,
+		// Every test registers a controller of the same name.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &controller.Reconciler{ClaimNamespace: ns, ParkedRequeue: time.Hour}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	c, err := env.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns, c
+}
+
+// waitForClaim waits until the claim condition of Database ns/name has
+// reason, and returns the Database as it was then.
+func waitForClaim(t *testing.T, c client.Client, ns, name string, reason conditions.Reason) *v1alpha1.Database {
+	t.Helper()
+	db := &v1alpha1.Database{}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db)
+		claimed := meta.FindStatusCondition(db.Status.Conditions, string(conditions.Claimed))
+		if err == nil && claimed != nil && claimed.Reason == string(reason) {
+			return db
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Database %s/%s: claim condition %+v (error %v), want reason %s", ns, name, claimed, err, reason)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestADatabaseAlreadyManagedElsewhereIsParkedUntilItsHolderIsDeleted(t *testing.T) {
+	ns, c := startManager(t)
+	ctx := context.Background()
+	// Given orders manages the database postgres://pg.data.svc:5432/orders
+	orders := &v1alpha1.Database{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
+		Spec:       v1alpha1.DatabaseSpec{URL: "postgres://app@pg.data.svc/orders"},
+	}
+	if err := c.Create(ctx, orders); err != nil {
+		t.Fatal(err)
+	}
+	waitForClaim(t, c, ns, "orders", conditions.ReasonClaimed)
+
+	// When billing names the same database, spelled another way
+	billing := &v1alpha1.Database{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "billing"},
+		Spec:       v1alpha1.DatabaseSpec{URL: "postgresql://PG.data.svc:5432/orders?sslmode=require"},
+	}
+	if err := c.Create(ctx, billing); err != nil {
+		t.Fatal(err)
+	}
+
+	// Then billing is parked, naming orders, and its Ready says why
+	got := waitForClaim(t, c, ns, "billing", conditions.ReasonParked)
+	ready := meta.FindStatusCondition(got.Status.Conditions, string(conditions.Ready))
+	if ready == nil || ready.Status != metav1.ConditionFalse {
+		t.Fatalf("billing's Ready = %+v, want False", ready)
+	}
+	want := `Key "postgres://pg.data.svc:5432/orders" is held by Database ` + ns + "/orders."
+	if claimed := meta.FindStatusCondition(got.Status.Conditions, string(conditions.Claimed)); claimed.Message != want {
+		t.Errorf("billing's claim message = %q, want %q", claimed.Message, want)
+	}
+
+	// When orders is deleted
+	if err := c.Delete(ctx, orders); err != nil {
+		t.Fatal(err)
+	}
+
+	// Then billing takes the database over and becomes Ready
+	waitForClaim(t, c, ns, "billing", conditions.ReasonClaimed)
+	eventuallyReady(t, c, ns, "billing")
+}
+
+// eventuallyReady waits until Database ns/name is Ready.
+func eventuallyReady(t *testing.T, c client.Client, ns, name string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		db := &v1alpha1.Database{}
+		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db)
+		if err == nil && meta.IsStatusConditionTrue(db.Status.Conditions, string(conditions.Ready)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Database %s/%s is not Ready: %+v (error %v)", ns, name, db.Status.Conditions, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
