@@ -35,8 +35,10 @@ func withFencing(ctx context.Context, f fencing) context.Context {
 // holder, is refused with an error wrapping fence.ErrFenced. Stop acting for
 // the keys when that happens: the object lost them.
 //
-// It fails with [ErrNoGrants] when the pass holds no key (parked, deletion
-// path, no keys named) and when ctx did not come from the middleware. The
+// It fails with [ErrNoGrants] when the pass may act for no key (parked, no
+// keys named, or a deletion path of an object that holds none) and when ctx
+// did not come from the middleware. On the deletion path it fences with the
+// keys the object still holds ([State].Grants). The
 // client writes through the middleware's client and checks through its API
 // reader, so the middleware needs one ([FromManager] or [WithAPIReader]).
 // Reads pass through unfenced. Build it per pass: a client kept beyond its

@@ -198,7 +198,8 @@ func WithName(name string) Option { return func(c *config) { c.name = name } }
 //
 //   - Naming a successor prepares the handover on the key's record (once;
 //     later passes write nothing). The successor stays WaitingForHandover
-//     and its inner reconciler does not run. The object keeps the key, and
+//     and its inner reconciler does not act (it runs parked only with
+//     [RunInnerWhileParked]). The object keeps the key, and
 //     its inner reconciler runs with the handover in [State].Handovers: that
 //     pass moves the workloads off the key.
 //   - After an inner pass that saw the handover and returned success with a
