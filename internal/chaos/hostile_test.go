@@ -120,9 +120,9 @@ func TestLeasesEditedBySomeoneElse(t *testing.T) {
 			wantA: claim.ReasonForeign, wantB: claim.ReasonForeign, survivesRelease: true, wantBAfterDelete: claim.ReasonForeign,
 		},
 		{
-			name:  "given the holder UID label removed then a still holds; the sweep cannot find it, and b takes over only once a is gone",
+			name:  "given the holder UID label removed then a still holds, its re-entry labels the Lease again, and its sweep finds it",
 			edit:  func(l *coordinationv1.Lease, _, _ claim.Holder) { delete(l.Labels, claim.DefaultHolderUIDLabel) },
-			wantA: claim.ReasonHeld, wantB: claim.ReasonHeldElsewhere, survivesRelease: true, wantBAfterDelete: claim.ReasonTakenOver,
+			wantA: claim.ReasonHeld, wantB: claim.ReasonHeldElsewhere, survivesRelease: false, wantBAfterDelete: claim.ReasonAcquired,
 		},
 		{
 			name: "given holderIdentity rewritten to spell b then a still holds and b is not taken for the holder",

@@ -72,7 +72,8 @@ type Record struct {
 	// Unlabelled is true when the stored object lacks the holder's selector
 	// labels (someone removed them, or HolderLabels changed), so that a
 	// List by those labels cannot find it. The protocol labels it again at
-	// the holder's next Acquire.
+	// the holder's next Acquire, unless the record has no claim set (a
+	// record of an older version, left as it is for a rollback).
 	Unlabelled bool
 	// Ref names the object that stores the record, for messages.
 	Ref types.NamespacedName

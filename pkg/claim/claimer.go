@@ -227,11 +227,13 @@ func (c *Claimer) Acquire(ctx context.Context, key string, self Holder) (Holder,
 		logger.V(1).Info("judged claim record", "verdict", v.String(), "record", rec.Ref.String(), "version", rec.Version)
 		switch v {
 		case verdictHeld:
-			if rec.Set != c.cfg.Set || rec.Unlabelled {
-				// Written before sets existed, or stripped of the labels the
-				// release sweep finds it by: one write makes it findable and
-				// this set's again. A conflict only means someone wrote the
-				// record since; the next Acquire tries again.
+			if rec.Set != "" && rec.Unlabelled {
+				// Stripped of the labels the release sweep finds it by: one
+				// write makes it findable again. A record without a set
+				// (an older version's, or a ported operator's) is left as
+				// it is: re-entry must not rewrite what a rollback reads. A
+				// conflict only means someone wrote the record since; the
+				// next Acquire tries again.
 				if got, err := c.write(ctx, rec, rec.claimFields()); err == nil {
 					rec = got
 				} else if !errors.Is(err, ErrConflict) {

@@ -83,6 +83,8 @@ type Middleware struct {
 	renew   *renewals
 	// indexed is set once the key index is registered on a manager's cache.
 	indexed bool
+	// kind identifies the middleware's kind in its manager, once set up.
+	kind kindKey
 }
 
 var _ reconcile.Reconciler = (*Middleware)(nil)
@@ -279,7 +281,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 		p.granted = nil
 	}
 	m.metrics.setHeld(req.NamespacedName, len(p.granted))
-	p.giveUp = giveUp(holdings, p.granted)
+	p.giveUp = giveUp(holdings, p.granted, m.sharesKind())
 	if p.blocked != nil {
 		return m.parked(ctx, userCtx, req, p, conditions.ForOutcome(m.cfg.condType, *p.blocked, gen))
 	}
@@ -292,13 +294,14 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 // waiting deadlock-free whatever the key sets were before: an object never
 // holds a key while it waits for a smaller one.
 //
-// A record without a claim set (written before sets existed) is never given
-// up here: it may be another middleware's of the same object, which labels
-// it as its own at its next pass. The deletion path releases it.
-func giveUp(holdings []claim.Record, granted []heldKey) []claim.Record {
+// A record without a claim set (written before sets existed) is given up
+// only when keepSetless is false: when another middleware reconciles the
+// same kind in this manager, it may be that middleware's. The deletion path
+// releases it either way.
+func giveUp(holdings []claim.Record, granted []heldKey, keepSetless bool) []claim.Record {
 	var out []claim.Record
 	for _, rec := range holdings {
-		if rec.Set == "" {
+		if rec.Set == "" && keepSetless {
 			continue
 		}
 		if !slices.ContainsFunc(granted, func(h heldKey) bool { return h.o.Key == rec.Key }) {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -77,8 +79,42 @@ func (m *Middleware) index(ctx context.Context, mgr manager.Manager) error {
 		}
 	}
 	m.indexed = true
+	m.kind = kindKey{mgr: mgr, gvk: m.cfg.gvk}
+	setUp.add(m.kind)
 	return nil
 }
+
+// kindKey is one kind reconciled in one manager.
+type kindKey struct {
+	mgr manager.Manager
+	gvk schema.GroupVersionKind
+}
+
+// setUp counts the middlewares set up per kind and manager: configuration,
+// known once the operator has built its controllers, that no pass decides a
+// claim by.
+var setUp = &kindCount{n: map[kindKey]int{}}
+
+type kindCount struct {
+	mu sync.Mutex
+	n  map[kindKey]int
+}
+
+func (c *kindCount) add(k kindKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[k]++
+}
+
+func (c *kindCount) get(k kindKey) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[k]
+}
+
+// sharesKind reports whether another middleware reconciles the same kind in
+// the same manager.
+func (m *Middleware) sharesKind() bool { return m.indexed && setUp.get(m.kind) > 1 }
 
 // indexKeys returns the normalized keys obj names; an object whose keys
 // cannot be computed names none.
