@@ -90,7 +90,9 @@ func waitForClaim(t *testing.T, c client.Client, ns, name string, reason conditi
 	for {
 		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db)
 		claimed := meta.FindStatusCondition(db.Status.Conditions, string(conditions.Claimed))
-		if err == nil && claimed != nil && claimed.Reason == string(reason) {
+		// Ready too: the reconciler writes it after the middleware's claim
+		ready := meta.FindStatusCondition(db.Status.Conditions, string(conditions.Ready))
+		if err == nil && claimed != nil && claimed.Reason == string(reason) && ready != nil {
 			return db
 		}
 		if time.Now().After(deadline) {
