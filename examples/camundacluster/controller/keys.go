@@ -67,7 +67,7 @@ func StorageKey(namespace, ref string) (string, error) {
 	typ = strings.ToLower(strings.TrimSpace(typ))
 	addr = strings.TrimSpace(addr)
 	if !ok || addr == "" {
-		return "", fmt.Errorf("%w: secondaryStorage %q is not <type>|<address>", ErrInvalidReference, ref)
+		return "", fmt.Errorf("%w: secondaryStorage %q is not <type>|<address>", ErrInvalidReference, redact(ref))
 	}
 	switch typ {
 	case StorageElasticsearch, StorageOpenSearch:
@@ -80,26 +80,29 @@ func StorageKey(namespace, ref string) (string, error) {
 		return rdbmsKey(namespace, ref, addr)
 	default:
 		return "", fmt.Errorf("%w: secondaryStorage %q: unknown type %q (want %s, %s or %s)",
-			ErrInvalidReference, ref, typ, StorageElasticsearch, StorageOpenSearch, StorageRDBMS)
+			ErrInvalidReference, redact(ref), typ, StorageElasticsearch, StorageOpenSearch, StorageRDBMS)
 	}
 }
 
 func rdbmsKey(namespace, ref, addr string) (string, error) {
-	if _, after, found := strings.Cut(addr, "@"); found {
-		addr = after // credentials never enter a key: keys are stored in annotations
+	// Credentials never enter a key: keys are stored in annotations. A
+	// password may itself hold '@' or '/', a host never does: the last '@'
+	// ends the user info.
+	if i := strings.LastIndex(addr, "@"); i >= 0 {
+		addr = addr[i+1:]
 	}
 	hostport, db, _ := strings.Cut(addr, "/")
 	db = strings.Trim(db, "/")
 	if hostport == "" || db == "" || strings.ContainsAny(db, "/?#") {
-		return "", fmt.Errorf("%w: secondaryStorage %q is not rdbms|<host>[:<port>]/<database>", ErrInvalidReference, ref)
+		return "", fmt.Errorf("%w: secondaryStorage %q is not rdbms|<host>[:<port>]/<database>", ErrInvalidReference, redact(ref))
 	}
 	u := &url.URL{Host: hostport}
 	if u.Hostname() == "" {
-		return "", fmt.Errorf("%w: secondaryStorage %q names no host", ErrInvalidReference, ref)
+		return "", fmt.Errorf("%w: secondaryStorage %q names no host", ErrInvalidReference, redact(ref))
 	}
 	if p := u.Port(); p != "" {
 		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
-			return "", fmt.Errorf("%w: secondaryStorage %q: port %q is not a number", ErrInvalidReference, ref, p)
+			return "", fmt.Errorf("%w: secondaryStorage %q: port %q is not a number", ErrInvalidReference, redact(ref), p)
 		}
 	}
 	return StorageRDBMS + keySeparator + hostPort(namespace, u, defaultPostgresPort) + "/" + db, nil
@@ -118,7 +121,7 @@ func RealmKey(namespace, realmURL string) (string, error) {
 	path := strings.TrimRight(u.EscapedPath(), "/")
 	before, realm, found := strings.Cut(path, "/realms/")
 	if !found || realm == "" || strings.Contains(realm, "/") {
-		return "", fmt.Errorf("%w: keycloakRealm %q does not end in /realms/<realm>", ErrInvalidReference, realmURL)
+		return "", fmt.Errorf("%w: keycloakRealm %q does not end in /realms/<realm>", ErrInvalidReference, redact(realmURL))
 	}
 	host := hostPort(namespace, u, 0)
 	switch {
@@ -133,15 +136,15 @@ func RealmKey(namespace, realmURL string) (string, error) {
 func parseHTTPURL(field, raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s %q: %w", ErrInvalidReference, field, raw, err)
+		return nil, fmt.Errorf("%w: %s %q: %w", ErrInvalidReference, field, redact(raw), redactErr(err, raw))
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-		return nil, fmt.Errorf("%w: %s %q is not an http or https URL with a host", ErrInvalidReference, field, raw)
+		return nil, fmt.Errorf("%w: %s %q is not an http or https URL with a host", ErrInvalidReference, field, redact(raw))
 	}
 	if p := u.Port(); p != "" {
 		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
-			return nil, fmt.Errorf("%w: %s %q: port %q is not a number", ErrInvalidReference, field, raw, p)
+			return nil, fmt.Errorf("%w: %s %q: port %q is not a number", ErrInvalidReference, field, redact(raw), p)
 		}
 	}
 	return u, nil
@@ -167,3 +170,28 @@ func hostPort(namespace string, u *url.URL, defaultPort int) string {
 // KeyHash is the label value that marks a workload as using key: the first
 // 40 hex characters of sha256(key). Keys themselves do not fit in labels.
 func KeyHash(key string) string { return claim.HashName("", key) }
+
+// redact replaces the user info of a reference (everything between its
+// scheme or type and the last '@') with REDACTED, so that no error, and so
+// no InvalidKey condition, echoes a password.
+func redact(ref string) string {
+	at := strings.LastIndex(ref, "@")
+	if at < 0 {
+		return ref
+	}
+	start := 0
+	if i := strings.Index(ref, "://"); i >= 0 && i < at {
+		start = i + len("://")
+	} else if i := strings.Index(ref, keySeparator); i >= 0 && i < at {
+		start = i + len(keySeparator)
+	}
+	return ref[:start] + "REDACTED" + ref[at:]
+}
+
+// redactErr is err with raw's user info redacted: url.Parse quotes its input.
+func redactErr(err error, raw string) error {
+	if redact(raw) == raw {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), raw, redact(raw)))
+}

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -95,4 +96,56 @@ func TestPodsOfKeySelectsByTheKeysKindHashAndThePreviousHoldersUID(t *testing.T)
 
 func holder(uid string) claim.Holder {
 	return claim.Holder{Kind: v1alpha1.Kind, Namespace: "team-a", Name: "old", UID: types.UID(uid)}
+}
+
+func TestAPasswordNeverSplitsADatabaseNorReachesAMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name, storage, realm string
+	}{
+		{name: "given a password with @ in an RDBMS reference", storage: "rdbms|app:p@ss@Postgres.data.svc/camunda"},
+		{name: "given a password with / and @ in an RDBMS reference", storage: "rdbms|app:p/s@s@postgres.data.svc:5432/camunda"},
+		{name: "given a password with @ in a realm URL", storage: "rdbms|postgres.data.svc/camunda", realm: "https://admin:p%40ss@keycloak.auth.svc/realms/camunda"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cc := &v1alpha1.CamundaCluster{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c"},
+				Spec:       v1alpha1.CamundaClusterSpec{SecondaryStorage: tc.storage, KeycloakRealm: tc.realm},
+			}
+			// Then the database is the one key it is without credentials
+			keys, err := controller.Keys(cc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if keys[0] != "rdbms|postgres.data.svc:5432/camunda" {
+				t.Errorf("storage key %q, want rdbms|postgres.data.svc:5432/camunda", keys[0])
+			}
+			for _, k := range keys {
+				if strings.Contains(k, "ss") && strings.Contains(k, "p") && strings.Contains(k, "@") {
+					t.Errorf("key %q keeps credentials", k)
+				}
+			}
+		})
+	}
+	// Given invalid references carrying passwords, then the error (the
+	// InvalidKey message) never echoes the password
+	for _, ref := range []struct{ storage, realm string }{
+		{storage: "rdbms|app:hunter2@postgres.data.svc"},            // no database
+		{storage: "mongo|app:hunter2@mongo.data.svc/db"},            // unknown type
+		{storage: "elasticsearch|https://u:hunter2@es:badport"},     // bad port
+		{storage: "rdbms|pg/db", realm: "https://u:hunter2@kc/x"},   // no /realms/
+		{storage: "rdbms|pg/db", realm: "https://u:hunter2@kc/%zz"}, // unparsable
+	} {
+		cc := &v1alpha1.CamundaCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c"},
+			Spec:       v1alpha1.CamundaClusterSpec{SecondaryStorage: ref.storage, KeycloakRealm: ref.realm},
+		}
+		_, err := controller.Keys(cc)
+		if err == nil {
+			t.Errorf("%+v: no error", ref)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("error %q echoes the password", err)
+		}
+	}
 }
