@@ -117,6 +117,9 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 			cfg.Set = claim.LabelValue(c.name)
 		}
 		opts := slices.Clip(c.claimOpts)
+		if c.fairness {
+			opts = append(opts, claim.WithSiblings(claim.SiblingsFunc(m.siblings)))
+		}
 		if c.manager != nil {
 			dc, err := discovery.NewDiscoveryClientForConfig(c.manager.GetConfig())
 			if err != nil {

@@ -109,6 +109,7 @@ type config struct {
 	manager       manager.Manager
 	maxKeys       int
 	disclosure    Disclosure
+	fairness      bool
 	// gvk and kind are the object type's, from the client's scheme.
 	gvk  schema.GroupVersionKind
 	kind string
@@ -255,6 +256,9 @@ func (c *config) validate() error {
 		errs = append(errs, errors.New("claimer: both WithClaimer and WithClaim given; pass one"))
 	case c.claimCfg != nil && c.apiReader == nil:
 		errs = append(errs, errors.New("API reader: none given for WithClaim; pass claimmw.FromManager(mgr) or claimmw.WithAPIReader"))
+	}
+	if c.fairness && c.claimCfg == nil {
+		errs = append(errs, errors.New("fairness: WithFairness builds the Claimer's siblings; pass claimmw.WithClaim, not WithClaimer"))
 	}
 	if c.handover != nil && c.apiReader == nil {
 		errs = append(errs, errors.New("handover: needs an API reader to resolve successors; pass claimmw.FromManager(mgr) or claimmw.WithAPIReader"))
