@@ -206,6 +206,32 @@ type setup struct {
 	config *rest.Config
 }
 
+// newManager returns a manager for one test, its cache restricted to ns, its
+// client wrapped with funcs when given.
+func newManager(t *testing.T, ns string, funcs *interceptor.Funcs) ctrl.Manager {
+	t.Helper()
+	opts := ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if funcs != nil {
+		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return interceptor.NewClient(c, *funcs), nil
+		}
+	}
+	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mgr
+}
+
 func start(t *testing.T, s setup) *fixture {
 	t.Helper()
 	f := &fixture{ns: env.Namespace(t), inner: &inner{}, writes: &writes{}}

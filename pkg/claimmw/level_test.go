@@ -12,13 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/pkg/backends/lease"
@@ -345,15 +340,7 @@ func (f *fixture) lastCall(t *testing.T, name string, match func(call) bool) cal
 // the same keys with a prefix.
 func TestTwoMiddlewaresOnOneKindNeverReleaseEachOthersRecords(t *testing.T) {
 	ns := env.Namespace(t)
-	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
-		Scheme:     env.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := newManager(t, ns, nil)
 	mws := map[string]*claimmw.Middleware{}
 	for _, name := range []string{"storage", "realm"} {
 		keys := func(_ context.Context, obj client.Object) ([]string, error) {
@@ -456,15 +443,7 @@ func TestTwoMiddlewaresSharingAFinalizerOrConditionTypeAreRefusedAtSetup(t *test
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := env.Namespace(t)
-			mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
-				Scheme:     env.Scheme,
-				Metrics:    metricsserver.Options{BindAddress: "0"},
-				Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-				Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			mgr := newManager(t, ns, nil)
 			noop := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })
 			wrap := func(name string, extra ...claimmw.Option) *claimmw.Middleware {
 				mw, err := claimmw.Wrap(noop, append([]claimmw.Option{
@@ -481,7 +460,7 @@ func TestTwoMiddlewaresSharingAFinalizerOrConditionTypeAreRefusedAtSetup(t *test
 				t.Fatal(err)
 			}
 			// When a network middleware shares one of them
-			err = wrap("network", tc.second...).SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}))
+			err := wrap("network", tc.second...).SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}))
 			// Then its setup fails, naming what is shared
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("second setup: %v; want an error naming the shared %s", err, tc.want)
