@@ -65,7 +65,8 @@ type sizes struct {
 	full       bool
 	passes     int // scenarios 1 and 2
 	opRuns     int // scenario 3 and baseline (b)
-	handovers  int // scenario 4
+	handovers  int // scenario 4, per series
+	listProbes int // scenario 4: consistent reads measured
 	requeue    time.Duration
 	rounds     int // scenario 5, per claimant count
 	contenders []int
@@ -86,11 +87,11 @@ type sizes struct {
 }
 
 func sizesFromEnv(t *testing.T) sizes {
-	s := sizes{passes: 2, opRuns: 2, handovers: 2, requeue: time.Second, rounds: 1, contenders: []int{2},
+	s := sizes{passes: 2, opRuns: 2, handovers: 2, listProbes: 2, requeue: time.Second, rounds: 1, contenders: []int{2},
 		scale: 20, scaleBudget: time.Minute, probes: 3, workers: 8, leKeys: 1, window: 3 * time.Second,
 		fanOut: 20, bystanders: 5, lossRuns: 2, quiet: 500 * time.Millisecond}
 	if os.Getenv(envFull) != "" {
-		s = sizes{full: true, passes: 1000, opRuns: 100, handovers: 100, requeue: time.Second, rounds: 5,
+		s = sizes{full: true, passes: 1000, opRuns: 100, handovers: 100, listProbes: 20, requeue: time.Second, rounds: 5,
 			contenders: []int{2, 10, 50}, scale: 10000, scaleBudget: 4 * time.Minute, probes: 100, workers: 16, leKeys: 10, window: 20 * time.Second,
 			fanOut: 1000, bystanders: 100, lossRuns: 50, quiet: 2 * time.Second}
 	}
