@@ -88,7 +88,7 @@ type sizes struct {
 func sizesFromEnv(t *testing.T) sizes {
 	s := sizes{passes: 2, opRuns: 2, handovers: 2, listProbes: 2, requeue: time.Second, rounds: 1, contenders: []int{2},
 		scale: 20, scaleBudget: time.Minute, probes: 3, workers: 8, leKeys: 1, window: 3 * time.Second,
-		fanOut: 20, bystanders: 5, lossRuns: 2, quiet: 500 * time.Millisecond}
+		fanOut: 20, bystanders: 5, lossRuns: 2, quiet: time.Second}
 	if os.Getenv(envFull) != "" {
 		s = sizes{full: true, passes: 1000, opRuns: 100, handovers: 100, listProbes: 20, requeue: time.Second, rounds: 5,
 			contenders: []int{2, 10, 50}, scale: 10000, scaleBudget: 4 * time.Minute, probes: 100, workers: 16, leKeys: 10, window: 20 * time.Second,
@@ -136,12 +136,12 @@ func (r *inner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 }
 
 // firstRunAfter returns name's first run of the inner reconciler at or after
-// t.
-func (r *inner) firstRunAfter(name string, t time.Time) (innerRun, bool) {
+// t that match accepts.
+func (r *inner) firstRunAfter(name string, t time.Time, match func(innerRun) bool) (innerRun, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, run := range r.runs[name] {
-		if !run.at.Before(t) {
+		if !run.at.Before(t) && match(run) {
 			return run, true
 		}
 	}
@@ -149,20 +149,24 @@ func (r *inner) firstRunAfter(name string, t time.Time) (innerRun, bool) {
 }
 
 // waitRunAfter waits for name's first run of the inner reconciler at or
-// after t. It polls memory only, so it adds no requests.
-func (r *inner) waitRunAfter(tb testing.TB, name string, t time.Time, within time.Duration) innerRun {
+// after t that match accepts. It polls memory only, so it adds no requests.
+func (r *inner) waitRunAfter(tb testing.TB, name string, t time.Time, match func(innerRun) bool, within time.Duration) innerRun {
 	tb.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		if run, ok := r.firstRunAfter(name, t); ok {
+		if run, ok := r.firstRunAfter(name, t, match); ok {
 			return run
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("the inner reconciler did not run for %s within %s", name, within)
+			tb.Fatalf("the inner reconciler did not run as expected for %s within %s", name, within)
 		}
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// anyRun and parkedRun select runs of the inner reconciler.
+func anyRun(innerRun) bool      { return true }
+func parkedRun(r innerRun) bool { return !r.granted }
 
 func (r *inner) grantedAt(name string) (time.Time, bool) {
 	r.mu.Lock()

@@ -198,9 +198,9 @@ const methods = `## How each figure is measured
   Lease is deleted as kubectl claims release does (fenced on the UID and resourceVersion it read), from a client of
   the bench's own; in the next 50 a second claim.Claimer with the middleware's configuration and a liveness that
   says every holder is dead, as another replica would, takes the Lease over for the waiter with one fenced Update.
-  The latency runs from the Delete call, or from the Update request, to the holder's first pass that runs its inner
-  reconciler (the middleware runs it in the pass that finds a key lost, after the condition was written False; a
-  granted pass runs it too, which is how a re-acquisition is told apart).
+  The latency runs from the Delete call, or from the Update request, to the holder's first run of its inner
+  reconciler without the key (the middleware runs it in the pass that finds a key lost, after the condition was
+  written False). A run counts as re-acquired when the record names the holder again after its first pass.
 - **(a)** client-go leaderelection, one LeaseLock per key, LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s,
   counted over a 20 s window after every elector leads and extrapolated to a minute; our holders of as many keys
   are counted over the same window in the same process run.
