@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -101,6 +104,9 @@ func ratio(n, per int) string {
 type counter struct {
 	mu sync.Mutex
 	n  counts
+	// deleted is when each object the process deleted was answered as
+	// deleted, by resource and name, for the phases of a handover.
+	deleted map[string]time.Time
 }
 
 // wrap installs the counter on a copy of cfg.
@@ -110,7 +116,11 @@ func (c *counter) wrap(cfg *rest.Config) *rest.Config {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(req)
 			rejected := err != nil || resp.StatusCode >= 400
-			c.add(classify(req), rejected)
+			k := classify(req)
+			c.add(k, rejected)
+			if k.verb == verbDelete && !rejected {
+				c.noteDeleted(k.resource, path.Base(req.URL.Path))
+			}
 			return resp, err
 		})
 	}
@@ -125,6 +135,23 @@ func (c *counter) add(k call, rejected bool) {
 		c.n = counts{}
 	}
 	c.n[k]++
+}
+
+func (c *counter) noteDeleted(resource, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.deleted == nil {
+		c.deleted = map[string]time.Time{}
+	}
+	c.deleted[resource+"/"+name] = time.Now()
+}
+
+// deletedAt returns when the process's Delete of resource/name was answered.
+func (c *counter) deletedAt(resource, name string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.deleted[resource+"/"+name]
+	return at, ok
 }
 
 // snapshot returns the counts so far; since returns the counts after it.
@@ -202,57 +229,76 @@ func classify(req *http.Request) call {
 }
 
 // clientCalls counts the calls made on a controller-runtime client, cached
-// reads included, so that a table can tell a cached read (no request) from
-// an uncached one.
+// reads included, by verb and kind, so that a table can tell a cached read
+// (no request) from an uncached one.
 type clientCalls struct {
 	mu sync.Mutex
-	n  map[string]int
+	n  counts
 }
 
-func (c *clientCalls) add(verb string) {
+func (c *clientCalls) add(verb string, cl client.Client, obj runtime.Object) {
+	kind := "unknown"
+	if gvk, err := cl.GroupVersionKindFor(obj); err == nil {
+		kind = strings.TrimSuffix(gvk.Kind, "List")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == nil {
-		c.n = map[string]int{}
+		c.n = counts{}
 	}
-	c.n[verb]++
+	c.n[call{verb: verb, resource: kind}]++
 }
 
-func (c *clientCalls) get(verb string) int {
+// snapshot returns the counts so far; since returns the counts after it.
+func (c *clientCalls) snapshot() counts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.n[verb]
+	out := counts{}
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
 }
 
-// wrapClient returns cl with every call counted by verb.
+func (c *clientCalls) since(before counts) counts {
+	out := counts{}
+	for k, v := range c.snapshot() {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// wrapClient returns cl with every call counted by verb and kind.
 func (c *clientCalls) wrapClient(cl client.WithWatch) client.WithWatch {
 	return interceptor.NewClient(cl, interceptor.Funcs{
 		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			c.add(verbGet)
+			c.add(verbGet, cl, obj)
 			return cl.Get(ctx, key, obj, opts...)
 		},
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			c.add(verbList)
+			c.add(verbList, cl, list)
 			return cl.List(ctx, list, opts...)
 		},
 		Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			c.add(verbCreate)
+			c.add(verbCreate, cl, obj)
 			return cl.Create(ctx, obj, opts...)
 		},
 		Update: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			c.add(verbUpdate)
+			c.add(verbUpdate, cl, obj)
 			return cl.Update(ctx, obj, opts...)
 		},
 		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-			c.add(verbPatch)
+			c.add(verbPatch, cl, obj)
 			return cl.Patch(ctx, obj, p, opts...)
 		},
 		Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			c.add(verbDelete)
+			c.add(verbDelete, cl, obj)
 			return cl.Delete(ctx, obj, opts...)
 		},
 		SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-			c.add(verbPatch + "/" + sub)
+			c.add(verbPatch+"/"+sub, cl, obj)
 			return cl.SubResource(sub).Patch(ctx, obj, p, opts...)
 		},
 	})

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -63,7 +64,8 @@ type sizes struct {
 	full       bool
 	passes     int // scenarios 1 and 2
 	opRuns     int // scenario 3 and baseline (b)
-	handovers  int // scenario 4
+	handovers  int // scenario 4, per series
+	listProbes int // scenario 4: consistent reads measured
 	requeue    time.Duration
 	rounds     int // scenario 5, per claimant count
 	contenders []int
@@ -75,14 +77,22 @@ type sizes struct {
 	workers     int
 	leKeys      int // baseline (a)
 	window      time.Duration
+	fanOut      int // scenario 7: objects parked on one key
+	bystanders  int // scenario 7: objects on keys of their own
+	lossRuns    int // scenario 8, per way of losing the key
+	// quiet is how long no pass may start before scenario 7 counts the
+	// passes of a release as complete.
+	quiet time.Duration
 }
 
 func sizesFromEnv(t *testing.T) sizes {
-	s := sizes{passes: 2, opRuns: 2, handovers: 2, requeue: time.Second, rounds: 1, contenders: []int{2},
-		scale: 20, scaleBudget: time.Minute, probes: 3, workers: 8, leKeys: 1, window: 3 * time.Second}
+	s := sizes{passes: 2, opRuns: 2, handovers: 2, listProbes: 2, requeue: time.Second, rounds: 1, contenders: []int{2},
+		scale: 20, scaleBudget: time.Minute, probes: 3, workers: 8, leKeys: 1, window: 3 * time.Second,
+		fanOut: 20, bystanders: 5, lossRuns: 2, quiet: time.Second}
 	if os.Getenv(envFull) != "" {
-		s = sizes{full: true, passes: 1000, opRuns: 100, handovers: 100, requeue: time.Second, rounds: 5,
-			contenders: []int{2, 10, 50}, scale: 10000, scaleBudget: 4 * time.Minute, probes: 100, workers: 16, leKeys: 10, window: 20 * time.Second}
+		s = sizes{full: true, passes: 1000, opRuns: 100, handovers: 100, listProbes: 20, requeue: time.Second, rounds: 5,
+			contenders: []int{2, 10, 50}, scale: 10000, scaleBudget: 4 * time.Minute, probes: 100, workers: 16, leKeys: 10, window: 20 * time.Second,
+			fanOut: 1000, bystanders: 100, lossRuns: 50, quiet: 2 * time.Second}
 	}
 	if v := os.Getenv(envScale); v != "" {
 		n, err := strconv.Atoi(v)
@@ -95,25 +105,68 @@ func sizesFromEnv(t *testing.T) sizes {
 }
 
 // inner is the operator's own reconciler: it does nothing but note when
-// each object was first run with its keys granted.
+// each object was first run with its keys granted, and when and how it was
+// run at all (the middleware runs it in every granted pass and, parked, in
+// the pass that finds a key lost).
 type inner struct {
 	mu      sync.Mutex
 	granted map[string]time.Time
+	runs    map[string][]innerRun
+}
+
+// innerRun is one call of the inner reconciler.
+type innerRun struct {
+	at      time.Time
+	granted bool
 }
 
 func (r *inner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if s, ok := claimmw.StateFrom(ctx); ok && s.Granted {
-		r.mu.Lock()
-		if r.granted == nil {
-			r.granted = map[string]time.Time{}
-		}
-		if _, seen := r.granted[req.Name]; !seen {
-			r.granted[req.Name] = time.Now()
-		}
-		r.mu.Unlock()
+	s, _ := claimmw.StateFrom(ctx)
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runs == nil {
+		r.granted, r.runs = map[string]time.Time{}, map[string][]innerRun{}
+	}
+	r.runs[req.Name] = append(r.runs[req.Name], innerRun{at: now, granted: s.Granted})
+	if _, seen := r.granted[req.Name]; s.Granted && !seen {
+		r.granted[req.Name] = now
 	}
 	return reconcile.Result{}, nil
 }
+
+// firstRunAfter returns name's first run of the inner reconciler at or after
+// t that match accepts.
+func (r *inner) firstRunAfter(name string, t time.Time, match func(innerRun) bool) (innerRun, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, run := range r.runs[name] {
+		if !run.at.Before(t) && match(run) {
+			return run, true
+		}
+	}
+	return innerRun{}, false
+}
+
+// waitRunAfter waits for name's first run of the inner reconciler at or
+// after t that match accepts. It polls memory only, so it adds no requests.
+func (r *inner) waitRunAfter(tb testing.TB, name string, t time.Time, match func(innerRun) bool, within time.Duration) innerRun {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if run, ok := r.firstRunAfter(name, t, match); ok {
+			return run
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the inner reconciler did not run as expected for %s within %s", name, within)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// anyRun and parkedRun select runs of the inner reconciler.
+func anyRun(innerRun) bool      { return true }
+func parkedRun(r innerRun) bool { return !r.granted }
 
 func (r *inner) grantedAt(name string) (time.Time, bool) {
 	r.mu.Lock()
@@ -149,6 +202,88 @@ type rig struct {
 	reader client.Reader
 	mw     *claimmw.Middleware
 	inner  *inner
+	// passes are the reconciles the controller started (controller rigs
+	// only).
+	passes *passLog
+}
+
+// passLog notes when the controller started each reconcile, by object name.
+// SetupWithManager completes the builder with the middleware itself, so no
+// wrapper can stand between the controller and it; the controller builds
+// the logger of every Reconcile call with the builder's LogConstructor,
+// exactly once per call (and with a nil request for its own lines), so that
+// is where every pass, parked ones included, is seen without changing what
+// runs.
+type passLog struct {
+	mu     sync.Mutex
+	starts map[string][]time.Time
+	last   time.Time
+}
+
+// logConstructor returns the LogConstructor that notes each pass and logs
+// as the manager's logger does.
+func (p *passLog) logConstructor(base logr.Logger) func(*reconcile.Request) logr.Logger {
+	return func(req *reconcile.Request) logr.Logger {
+		if req == nil {
+			return base
+		}
+		now := time.Now()
+		p.mu.Lock()
+		if p.starts == nil {
+			p.starts = map[string][]time.Time{}
+		}
+		p.starts[req.Name] = append(p.starts[req.Name], now)
+		p.last = now
+		p.mu.Unlock()
+		return base.WithValues("namespace", req.Namespace, "name", req.Name)
+	}
+}
+
+// since returns how many passes of each object started at or after t.
+func (p *passLog) since(t time.Time) map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for name, starts := range p.starts {
+		for _, at := range starts {
+			if !at.Before(t) {
+				out[name]++
+			}
+		}
+	}
+	return out
+}
+
+// between returns the starts of name's passes in [from, to].
+func (p *passLog) between(name string, from, to time.Time) []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []time.Time
+	for _, at := range p.starts[name] {
+		if !at.Before(from) && !at.After(to) {
+			out = append(out, at)
+		}
+	}
+	return out
+}
+
+// waitQuiet waits until no pass started for quiet and returns when the last
+// one started.
+func (p *passLog) waitQuiet(tb testing.TB, quiet, within time.Duration) time.Time {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		p.mu.Lock()
+		last := p.last
+		p.mu.Unlock()
+		if time.Since(last) >= quiet {
+			return last
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("passes still started after %s (last %s ago)", within, time.Since(last))
+		}
+		time.Sleep(quiet / 10)
+	}
 }
 
 type rigOptions struct {
@@ -165,7 +300,7 @@ type rigOptions struct {
 
 func newRig(t *testing.T, ns string, o rigOptions) *rig {
 	t.Helper()
-	r := &rig{ns: ns, api: &counter{}, calls: &clientCalls{}, inner: &inner{}}
+	r := &rig{ns: ns, api: &counter{}, calls: &clientCalls{}, inner: &inner{}, passes: &passLog{}}
 	mgr, err := ctrl.NewManager(r.api.wrap(env.Config), ctrl.Options{
 		Scheme:     env.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
@@ -199,7 +334,8 @@ func newRig(t *testing.T, ns string, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	if o.controller {
-		b := ctrl.NewControllerManagedBy(mgr).For(&Claimant{})
+		b := ctrl.NewControllerManagedBy(mgr).For(&Claimant{}).
+			WithLogConstructor(r.passes.logConstructor(mgr.GetLogger().WithName("claimant")))
 		var err error
 		if o.wake {
 			err = r.mw.SetupWithManager(mgr, b)

@@ -128,8 +128,8 @@ func (r *report) write(ctx context.Context, path string, s sizes, took time.Dura
 	for _, l := range machine(ctx) {
 		fmt.Fprintf(&b, "- %s\n", l)
 	}
-	fmt.Fprintf(&b, "- Scenario run time: %s (sizes: %d passes, %d runs per operation, %d handovers, scale %d holders)\n\n",
-		took.Round(time.Second), s.passes, s.opRuns, s.handovers, s.scale)
+	fmt.Fprintf(&b, "- Scenario run time: %s (sizes: %d passes, %d runs per operation, %d handovers, scale %d holders, fan-out %d parked and %d bystanders, %d loss runs per way)\n\n",
+		took.Round(time.Second), s.passes, s.opRuns, s.handovers, s.scale, s.fanOut, s.bystanders, s.lossRuns)
 	b.WriteString("## Results\n\n")
 	b.WriteString(r.table())
 	b.WriteString("\n")
@@ -159,22 +159,48 @@ const methods = `## How each figure is measured
   client. Where a row says "server", the figure is the delta of the API server's own apiserver_request_total for
   that resource, which also tells accepted from rejected writes by code.
 - **1, 2**: the middleware's Reconcile is called directly 1,000 times for one object after it settled (a pass that
-  writes nothing and a condition that no longer changes), so no watch event or requeue adds passes.
+  writes nothing and a condition that no longer changes), so no watch event or requeue adds passes. "Cached reads"
+  are the reads through the manager's client that sent no request: the object itself, and the listing of the
+  object's records (the give-up rule), which comes from the manager's cache of Leases.
 - **3**: claim.Claimer on the Lease backend with uncached clients; holders are ConfigMaps. Fresh acquire: a free key;
   re-entry: the same holder again; takeover: a key whose holder ConfigMap was deleted (default liveness reads it);
   release: a holder with one key sweeps.
-- **4**: a manager runs the middleware as a controller; 100 pairs (holder, parked successor) on 100 keys; the holder
-  is deleted (its finalizer releases the Lease), and the latency runs from the Delete call to the first pass of the
-  successor's inner reconciler with its key granted (its condition is already True then). With wake-up the Leases
-  are watched with claimmw's ClaimEvents handler and runs are sequential; with wake-up off the parked requeue is
-  set to 1 s, holders are deleted 37 ms apart, and the latency is the wait for the next requeue plus one pass. At the
-  default parked requeue (5 min) the wait is uniform on [0, 5 min), so its p50 is 2.5 min and its p99 4.95 min.
+- **4**: a manager runs the middleware as a controller with one worker (the default); 200 pairs (holder, parked
+  successor) on 200 keys; the holder is deleted (its finalizer releases the Lease), and the latency runs from the
+  Delete call to the first pass of the successor's inner reconciler with its key granted (its condition is already
+  True then). With wake-up the controller is set up with the middleware's SetupWithManager (the key index and the
+  watch of the Leases), and runs are sequential in two series of 100: isolated, each Delete 250 ms after the
+  previous grant (longer than the 100 ms at which kube-apiserver asks etcd for progress while a consistent List
+  waits for its watch cache, so that no run waits on the previous run's request), and back to back, each Delete as
+  soon as the previous successor was granted. The phases split each run at the start of the holder's first pass
+  (the controller builds each Reconcile call's logger with the builder's LogConstructor, once per call, which the
+  bench uses to note when every pass starts), at the answer to that pass's Delete of the Lease (the counting
+  transport), and at the start of the successor's last pass before its grant (the granting pass). The API server
+  row times, 20 times each, a List of Leases without resourceVersion (a consistent read, as the claim's uncached
+  reads are) right after an Update of a ConfigMap, once 250 ms after the previous such List and once right after
+  it, and a Get of one Lease after such an Update. With wake-up off the parked requeue is set to 1 s, holders are
+  deleted 37 ms apart, and the latency is the wait for the next requeue plus one pass. At the default parked
+  requeue (5 min) the wait is uniform on [0, 5 min), so its p50 is 2.5 min and its p99 4.95 min.
 - **5**: n claimants, each with its own connection and ConfigMap holder, call Acquire on one free key at the same
   instant; "settled" is when the last of them has its answer (one granted, the others parked).
 - **6**: Claimant custom resources, one key each, created by a pool of workers and reconciled once each by the
   middleware; then a ConfigMap probe holder acquires fresh keys one after the other (p50 compared with the same
   probe run when only 10 keys existed) and releases them all at once (the sweep). The middleware's memory is the
-  live heap with the middleware reachable minus the live heap once it is dropped (the informer cache stays).
+  live heap with the middleware reachable minus the live heap once it is dropped (the informer cache stays; this
+  rig calls Reconcile itself, so no key index is registered on its cache).
+- **7**: the controller of 4 (wake-up, one worker, parked requeue an hour so that only wake-ups run passes); one
+  holder of a key, 1,000 Claimants parked on it, and 100 bystanders each holding a key of its own. Once no pass
+  started for 2 s, the holder is deleted; every Reconcile call the controller starts from then until no pass
+  started for 2 s again is counted, by object (the LogConstructor of 4). "Granted" is the first pass of a parked
+  object's inner reconciler with the key granted; "settled" is when the manager's cache shows every other one
+  Parked with a condition naming the new holder (polled every 20 ms, no request). A bystander's pass fails the run.
+- **8**: the controller of 4; 100 pairs (holder, parked waiter) on 100 keys. In the first 50 runs the holder's
+  Lease is deleted as kubectl claims release does (fenced on the UID and resourceVersion it read), from a client of
+  the bench's own; in the next 50 a second claim.Claimer with the middleware's configuration and a liveness that
+  says every holder is dead, as another replica would, takes the Lease over for the waiter with one fenced Update.
+  The latency runs from the Delete call, or from the Update request, to the holder's first run of its inner
+  reconciler without the key (the middleware runs it in the pass that finds a key lost, after the condition was
+  written False). A run counts as re-acquired when the record names the holder again after its first pass.
 - **(a)** client-go leaderelection, one LeaseLock per key, LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s,
   counted over a 20 s window after every elector leads and extrapolated to a minute; our holders of as many keys
   are counted over the same window in the same process run.
