@@ -268,7 +268,7 @@ func TestTheDeletionPathTellsTheInnerReconcilerWhichKeysTheObjectStillHolds(t *t
 	var fencedErr error
 	f.inner.mu.Lock()
 	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
-		if name == "alpha" && c.state.Deleting {
+		if name == "alpha" && c.state.Deleting && len(c.state.Grants) > 0 {
 			_, fencedErr = claimmw.FencedClient(ctx)
 		}
 		return reconcile.Result{}, nil
@@ -285,8 +285,9 @@ func TestTheDeletionPathTellsTheInnerReconcilerWhichKeysTheObjectStillHolds(t *t
 	}
 	// When the holder alpha is deleted
 	f.deleteWidget(t, "alpha")
-	// Then its deletion pass holds k with its token, and can build a fenced client
-	last = f.lastCall(t, "alpha", func(c call) bool { return c.state.Deleting })
+	// Then its (first) deletion pass holds k with its token, and can build a
+	// fenced client; a later pass, after the release, rightly holds none
+	last = f.firstCall(t, "alpha", func(c call) bool { return c.state.Deleting })
 	if len(last.state.Grants) != 1 || last.state.Grants[0].Key != "k" || last.state.Grants[0].Token != token {
 		t.Errorf("alpha's deletion pass grants %+v, want k with token %s", last.state.Grants, token)
 	}
@@ -319,6 +320,18 @@ func (f *fixture) deleteWidget(t *testing.T, name string) {
 		_, err := f.widget(t, name)
 		return apierrors.IsNotFound(err), fmt.Sprintf("%s after deletion: %v", name, err)
 	})
+}
+
+// firstCall returns the first inner call of name that matches.
+func (f *fixture) firstCall(t *testing.T, name string, match func(call) bool) call {
+	t.Helper()
+	for _, c := range f.inner.callsOf(name) {
+		if match(c) {
+			return c
+		}
+	}
+	t.Fatalf("no matching inner call of %s", name)
+	return call{}
 }
 
 // lastCall returns the last inner call of name that matches.

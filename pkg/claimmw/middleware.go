@@ -516,13 +516,12 @@ func (m *Middleware) acquire(ctx context.Context, key string, self claim.Holder)
 // object still holds, then one release sweep, then the finalizer comes off.
 // A deleted object never acquires.
 func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Request, obj client.Object, self claim.Holder) (reconcile.Result, error) {
-	// Uncached, and whether or not the finalizer is still there (a person
-	// may have removed it while another finalizer keeps the object): the
-	// inner pass cleans up only what the object holds, and a record written
-	// moments ago must count.
-	holdings, err := m.claimer.Holdings(ctx, self)
+	// Whether or not the finalizer is still there (a person may have removed
+	// it while another finalizer keeps the object): the inner pass cleans up
+	// only what the object holds.
+	holdings, err := m.deletionHoldings(ctx, obj, self)
 	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing the claims of %s before its deletion: %w", req.NamespacedName, err)
+		return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
 	}
 	res, err := m.inner.Reconcile(m.innerContext(userCtx, State{Deleting: true, Grants: grantsOf(holdings)}), req)
 	if err != nil {
@@ -530,6 +529,20 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	}
 	// A deleted object acts no more: stop renewing before the release.
 	m.renew.stopExcept(req.NamespacedName)
+	if len(holdings) > 0 {
+		released, err := m.claimer.ReleaseRecords(ctx, self, holdings...)
+		if len(released) > 0 {
+			m.event(obj, corev1.EventTypeNormal, EventReleased, ActionRelease, boundNote("Released "+quoteKeys(released)+" before deletion."))
+		}
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("releasing the claims of %s before its deletion: %w", req.NamespacedName, err)
+		}
+		// The objects waiting for these keys are woken by their release.
+		// The sweep that lists every record of the object (a List the API
+		// server may hold up to 100 ms until its watch cache is current)
+		// and the finalizer follow in a later pass, after theirs.
+		return reconcile.Result{RequeueAfter: sweepAfterRelease}, nil
+	}
 	release := func(ctx context.Context) error {
 		if err := m.claimer.Release(ctx, self); err != nil {
 			return fmt.Errorf("releasing claims: %w", err)
@@ -537,25 +550,59 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 		return nil
 	}
 	if !m.fin.Has(obj) {
-		if len(holdings) == 0 {
-			return res, nil
-		}
-		if err := release(ctx); err != nil {
-			return reconcile.Result{}, err
-		}
-		m.event(obj, corev1.EventTypeNormal, EventReleased, ActionRelease, "Released every claim before deletion.")
 		m.forget(req)
 		return res, nil
 	}
-	removed, err := m.fin.Finalize(ctx, obj, release)
-	if err != nil {
+	if _, err := m.fin.Finalize(ctx, obj, release); err != nil {
 		return reconcile.Result{}, err
-	}
-	if removed {
-		m.event(obj, corev1.EventTypeNormal, EventReleased, ActionRelease, "Released every claim before deletion.")
 	}
 	m.forget(req)
 	return res, nil
+}
+
+// sweepAfterRelease is how long a deleted object that released its keys
+// waits before its last pass, so that the passes of the objects its release
+// woke come first.
+const sweepAfterRelease = 50 * time.Millisecond
+
+// deletionHoldings returns the records the object being deleted holds, read
+// uncached: one Get per key it names, and, when the cache shows a record of
+// it for another key (or its keys cannot be computed), one List of its
+// records. A Get is answered at once; an uncached List may wait for the API
+// server's watch cache.
+func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, self claim.Holder) ([]claim.Record, error) {
+	keys, kerr := m.keysOf(ctx, obj)
+	cached, err := m.claimer.CachedHoldings(ctx, self)
+	if err != nil {
+		return nil, err
+	}
+	named := func(r claim.Record) bool {
+		return slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == r.Key })
+	}
+	if kerr != nil || !all(cached, named) {
+		return m.claimer.Holdings(ctx, self)
+	}
+	set := m.claimer.Config().Set
+	var out []claim.Record
+	for _, k := range keys {
+		rec, err := m.claimer.Current(ctx, k.raw)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Ours() && rec.Holder.Is(self) && (rec.Set == "" || rec.Set == set) {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+func all[T any](s []T, f func(T) bool) bool {
+	for _, v := range s {
+		if !f(v) {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *Middleware) forget(req reconcile.Request) {
