@@ -1,0 +1,143 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/ocf-claim/claim/examples/database/api/v1alpha1"
+	"github.com/ocf-claim/claim/examples/database/controller"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// specSwapper changes a Database's spec on the API server at the moment the
+// inner reconciler reads it (a Get whose context carries the middleware's
+// State), and waits until the manager's cache has seen the change: the
+// inner pass then reads a generation newer than the one the middleware
+// computed the keys, the grants and the claim condition for. This is an
+// ordinary race of a cached read (a user edits the spec while a pass runs);
+// the test only pins its timing.
+type specSwapper struct {
+	armed  atomic.Bool
+	writer atomic.Pointer[client.Client] // uncached, set once the manager runs
+	name   string
+	patch  []byte
+	newGen atomic.Int64
+	err    atomic.Pointer[error]
+}
+
+func (s *specSwapper) newClient(cfg *rest.Config, o client.Options) (client.Client, error) {
+	base, err := client.NewWithWatch(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	return interceptor.NewClient(base, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			_, inner := claimmw.StateFrom(ctx)
+			if _, isDB := obj.(*v1alpha1.Database); isDB && inner && key.Name == s.name && s.armed.CompareAndSwap(true, false) {
+				s.swap(ctx, c, key)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}), nil
+}
+
+func (s *specSwapper) swap(ctx context.Context, cached client.Reader, key client.ObjectKey) {
+	w := *s.writer.Load()
+	db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	if err := w.Patch(ctx, db, client.RawPatch(types.MergePatchType, s.patch)); err != nil {
+		s.err.Store(&err)
+		return
+	}
+	s.newGen.Store(db.Generation)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		seen := &v1alpha1.Database{}
+		if err := cached.Get(ctx, key, seen); err == nil && seen.Generation >= db.Generation {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	err := fmt.Errorf("the cache never saw generation %d", db.Generation)
+	s.err.Store(&err)
+}
+
+// TestReadyIsNeverTrueForAGenerationWhoseKeyTheClaimDidNotJudge attacks
+// issue 15, item 4 (and ocf's rule that ObservedGeneration is the
+// generation a condition was computed for): the inner pass re-reads the
+// owner from the cache, so it can see a newer spec than the middleware
+// judged. The example then reports its components and Ready as True for
+// that newer generation, acting on the grant of the older key.
+func TestReadyIsNeverTrueForAGenerationWhoseKeyTheClaimDidNotJudge(t *testing.T) {
+	const (
+		urlOrders  = "postgres://pg.data.svc/orders"
+		urlBilling = "postgres://pg.data.svc/billing"
+	)
+	s := &specSwapper{name: "db"}
+	ns, c := startManager(t, func(o *ctrl.Options) { o.NewClient = s.newClient })
+	s.writer.Store(&c)
+	ctx := context.Background()
+
+	// Given other holds the billing database
+	for _, d := range []struct{ name, url string }{{"other", urlBilling}, {"db", urlOrders}} {
+		obj := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: d.name}, Spec: v1alpha1.DatabaseSpec{URL: d.url}}
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		waitForClaim(t, c, ns, d.name, conditions.ReasonClaimed)
+		eventuallyReady(t, c, ns, d.name)
+	}
+	// And db holds orders and is Ready (both created above)
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	histories := watchStatus(watchCtx, t, ns)
+
+	// When a user switches db to the billing database (and schema version
+	// 7) while a pass of db runs: after the middleware read db, before the
+	// inner reconciler read it
+	s.patch = fmt.Appendf(nil, `{"spec":{"url":%q,"schemaVersion":7}}`, urlBilling)
+	s.armed.Store(true)
+	kick := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"attack15/kick":"1"}}}`))
+	if err := c.Patch(ctx, &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}}, kick); err != nil {
+		t.Fatal(err)
+	}
+	// Then, once db settled, it is parked behind other
+	deadline := time.Now().Add(20 * time.Second)
+	for s.armed.Load() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s.armed.Load() {
+		t.Fatal("no inner pass of db read it after the kick")
+	}
+	if p := s.err.Load(); p != nil {
+		t.Fatal(*p)
+	}
+	gen := s.newGen.Load()
+	waitForClaim(t, c, ns, "db", conditions.ReasonParked)
+	waitForGeneration(t, c, ns, "db", "")
+	stopWatching()
+	h := (<-histories)["db"]
+
+	// And no version of db ever said it was Ready, or that its schema or
+	// connection was in place, for generation gen: the generation that names
+	// the billing database, which other holds and db never did
+	for i, snap := range h {
+		for _, ct := range []conditions.Type{conditions.Ready, controller.SchemaReady, controller.ConnectionReady} {
+			o, ok := snap[string(ct)]
+			if ok && o.status == metav1.ConditionTrue && o.generation >= gen {
+				t.Errorf("observation %d: %s=True at generation %d (%q), while the claim of that generation was %v: "+
+					"the inner pass reported a spec the middleware never judged, acting on the older key's grant",
+					i, ct, o.generation, o.message, snap[string(conditions.Claimed)])
+			}
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package claimmw_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// controllerLabels returns the values of the controller label of family.
+func controllerLabels(t *testing.T, family string) map[string]bool {
+	t.Helper()
+	fams, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, f := range fams {
+		if f.GetName() != family {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" {
+					out[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestMetricsCarryTheControllerNameAndAreOffWhenAskedTo is a regression
+// test for issue 15, item 3: the controller label of the claim metrics is
+// the name controller-runtime reports the controller under (even when the
+// builder was Named otherwise), and WithMetrics(false) records nothing and
+// does not panic.
+func TestMetricsCarryTheControllerNameAndAreOffWhenAskedTo(t *testing.T) {
+	// Given a middleware named attack15-on and one named attack15-off with
+	// metrics off
+	on := start(t, setup{opts: []claimmw.Option{claimmw.WithName("attack15-on")}})
+	off := start(t, setup{opts: []claimmw.Option{claimmw.WithName("attack15-off"), claimmw.WithMetrics(false)}})
+	// When each reconciles a holder and a parked object
+	for _, f := range []*fixture{on, off} {
+		f.createWidget(t, "a", "k")
+		f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+		f.createWidget(t, "b", "k")
+		f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	}
+	// Then controller-runtime's own metrics and the claim's name the same
+	// controller
+	eventually(t, 5*time.Second, func() (bool, string) {
+		cr := controllerLabels(t, "controller_runtime_reconcile_total")
+		return cr["attack15-on"] && cr["attack15-off"], fmt.Sprintf("controller-runtime controllers: %v", cr)
+	})
+	for _, fam := range []string{claimmw.MetricClaimsHeld, claimmw.MetricAcquireTotal, claimmw.MetricAcquireDuration} {
+		got := controllerLabels(t, fam)
+		if !got["attack15-on"] {
+			t.Errorf("%s has no series for controller attack15-on: %v", fam, got)
+		}
+		// And the one with metrics off has none
+		if got["attack15-off"] {
+			t.Errorf("%s has a series for attack15-off, whose metrics are off", fam)
+		}
+	}
+}
