@@ -93,7 +93,10 @@ func RepoRoot() (string, error) {
 		return "", fmt.Errorf("finding the repository root: %w", err)
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, toolsGoMod)); err == nil {
+		// This repository's root: its tools module, beside the go.mod of
+		// this module. Another module with a hack/envtest of its own is not
+		// it.
+		if _, err := os.Stat(filepath.Join(dir, toolsGoMod)); err == nil && isThisModule(filepath.Join(dir, "go.mod")) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
@@ -102,4 +105,22 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// modulePath is the module path of this repository's root module.
+const modulePath = "github.com/ocf-claim/claim"
+
+// isThisModule reports whether the go.mod at path declares this repository's
+// module.
+func isThisModule(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return f[1] == modulePath
+		}
+	}
+	return false
 }

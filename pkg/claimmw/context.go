@@ -43,9 +43,14 @@ type State struct {
 	// a zero Result, and the middleware commits the handovers after the
 	// pass. Empty unless Granted.
 	Handovers []Handover
-	// Condition is the claim condition as the middleware set it. An inner
-	// reconciler that runs while parked renders a suspended form from it,
-	// and folds it into its Ready with conditions.FoldReady.
+	// Condition is the claim condition as the middleware set it in this
+	// pass (on the deletion path: as the object carries it, zero when it has
+	// none), its message bounded as written. An inner reconciler that runs
+	// while parked renders a suspended form from it, and folds it into its
+	// Ready with conditions.FoldReady. Its ObservedGeneration is the
+	// generation whose keys the pass judged: a reconciler that reads the
+	// object again and finds a newer generation must not act on the new
+	// spec with these grants.
 	Condition metav1.Condition
 }
 

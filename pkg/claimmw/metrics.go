@@ -96,17 +96,20 @@ func register[C prometheus.Collector](c C) C {
 type recorder struct {
 	name string
 	c    *collectors
-
-	// held counts the keys each object held at its last pass, for the
-	// gauge only: nothing decides from it.
-	mu    sync.Mutex
-	held  map[types.NamespacedName]int
-	total int
 }
 
-func newRecorder(name string) *recorder {
-	return &recorder{name: name, c: registered(), held: map[types.NamespacedName]int{}}
-}
+func newRecorder(name string) *recorder { return &recorder{name: name, c: registered()} }
+
+// heldKeys counts the keys each object held at its last pass, per
+// controller name, for the held gauge only: nothing decides from it. It is
+// shared by every recorder of the process, because they share the gauge's
+// series: two middlewares under one controller name (two managers in one
+// process) add up instead of overwriting each other.
+var heldKeys = struct {
+	sync.Mutex
+	objects map[string]map[types.NamespacedName]int
+	total   map[string]int
+}{objects: map[string]map[types.NamespacedName]int{}, total: map[string]int{}}
 
 func (r *recorder) observeAcquire(o claim.Outcome, err error, took time.Duration) {
 	if r == nil {
@@ -138,13 +141,18 @@ func (r *recorder) setHeld(obj types.NamespacedName, n int) {
 	if r == nil {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.total += n - r.held[obj]
-	if n == 0 {
-		delete(r.held, obj)
-	} else {
-		r.held[obj] = n
+	heldKeys.Lock()
+	defer heldKeys.Unlock()
+	objs := heldKeys.objects[r.name]
+	if objs == nil {
+		objs = map[types.NamespacedName]int{}
+		heldKeys.objects[r.name] = objs
 	}
-	r.c.held.WithLabelValues(r.name).Set(float64(r.total))
+	heldKeys.total[r.name] += n - objs[obj]
+	if n == 0 {
+		delete(objs, obj)
+	} else {
+		objs[obj] = n
+	}
+	r.c.held.WithLabelValues(r.name).Set(float64(heldKeys.total[r.name]))
 }

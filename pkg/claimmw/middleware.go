@@ -251,10 +251,15 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 		if _, err := m.fin.Add(ctx, obj); err != nil {
 			return reconcile.Result{}, err
 		}
+		if obj.GetGeneration() != gen {
+			// The finalizer write met a newer spec and read it: the keys
+			// were computed from the old one. Decide again from the new.
+			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
+		}
 	}
 	holdings, err := m.claimer.CachedHoldings(ctx, self)
 	if err != nil {
-		return reconcile.Result{}, m.claimError(ctx, obj, fmt.Errorf("listing the claims %s holds: %w", req.NamespacedName, err))
+		return m.claimError(ctx, userCtx, req, p, fmt.Errorf("listing the claims %s holds: %w", req.NamespacedName, err))
 	}
 	for _, k := range p.keys {
 		o, err := m.acquire(ctx, k.raw, self)
@@ -263,7 +268,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 			if errors.Is(err, claim.ErrInvalidKey) {
 				return m.parked(ctx, userCtx, req, p, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, sentence(err.Error()), gen))
 			}
-			return reconcile.Result{}, m.claimError(ctx, obj, err)
+			return m.claimError(ctx, userCtx, req, p, err)
 		}
 		o = redact(m.cfg.disclosure, o, self)
 		if !o.Granted() {
@@ -437,13 +442,21 @@ func (m *Middleware) release(ctx context.Context, p *pass, why string) error {
 }
 
 // claimError shows an error that kept the claim from being judged as the
-// ClaimError condition and returns it, for the controller to retry.
-func (m *Middleware) claimError(ctx context.Context, obj client.Object, err error) error {
-	cond := conditions.New(m.cfg.condType, conditions.ReasonClaimError, errorMessage(m.cfg.disclosure, err), obj.GetGeneration())
-	if _, werr := m.setCondition(ctx, obj, cond); werr != nil {
+// ClaimError condition, tells the inner reconciler when it was acting until
+// now or runs while parked (parked: it may not act on a claim nobody could
+// judge, and its own summary must not stay True), and returns the error for
+// the controller to retry.
+func (m *Middleware) claimError(ctx, userCtx context.Context, req reconcile.Request, p *pass, err error) (reconcile.Result, error) {
+	cond := conditions.New(m.cfg.condType, conditions.ReasonClaimError, errorMessage(m.cfg.disclosure, err), p.obj.GetGeneration())
+	if _, werr := m.setCondition(ctx, p.obj, cond); werr != nil {
 		log.FromContext(ctx).Error(werr, "writing the claim condition after an error")
 	}
-	return err
+	if m.cfg.parkedMode == RunInnerWhileParked || p.was.claimed {
+		if _, ierr := m.inner.Reconcile(m.innerContext(userCtx, State{Condition: cond}), req); ierr != nil {
+			log.FromContext(ctx).Error(ierr, "the inner reconciler's pass after a claim error failed")
+		}
+	}
+	return reconcile.Result{}, err
 }
 
 // previous is what an object's claim condition said when a pass began:
@@ -476,6 +489,18 @@ func (m *Middleware) previous(obj client.Object) previous {
 		failed:  c.Reason == string(conditions.ReasonClaimError),
 		current: c.ObservedGeneration == obj.GetGeneration(),
 	}
+}
+
+// conditionOf returns obj's claim condition as read, zero when it has none.
+func (m *Middleware) conditionOf(obj client.Object) metav1.Condition {
+	conds, err := conditionsOf(obj)
+	if err != nil {
+		return metav1.Condition{}
+	}
+	if c := meta.FindStatusCondition(*conds, string(m.cfg.condType)); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
 }
 
 func isInvalid(r conditions.Reason) bool {
@@ -523,7 +548,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
 	}
-	res, err := m.inner.Reconcile(m.innerContext(userCtx, State{Deleting: true, Grants: grantsOf(holdings)}), req)
+	res, err := m.inner.Reconcile(m.innerContext(userCtx, State{Deleting: true, Grants: grantsOf(holdings), Condition: m.conditionOf(obj)}), req)
 	if err != nil {
 		return res, err
 	}

@@ -326,11 +326,11 @@ var conditionSliceType = reflect.TypeOf([]metav1.Condition(nil))
 // conditionsOf returns a pointer to obj's status conditions.
 func conditionsOf(obj client.Object) (*[]metav1.Condition, error) {
 	if o, ok := obj.(StatusConditionsOwner); ok {
-		conds := o.GetStatusConditions()
-		if conds == nil {
-			return nil, errors.New("GetStatusConditions returned nil")
+		if conds := o.GetStatusConditions(); conds != nil {
+			return conds, nil
 		}
-		return conds, nil
+		// A nil answer from an owner whose status is an unset pointer: the
+		// Status.Conditions path below allocates the status.
 	}
 	if c, ok := obj.(Conditioned); ok {
 		conds := c.GetConditions()

@@ -155,15 +155,15 @@ func ReasonFor(o claim.Outcome) Reason {
 	return ReasonClaimError
 }
 
-// New returns a condition of type t with reason r, its status, message and
-// the generation it was computed for. LastTransitionTime is left zero for
+// New returns a condition of type t with reason r, its status, message
+// (bounded to [MaxMessageLength]) and the generation it was computed for. LastTransitionTime is left zero for
 // [Set] to fill when the status changes.
 func New(t Type, r Reason, message string, generation int64) metav1.Condition {
 	return metav1.Condition{
 		Type:               string(t),
 		Status:             r.Status(),
 		Reason:             string(r),
-		Message:            message,
+		Message:            BoundMessage(message),
 		ObservedGeneration: generation,
 	}
 }
@@ -257,9 +257,25 @@ func Set(conds *[]metav1.Condition, c metav1.Condition) bool {
 // outranks a Parked claim and a claim's InvalidKey outranks a consumer's
 // Scaling. The claim's message is prefixed with its type, as ocf prefixes a
 // component's. The type of ready is kept (Ready when empty), and the highest
-// ObservedGeneration of the two. The result is never Unknown. FoldReady never
+// ObservedGeneration of the two. The result is never Unknown, and a zero
+// claimed (no claim condition yet) leaves ready as it is. When the status
+// changes, LastTransitionTime is cleared for [Set] to fill. FoldReady never
 // writes; set the result with [Set] in your own status write.
 func FoldReady(ready, claimed metav1.Condition) metav1.Condition {
+	if claimed.Type == "" {
+		// No claim condition to fold (none written yet): nothing to say.
+		return ready
+	}
+	out := fold(ready, claimed)
+	if out.Status != ready.Status {
+		// The status changes here: let Set date the transition now, not
+		// when ready last changed.
+		out.LastTransitionTime = metav1.Time{}
+	}
+	return out
+}
+
+func fold(ready, claimed metav1.Condition) metav1.Condition {
 	out := ready
 	if out.Type == "" {
 		out.Type = string(Ready)
@@ -275,7 +291,7 @@ func FoldReady(ready, claimed metav1.Condition) metav1.Condition {
 	out.Status = metav1.ConditionFalse
 	if readyTrue || PriorityOf(claimed.Reason) > PriorityOf(ready.Reason) {
 		out.Reason = claimed.Reason
-		out.Message = claimed.Type + ": " + claimed.Message
+		out.Message = BoundMessage(claimed.Type + ": " + claimed.Message)
 	}
 	return out
 }

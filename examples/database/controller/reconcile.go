@@ -79,6 +79,11 @@ func (r *Reconciler) ReconcileDatabase(ctx context.Context, db *v1alpha1.Databas
 		// its database, which must not touch it.
 		return r.dropSchema(ctx, db, state)
 	}
+	if db.Generation != state.Condition.ObservedGeneration {
+		// The spec changed after the middleware judged its keys: these
+		// grants belong to the older spec. The change brings another pass.
+		return nil
+	}
 	components := []component{
 		{Type: SchemaReady, converge: r.convergeSchema},
 		{Type: ConnectionReady, converge: r.convergeConnection},
@@ -165,6 +170,13 @@ func (r *Reconciler) convergeSchema(ctx context.Context, t conditions.Type, db *
 // Database must not connect to a database another Database manages.
 func (r *Reconciler) convergeConnection(ctx context.Context, t conditions.Type, db *v1alpha1.Database, state claimmw.State) (metav1.Condition, error) {
 	if !state.Granted {
+		// Withdraw what applications may still mount: the database may be
+		// another Database's now (State.Releasing) or soon.
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: db.Namespace, Name: db.Name + ConnectionSuffix}}
+		if err := r.client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+			err = fmt.Errorf("withdrawing the connection of Database %s/%s: %w", db.Namespace, db.Name, err)
+			return failed(t, db, err), err
+		}
 		return waiting(t, db, state), nil
 	}
 	err := r.ensureConfigMap(ctx, r.client, db, ConnectionSuffix, map[string]string{"url": state.Grants[0].Key})
