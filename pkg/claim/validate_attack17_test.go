@@ -45,9 +45,9 @@ func TestAttack17_ValidateKeyRefusesHiddenUserinfo(t *testing.T) {
 // "d<VS1>b" print the same and name two claims.
 func TestAttack17_ValidateKeyRefusesZeroWidthMarks(t *testing.T) {
 	for _, key := range []string{
-		"pg.data.svc/d\uFE00b", // VARIATION SELECTOR-1
-		"pg.data.svc/d\u034Fb", // COMBINING GRAPHEME JOINER
-		"pg.data.svc/d\u180Bb", // MONGOLIAN FREE VARIATION SELECTOR ONE
+		"pg.data.svc/d\uFE00b",     // VARIATION SELECTOR-1
+		"pg.data.svc/d\u034Fb",     // COMBINING GRAPHEME JOINER
+		"pg.data.svc/d\u180Bb",     // MONGOLIAN FREE VARIATION SELECTOR ONE
 		"pg.data.svc/d\U000E0100b", // VARIATION SELECTOR-17
 	} {
 		t.Run(strings.ToValidUTF8(key, "?"), func(t *testing.T) {
