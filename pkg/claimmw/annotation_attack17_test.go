@@ -172,4 +172,3 @@ func TestAttack17_AnnotationRecordErasedByDeleteAndRecreateAfterClaimError(t *te
 		return f.hasEvent(t, "alpha", string(claimmw.EventLost)), fmt.Sprintf("no Lost event on alpha (alpha %s, bravo %s)", f.claimed(t, "alpha").Reason, f.claimed(t, "bravo").Reason)
 	})
 }
-
