@@ -188,7 +188,7 @@ func (c *Claimer) NormalizeKey(key string) (string, error) {
 	}
 	normalized, err := c.cfg.KeyFunc(key)
 	if err != nil {
-		return "", fmt.Errorf("%w: normalizing a key of %d bytes: %w", ErrInvalidKey, len(key), err)
+		return "", fmt.Errorf("%w: normalizing a key of %d bytes: %w", ErrInvalidKey, len(key), redactedError{err})
 	}
 	normalized = norm.NFC.String(normalized)
 	if err := ValidateKey(normalized); err != nil {

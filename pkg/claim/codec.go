@@ -176,8 +176,10 @@ func impossible(rec Record, s Stored) string {
 	if !rec.Token.IsZero() && s.Version != "" {
 		// A version that does not parse cannot be compared; only a token
 		// known to be newer is refused.
-		if newer, err := rec.Token.Compare(Token(s.Version)); err == nil && newer > 0 {
-			return fmt.Sprintf("token annotation %s is newer than the object's own resourceVersion %s, which no grant can write", rec.Token, s.Version)
+		if newer, err := rec.Token.Compare(Token(s.Version)); err == nil && newer >= 0 {
+			// The protocol stores a token it read, always older than the
+			// write that stores it: equal or newer was not written by it.
+			return fmt.Sprintf("token annotation %s is not older than the object's own resourceVersion %s, which no grant can write", rec.Token, s.Version)
 		}
 	}
 	if s.Shared && (rec.Holder.APIVersion == "" || rec.Holder.Kind == "") {

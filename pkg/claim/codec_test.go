@@ -44,8 +44,9 @@ func TestDecodeStoredRefusesRecordsNoClaimerWrote(t *testing.T) {
 		foreign string
 	}{
 		{"given a token older than the object then the record is ours", Stored{Version: "120", Annotations: complete("100", true)}, ""},
-		{"given a token equal to the object's version then the record is ours", Stored{Version: "100", Annotations: complete("100", true)}, ""},
-		{"given a token newer than the object then the record is foreign", Stored{Version: "120", Annotations: complete("999999999999", true)}, "token annotation 999999999999 is newer than the object's own resourceVersion 120"},
+		{"given a token equal to the object's version then the record is foreign (a stored token is always older than the write that stores it)", Stored{Version: "100", Annotations: complete("100", true)}, "token annotation 100 is not older than the object's own resourceVersion 100"},
+		{"given a token older than the object's version then the record is ours", Stored{Version: "101", Annotations: complete("100", true)}, ""},
+		{"given a token newer than the object then the record is foreign", Stored{Version: "120", Annotations: complete("999999999999", true)}, "token annotation 999999999999 is not older than the object's own resourceVersion 120"},
 		{"given no kind on an object of the claim's own then the record is ours", Stored{Version: "120", Annotations: complete("", false)}, ""},
 		{"given no kind on a shared object then the record is foreign", Stored{Version: "120", Annotations: complete("", false), Shared: true}, "has no apiVersion or kind"},
 	}

@@ -79,10 +79,26 @@ func ValidateKey(key string) error {
 			return fmt.Errorf("%w: key %q has a control character at byte %d", ErrInvalidKey, key, i)
 		case unicode.Is(unicode.Cf, r):
 			return fmt.Errorf("%w: key %q has the invisible format character %U at byte %d", ErrInvalidKey, key, r, i)
+		case unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r):
+			// Zero-width marks that NFC keeps: two keys that print alike
+			// would be two claims.
+			return fmt.Errorf("%w: key %q has the invisible mark %U at byte %d", ErrInvalidKey, key, r, i)
 		}
 	}
 	return nil
 }
+
+// Redact returns s with the user info of every URL in it
+// ("scheme://user:password@host") replaced by "REDACTED", for messages,
+// events and logs that may quote a key or an error about one.
+func Redact(s string) string { return redactKey(s) }
+
+// redactedError is err with the user info of every URL in its text
+// redacted; errors.Is and errors.As still see err.
+type redactedError struct{ err error }
+
+func (e redactedError) Error() string { return redactKey(e.err.Error()) }
+func (e redactedError) Unwrap() error { return e.err }
 
 // redacted replaces the user info of a URL in a key shown in a message.
 const redacted = "REDACTED"
@@ -94,37 +110,53 @@ func redactKey(key string) string {
 	var b strings.Builder
 	rest := key
 	for {
-		i := strings.Index(rest, "://")
+		i := strings.Index(rest, "//")
 		if i < 0 {
 			break
 		}
-		authStart := i + len("://")
-		auth := authority(rest[authStart:])
-		at := strings.LastIndexByte(auth, '@')
+		start := i + len("//")
+		run := urlRun(rest[start:])
+		at := strings.LastIndexByte(run, '@')
 		if at < 0 {
-			b.WriteString(rest[:authStart+len(auth)])
-			rest = rest[authStart+len(auth):]
+			b.WriteString(rest[:start+len(run)])
+			rest = rest[start+len(run):]
 			continue
 		}
-		b.WriteString(rest[:authStart])
+		b.WriteString(rest[:start])
 		b.WriteString(redacted)
-		b.WriteString(auth[at:])
-		rest = rest[authStart+len(auth):]
+		b.WriteString(run[at:])
+		rest = rest[start+len(run):]
 	}
 	b.WriteString(rest)
 	return b.String()
 }
 
-// hasUserinfo reports whether a URL in s carries user info: an '@' in the
-// authority that follows "://".
+// hasUserinfo reports whether a URL in s may carry user info, after "//"
+// (with or without a scheme). It is deliberately broader than RFC 3986's
+// authority: a password holding '/', '?', '#' or a space ends the authority
+// early for a parser, yet the whole of it would be stored; refusing a rare
+// "host:port/path@..." is the safe side.
 func hasUserinfo(s string) bool {
 	for {
-		i := strings.Index(s, "://")
+		i := strings.Index(s, "//")
 		if i < 0 {
 			return false
 		}
-		s = s[i+len("://"):]
-		if strings.IndexByte(authority(s), '@') >= 0 {
+		s = s[i+len("//"):]
+		run := urlRun(s)
+		at := strings.LastIndexByte(run, '@')
+		if at < 0 {
+			continue
+		}
+		// An '@' in the authority, or after a "user:..." that a '/', '?',
+		// '#' or space in the password cut short ("admin:p/w@host"). An '@'
+		// further along a path with no ':' before it ("host/image@sha256:x")
+		// is not user info.
+		head := run[:at]
+		if cut := strings.IndexAny(head, "/?# "); cut >= 0 {
+			head = head[:cut]
+		}
+		if strings.IndexByte(authority(s), '@') >= 0 || strings.IndexByte(head, ':') >= 0 {
 			return true
 		}
 	}
@@ -143,6 +175,19 @@ func authority(s string) string {
 		}
 	}
 	return s
+}
+
+// urlRun returns the leading part of s up to a '|' (which separates the
+// parts of a composite key) or a "//" that starts the next URL.
+func urlRun(s string) string {
+	end := len(s)
+	if i := strings.IndexByte(s, '|'); i >= 0 {
+		end = i
+	}
+	if i := strings.Index(s[:end], "//"); i >= 0 {
+		end = i
+	}
+	return s[:end]
 }
 
 // truncate cuts s to at most n bytes, never inside a UTF-8 sequence.

@@ -240,10 +240,15 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 	gen := obj.GetGeneration()
 
 	p.keys, err = m.keysOf(ctx, obj)
+	if status := apierrors.APIStatus(nil); errors.As(err, &status) {
+		// The KeyFunc could not read what it needed: a fault of the API
+		// server's or the operator's, not of the spec. Retry.
+		return m.claimError(ctx, userCtx, req, p, err)
+	}
 	if err != nil {
 		// What the object names is unknown: keep what it holds, act on
 		// nothing, and wait for the spec to be fixed.
-		return m.parked(ctx, userCtx, req, p, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, sentence(err.Error()), gen))
+		return m.parked(ctx, userCtx, req, p, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, m.invalidMessage(err), gen))
 	}
 	if len(p.keys) > 0 {
 		// Before the first claim write: a claim written for an object without
@@ -266,7 +271,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 		if err != nil {
 			m.metrics.setHeld(req.NamespacedName, len(p.granted))
 			if errors.Is(err, claim.ErrInvalidKey) {
-				return m.parked(ctx, userCtx, req, p, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, sentence(err.Error()), gen))
+				return m.parked(ctx, userCtx, req, p, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, m.invalidMessage(err), gen))
 			}
 			return m.claimError(ctx, userCtx, req, p, err)
 		}
@@ -330,8 +335,8 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		return reconcile.Result{}, err
 	}
 	m.grantEvents(p.obj, p.granted)
-	if p.was.claimed && p.was.current {
-		m.regrantEvents(p.obj, p.granted)
+	if p.was.mayHaveHeld() && p.was.current {
+		m.regrantEvents(p.obj, p.granted, p.was.failed)
 	}
 
 	grants := make([]Grant, len(p.granted))
@@ -440,6 +445,11 @@ func (m *Middleware) release(ctx context.Context, p *pass, why string) error {
 	}
 	return nil
 }
+
+// invalidMessage is the InvalidKey message of err: the error, with any URL
+// user info redacted whatever the disclosure (a KeyFunc may quote a raw
+// reference).
+func (m *Middleware) invalidMessage(err error) string { return sentence(claim.Redact(err.Error())) }
 
 // claimError shows an error that kept the claim from being judged as the
 // ClaimError condition, tells the inner reconciler when it was acting until
@@ -709,13 +719,18 @@ func (m *Middleware) grantEvents(obj client.Object, granted []heldKey) {
 // regrantEvents tells of keys granted afresh (a new record) to an object
 // whose condition said, for its current spec, that it held them: their
 // record was deleted or taken from outside, and the object holds them again
-// under a new token.
-func (m *Middleware) regrantEvents(obj client.Object, granted []heldKey) {
+// under a new token. After a claim error the object may not have held them
+// before, and the note says so.
+func (m *Middleware) regrantEvents(obj client.Object, granted []heldKey, afterError bool) {
 	for _, h := range granted {
-		if h.o.Reason == claim.ReasonAcquired || h.o.Reason == claim.ReasonTakenOver {
-			m.event(obj, corev1.EventTypeWarning, EventLost, ActionAcquire,
-				fmt.Sprintf("Its record of %q was gone; it acquired the key again, with token %s.", h.o.Key, h.o.Token))
+		if h.o.Reason != claim.ReasonAcquired && h.o.Reason != claim.ReasonTakenOver {
+			continue
 		}
+		note := fmt.Sprintf("Its record of %q was gone; it acquired the key again, with token %s.", h.o.Key, h.o.Token)
+		if afterError {
+			note = fmt.Sprintf("After a claim error it acquired %q, with token %s; if it held the key before, its record was gone.", h.o.Key, h.o.Token)
+		}
+		m.event(obj, corev1.EventTypeWarning, EventLost, ActionAcquire, note)
 	}
 }
 
@@ -733,12 +748,22 @@ const maxEventNote = 1024
 // refused for its length would be lost.
 func boundNote(s string) string { return conditions.Truncate(s, maxEventNote) }
 
-// maxQuotedKeys bounds how many keys a message quotes.
-const maxQuotedKeys = 5
+// Event notes quote at most eventKeys keys of at most eventKeyLength bytes
+// each, so that with their words they stay within maxEventNote and keep
+// the count of what they left out.
+const (
+	eventKeys      = 3
+	eventKeyLength = 160
+)
 
-// quoteKeys quotes at most maxQuotedKeys keys and counts the rest.
+// quoteKeys quotes a few keys, each cut short, for an event note, and counts
+// the rest.
 func quoteKeys(keys []string) string {
-	return conditions.QuoteKeys(keys, maxQuotedKeys)
+	cut := make([]string, len(keys))
+	for i, k := range keys {
+		cut[i] = conditions.Truncate(claim.Redact(k), eventKeyLength)
+	}
+	return conditions.QuoteKeys(cut, eventKeys)
 }
 
 // sentence makes an error text a condition message: capitalized, with a

@@ -134,6 +134,10 @@ func RealmKey(namespace, realmURL string) (string, error) {
 }
 
 func parseHTTPURL(field, raw string) (*url.URL, error) {
+	// Credentials never enter a key, nor a message: cut the user info at the
+	// last '@' before parsing, as a password may hold '/', '?', '#' or '@',
+	// which would make a parser take part of it for the host or the port.
+	raw = stripUserinfo(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s %q: %w", ErrInvalidReference, field, redact(raw), redactErr(err, raw))
@@ -194,4 +198,16 @@ func redactErr(err error, raw string) error {
 		return err
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), raw, redact(raw)))
+}
+
+// stripUserinfo removes everything between "://" and the last '@' of a URL.
+func stripUserinfo(raw string) string {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return raw
+	}
+	if at := strings.LastIndex(raw[i+len("://"):], "@"); at >= 0 {
+		return raw[:i+len("://")] + raw[i+len("://")+at+1:]
+	}
+	return raw
 }

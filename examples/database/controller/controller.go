@@ -26,7 +26,7 @@
 //
 // RBAC:
 //
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=db-system
 // +kubebuilder:rbac:groups=db.example.com,resources=databases,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=db.example.com,resources=databases/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=db.example.com,resources=databases/finalizers,verbs=update

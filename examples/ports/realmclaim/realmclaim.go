@@ -16,7 +16,7 @@
 //
 // RBAC:
 //
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=camunda-system
 // +kubebuilder:rbac:groups=ports.example.camunda.io,resources=identityplanes,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=ports.example.camunda.io,resources=identityplanes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ports.example.camunda.io,resources=identityplanes/finalizers,verbs=update

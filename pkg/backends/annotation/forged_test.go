@@ -42,7 +42,7 @@ func TestForgedRecordsOnTheClaimedObjectAreForeign(t *testing.T) {
 			a[claim.DefaultTokenAnnotation] = "999999999999"
 			return a
 		},
-		wantForeign: "token annotation 999999999999 is newer than the object's own resourceVersion",
+		wantForeign: "token annotation 999999999999 is not older than the object's own resourceVersion",
 	}, {
 		name: "given a complete record without a kind then the record is foreign",
 		key:  "no-kind",

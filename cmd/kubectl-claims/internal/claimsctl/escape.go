@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -36,7 +37,7 @@ func printable(s string) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case strconv.IsPrint(r):
+		case shown(r):
 			b.WriteRune(r)
 		default:
 			b.WriteString(escapeRune(r))
@@ -60,7 +61,7 @@ func printableLines(s string) string {
 func allPrintable(s string) bool {
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || !strconv.IsPrint(r) {
+		if r == utf8.RuneError && size == 1 || !shown(r) {
 			return false
 		}
 		i += size
@@ -72,6 +73,13 @@ func allPrintable(s string) bool {
 // \u202e, \U000e0001. Each of these is also a valid escape in a YAML
 // double-quoted scalar.
 func escapeRune(r rune) string {
+	if strconv.IsPrint(r) {
+		// A zero-width mark Go calls printable: QuoteRune would keep it.
+		if r > 0xffff {
+			return fmt.Sprintf(`\U%08x`, r)
+		}
+		return fmt.Sprintf(`\u%04x`, r)
+	}
 	q := strconv.QuoteRune(r)
 	return q[1 : len(q)-1]
 }
@@ -91,7 +99,7 @@ func safeJSON(data []byte) []byte {
 			// encoding/json never writes invalid UTF-8; if it did, the
 			// replacement character is what a decoder reads.
 			b.WriteString(`\ufffd`)
-		case r == '\n' || strconv.IsPrint(r):
+		case r == '\n' || shown(r):
 			b.Write(data[i : i+size])
 		case r > 0xFFFF:
 			r1, r2 := utf16.EncodeRune(r)
@@ -175,7 +183,7 @@ func yamlDoubleQuoted(s string) string {
 		case r == '\\' || r == '"':
 			b.WriteByte('\\')
 			b.WriteRune(r)
-		case strconv.IsPrint(r):
+		case shown(r):
 			b.WriteRune(r)
 		default:
 			b.WriteString(escapeRune(r))
@@ -189,3 +197,10 @@ func yamlDoubleQuoted(s string) string {
 // keys and details read from the cluster, so each line is escaped as
 // printable does.
 func ErrorText(err error) string { return printableLines(err.Error()) }
+
+// shown reports whether r is printed as it is: printable for Go, and not a
+// zero-width mark (a variation selector, a combining grapheme joiner) that
+// would make two different names look alike.
+func shown(r rune) bool {
+	return strconv.IsPrint(r) && !unicode.Is(unicode.Variation_Selector, r) && !unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r)
+}
