@@ -100,7 +100,7 @@ func TestAttack16Mutations(t *testing.T) {
 // CachedHoldings, then ReleaseRecords), instead of the uncached List at the
 // end of the pass that claim.pml models. A record whose watch event is still
 // on its way is missed; the event wakes its holder when it arrives. Costly
-// (about 20 s of CPU per world): set MODEL_FIDELITY=1 to run it.
+// (20 to 27 s of CPU per world): set MODEL_FIDELITY=1 to run it.
 func TestAttack16CachedHoldings(t *testing.T) {
 	requireTools(t)
 	if os.Getenv("MODEL_FIDELITY") == "" {
