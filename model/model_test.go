@@ -24,6 +24,8 @@ type world struct {
 	// safety search (assertions only).
 	live      bool
 	mutations []mutation
+	// depth is pan's -m search depth bound; 0 means 20000.
+	depth int
 }
 
 // mutation is a known bug put back into the model by a -D switch.
@@ -233,7 +235,11 @@ func (w world) check(t *testing.T, mutation string) result {
 	}
 	// -m bounds the search depth; pan says so when a run needs more, and
 	// that is reported below rather than trusted.
-	out, err := run(dir, "./pan", append(panArgs, "-m20000", "-n")...)
+	depth := w.depth
+	if depth == 0 {
+		depth = 20000
+	}
+	out, err := run(dir, "./pan", append(panArgs, fmt.Sprintf("-m%d", depth), "-n")...)
 	if err != nil && !errors.As(err, new(*exec.ExitError)) {
 		t.Fatalf("running the verifier: %v", err)
 	}
