@@ -109,11 +109,24 @@ byte dels = DELS;
 byte extdels = EXTDEL;
 byte lost = LOST;
 byte stale = STALE;
+#ifndef RENEW
+#define RENEW 0
+#endif
+byte renews = RENEW;
 bool extdone;         /* an external deletion happened */
 
 /* ---- observers (ghost state for the properties) ---- */
 byte acting[NKEY];    /* objects whose inner pass acts on the key: bit mask */
 byte lastgrant[NKEY]; /* token of the newest grant of the key */
+/* using[k]: objects whose workloads still use key k: bit mask. An inner pass
+ * that acts for k while granted sets it; it stays set after the pass ends
+ * (the workloads the pass started keep running) and is cleared only by a
+ * later inner pass of the object that runs without k: a granted pass whose
+ * keys no longer include k, a parked pass (told it holds nothing: it must
+ * stop using every key), or the deletion pass (cleanup). A record may be
+ * deleted by its holder, or granted to another object, only once its
+ * holder's workloads stopped using it. */
+byte using[NKEY];
 #ifdef FENCE
 byte fmax[NKEY];      /* the fenced resource: highest token it accepted */
 byte fwho[NKEY];      /* and who wrote it */
@@ -203,6 +216,11 @@ inline wakeNamers(ks) {
  * strictly increase over grants. */
 inline grant(k, t) {
 	assert(t > lastgrant[k]);
+#ifdef FENCE
+	assert((using[k] & ~bit(me)) == 0 || extdone);
+#else
+	assert((using[k] & ~bit(me)) == 0);   /* no other object's workloads use k */
+#endif
 	lastgrant[k] = t
 }
 
@@ -335,8 +353,11 @@ inline release(keep, pre) {
 			printf("obj%d: inner pass ends\n", me);
 			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
 		:: pre == PRE_PARKED ->
-			printf("obj%d: condition False, keeps keys %d, gives up the rest\n", me, held);
-			cond[me] = false
+			/* the inner pass runs parked (told it holds nothing and which
+			 * keys it gives up) and stops using every key */
+			printf("obj%d: condition False, inner pass stops using its keys; keeps keys %d, gives up the rest\n", me, held);
+			cond[me] = false;
+			using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me)
 		:: else -> skip
 		fi;
 		k = 0;
@@ -400,8 +421,13 @@ inline release(keep, pre) {
 #endif
 		atomic {
 			printf("obj%d: inner pass ends\n", me);
-			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
+			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me);
+			using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me)
 		}
+	:: pre == PRE_FINAL && listed == 0 ->
+		/* the deletion pass runs its inner (cleanup) for nothing held: its
+		 * workloads stop */
+		atomic { using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me) }
 	:: else -> skip
 	fi;
 	do
@@ -416,6 +442,12 @@ inline release(keep, pre) {
 			:: rec[k].ex && rec[k].uid == luid[k] && ver[k] == lrv[k] ->
 #endif
 				assert(rec[k].holder == me);   /* release frees only its own grant */
+				/* a key is freed only after an inner pass that knew the
+				 * object must stop using it returned success */
+				assert((using[k] & bit(me)) == 0);
+				/* the Delete removes the version the pass read, not a
+				 * later write (a renewal) it never saw */
+				assert(ver[k] == lrv[k]);
 				printf("obj%d releases k%d (record of obj%d, version %d)\n", me, k, rec[k].holder, ver[k]);
 				ver[k]++; rec[k].ex = false; wh = rec[k].holder; wake(k, wh); wh = 0;
 				rec[k].holder = 0; rec[k].uid = 0;
@@ -451,7 +483,8 @@ inline release(keep, pre) {
 		};
 		atomic {
 			printf("obj%d: inner pass ends\n", me);
-			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
+			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me);
+			using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me)
 		}
 	:: else -> skip
 	fi;
@@ -547,8 +580,11 @@ end_idle:
 #else
 						assert(acting[k] == 0);   /* at most one object acts for a key */
 #endif
-						acting[k] = acting[k] | bit(me); k++
-					:: k < NKEY && (ks & bit(k)) == 0 -> k++
+						acting[k] = acting[k] | bit(me); using[k] = using[k] | bit(me); k++
+					:: k < NKEY && (ks & bit(k)) == 0 ->
+						/* told it no longer holds k (Releasing): its
+						 * workloads stop using k */
+						using[k] = using[k] & ~bit(me); k++
 					:: k == NKEY -> break
 					od;
 					k = 0
@@ -676,6 +712,24 @@ end_world:
 			:: fin[i] -> q[i] = true
 			:: else -> exists[i] = false; cond[i] = false; wakeNamers(ckeys[i] | keys[i])
 			fi
+		:: else -> skip
+		fi;
+		i = 0
+	   }
+	:: atomic {
+		/* the holder's renewal (a goroutine of its own, middleware.go
+		 * renew.ensure) updates its record in place: same UID, new version */
+		renews > 0 ->
+		select(i : 0 .. NKEY - 1);
+		if
+		:: rec[i].ex && rec[i].holder < NOBJ && exists[rec[i].holder] && !deleting[rec[i].holder] ->
+			renews--;
+			printf("world: obj%d renews its record of k%d\n", rec[i].holder, i);
+			ver[i]++;
+#ifdef CACHED_HOLDINGS
+			recWritten(i);
+#endif
+			wh = rec[i].holder; wake(i, wh); wh = 0
 		:: else -> skip
 		fi;
 		i = 0
