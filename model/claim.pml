@@ -9,19 +9,26 @@
  * the next one. Bounds (all overridable with -D): NOBJ objects (2 or 3),
  * NKEY = 2 keys, EDITS key-set edits, DELS object deletions, EXTDEL external
  * record deletions, LOST lost write responses, STALE stale cached reads,
- * ORPHAN records of an already-gone holder present at the start.
+ * ORPHAN records of an already-gone holder present at the start, RENEW
+ * renewal writes.
  *
  * Mutation switches (-DMUT_...) put back one known bug each; see
  * docs/model.md: MUT_WAKE_ONLY_WAITERS, MUT_SWEEP_CACHE, MUT_UNFENCED_TAKEOVER,
- * MUT_RELEASE_NO_UID, MUT_NO_GIVEUP, MUT_CACHED_LIST.
+ * MUT_RELEASE_NO_UID, MUT_NO_GIVEUP, MUT_CACHED_LIST, MUT_FINAL_RELEASE_FIRST,
+ * MUT_DELETING_IS_DEAD, MUT_ALIVE_IS_DEAD, MUT_UNSORTED, MUT_PARK_KEEP_NAMED,
+ * MUT_TOKEN_TRANSITIONS, MUT_FENCE_ACCEPT_ALL, MUT_WAKE_NO_HOLDER,
+ * MUT_RELEASE_BEFORE_INNER, MUT_DELETE_NO_VERSION. None changes anything
+ * when undefined.
  *
- * Added by the adversarial review of issue 16 (model/attack16.md,
- * model/attack16_test.go); none changes anything when undefined:
- * MUT_FINAL_RELEASE_FIRST, MUT_DELETING_IS_DEAD, MUT_ALIVE_IS_DEAD,
- * MUT_UNSORTED, MUT_PARK_KEEP_NAMED, MUT_TOKEN_TRANSITIONS,
- * MUT_FENCE_ACCEPT_ALL, MUT_WAKE_NO_HOLDER, MUT_RELEASE_BEFORE_INNER,
- * MUT_DELETE_NO_VERSION; and the fidelity switch CACHED_HOLDINGS (the sweep
- * and give-up list records from the cache, as middleware.go does).
+ * Fidelity switch CACHED_HOLDINGS: the sweep and give-up list the object's
+ * records from the informer cache, as middleware.go does (CachedHoldings,
+ * then ReleaseRecords re-reads each record uncached before its fenced
+ * Delete); a record whose watch event is still on its way is missed, and the
+ * event wakes its holder when it arrives. Without it the sweep lists
+ * uncached (cheaper: fewer interleavings). model_test.go turns it on in the
+ * worlds where a missed record matters; docs/model.md says which.
+ * RENEW: renewal writes (in place, same UID, new version) of a live holder's
+ * record.
  */
 
 #ifndef NOBJ

@@ -42,8 +42,9 @@ type mutation struct {
 }
 
 // worlds are the checks `make model` runs. docs/model.md explains each bound
-// and each mutation; keep the two in step. The whole set takes about a
-// minute on 2 cores.
+// and each mutation; keep the two in step. The whole set takes about two
+// CPU-minutes (SPIN, cc and pan), most of it the three worlds with
+// CACHED_HOLDINGS.
 var worlds = []world{
 	{
 		name:  "key-edits",
