@@ -17,7 +17,8 @@
  * MUT_RELEASE_NO_UID, MUT_NO_GIVEUP, MUT_CACHED_LIST, MUT_FINAL_RELEASE_FIRST,
  * MUT_DELETING_IS_DEAD, MUT_ALIVE_IS_DEAD, MUT_UNSORTED, MUT_PARK_KEEP_NAMED,
  * MUT_TOKEN_TRANSITIONS, MUT_FENCE_ACCEPT_ALL, MUT_WAKE_NO_HOLDER,
- * MUT_RELEASE_BEFORE_INNER, MUT_DELETE_NO_VERSION. None changes anything
+ * MUT_RELEASE_BEFORE_INNER, MUT_PARKED_RELEASE_BEFORE_INNER,
+ * MUT_DELETE_NO_VERSION. None changes anything
  * when undefined.
  *
  * Fidelity switch CACHED_HOLDINGS: the sweep and give-up list the object's
@@ -650,6 +651,11 @@ end_idle:
 				 * not only the sorted prefix it acquired */
 				release(ks, PRE_PARKED)
 #else
+#ifdef MUT_PARKED_RELEASE_BEFORE_INNER
+				/* the bug: the parked pass releases what it gives up before
+				 * its inner pass, told to stop, has run */
+				release(held, 0);
+#endif
 				release(held, PRE_PARKED)
 #endif
 			fi

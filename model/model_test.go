@@ -56,6 +56,8 @@ var worlds = []world{
 				why: "a parked object keeps every record it holds: key-swap deadlock"},
 			{define: "MUT_RELEASE_BEFORE_INNER", want: "assertion violated ((using[k]&(1<<me))==0)",
 				why: "the granted pass releases the keys it gives up before the inner pass that is told to stop using them"},
+			{define: "MUT_PARKED_RELEASE_BEFORE_INNER", want: "assertion violated ((using[k]&(1<<me))==0)",
+				why: "the parked pass releases the keys it gives up before its inner pass, told to stop, has run"},
 			{define: "MUT_PARK_KEEP_NAMED", want: "acceptance cycle",
 				why: "a parked object keeps every named key it holds, not only the sorted prefix: key-swap deadlock"},
 			{define: "MUT_TOKEN_TRANSITIONS", want: "assertion violated",
