@@ -61,7 +61,7 @@ spin: ## Install SPIN from the distribution's packages when it is missing (needs
 # MODEL_FLAGS=-v also prints each world's state count and each mutation's
 # counterexample.
 MODEL_FLAGS ?=
-model: spin ## Model-check the claim protocol and the middleware with SPIN (under 1 CPU-minute; MODEL_FLAGS=-v for trails).
+model: spin ## Model-check the claim protocol and the middleware with SPIN (about 2 CPU-minutes; MODEL_FLAGS=-v for trails).
 	go test -count=1 -timeout 10m $(MODEL_FLAGS) ./model/
 
 .PHONY: build

@@ -9,11 +9,27 @@
  * the next one. Bounds (all overridable with -D): NOBJ objects (2 or 3),
  * NKEY = 2 keys, EDITS key-set edits, DELS object deletions, EXTDEL external
  * record deletions, LOST lost write responses, STALE stale cached reads,
- * ORPHAN records of an already-gone holder present at the start.
+ * ORPHAN records of an already-gone holder present at the start, RENEW
+ * renewal writes.
  *
  * Mutation switches (-DMUT_...) put back one known bug each; see
  * docs/model.md: MUT_WAKE_ONLY_WAITERS, MUT_SWEEP_CACHE, MUT_UNFENCED_TAKEOVER,
- * MUT_RELEASE_NO_UID, MUT_NO_GIVEUP, MUT_CACHED_LIST.
+ * MUT_RELEASE_NO_UID, MUT_NO_GIVEUP, MUT_CACHED_LIST, MUT_FINAL_RELEASE_FIRST,
+ * MUT_DELETING_IS_DEAD, MUT_ALIVE_IS_DEAD, MUT_UNSORTED, MUT_PARK_KEEP_NAMED,
+ * MUT_TOKEN_TRANSITIONS, MUT_FENCE_ACCEPT_ALL, MUT_WAKE_NO_HOLDER,
+ * MUT_RELEASE_BEFORE_INNER, MUT_PARKED_RELEASE_BEFORE_INNER,
+ * MUT_DELETE_NO_VERSION. None changes anything
+ * when undefined.
+ *
+ * Fidelity switch CACHED_HOLDINGS: the sweep and give-up list the object's
+ * records from the informer cache, as middleware.go does (CachedHoldings,
+ * then ReleaseRecords re-reads each record uncached before its fenced
+ * Delete); a record whose watch event is still on its way is missed, and the
+ * event wakes its holder when it arrives. Without it the sweep lists
+ * uncached (cheaper: fewer interleavings). model_test.go turns it on in the
+ * worlds where a missed record matters; docs/model.md says which.
+ * RENEW: renewal writes (in place, same UID, new version) of a live holder's
+ * record.
  */
 
 #ifndef NOBJ
@@ -101,14 +117,52 @@ byte dels = DELS;
 byte extdels = EXTDEL;
 byte lost = LOST;
 byte stale = STALE;
+#ifndef RENEW
+#define RENEW 0
+#endif
+byte renews = RENEW;
 bool extdone;         /* an external deletion happened */
 
 /* ---- observers (ghost state for the properties) ---- */
 byte acting[NKEY];    /* objects whose inner pass acts on the key: bit mask */
 byte lastgrant[NKEY]; /* token of the newest grant of the key */
+/* using[k]: objects whose workloads still use key k: bit mask. An inner pass
+ * that acts for k while granted sets it; it stays set after the pass ends
+ * (the workloads the pass started keep running) and is cleared only by a
+ * later inner pass of the object that runs without k: a granted pass whose
+ * keys no longer include k, a parked pass (told it holds nothing: it must
+ * stop using every key), or the deletion pass (cleanup). A record may be
+ * deleted by its holder, or granted to another object, only once its
+ * holder's workloads stopped using it. */
+byte using[NKEY];
 #ifdef FENCE
 byte fmax[NKEY];      /* the fenced resource: highest token it accepted */
 byte fwho[NKEY];      /* and who wrote it */
+#endif
+#ifdef CACHED_HOLDINGS
+/* rlag[k]: the record cache has not yet seen the newest write of the record
+ * of k; the watch event of that write is still on its way. The pass's
+ * CachedHoldings misses such a record; the event wakes the holder when it
+ * arrives (Informer). */
+bool rlag[NKEY];
+#define recWritten(k) rlag[k] = true
+#endif
+/* ALIVE(h): liveness, HolderExists: the holder's object exists (being
+ * deleted or not). MUT_DELETING_IS_DEAD judges a holder being deleted gone;
+ * MUT_ALIVE_IS_DEAD judges every holder gone. */
+#if defined(MUT_ALIVE_IS_DEAD)
+#define ALIVE(h) false
+#elif defined(MUT_DELETING_IS_DEAD)
+#define ALIVE(h) ((h) < NOBJ && exists[h] && !deleting[h])
+#else
+#define ALIVE(h) ((h) < NOBJ && exists[h])
+#endif
+/* ORD(i): the i-th key an object acquires (sorted order; MUT_UNSORTED makes
+ * obj1 acquire in the reverse order). ORD is its own inverse. */
+#ifdef MUT_UNSORTED
+#define ORD(i) ((me == 1) -> (NKEY - 1 - (i)) : (i))
+#else
+#define ORD(i) (i)
 #endif
 #ifdef MUT_SWEEP_CACHE
 byte swept[NOBJ];     /* the key set the last successful sweep kept */
@@ -135,7 +189,13 @@ inline wake(k, h) {
 	do
 	:: w < NOBJ ->
 		if
+		#ifdef MUT_WAKE_NO_HOLDER
+		/* the bug: a record event wakes the objects naming the key only,
+		 * not the record's holder */
+		:: wakeable(w) && names(w, k) -> q[w] = true
+#else
 		:: wakeable(w) && (names(w, k) || w == h) -> q[w] = true
+#endif
 		:: else -> skip
 		fi;
 		w++
@@ -164,8 +224,28 @@ inline wakeNamers(ks) {
  * strictly increase over grants. */
 inline grant(k, t) {
 	assert(t > lastgrant[k]);
+#ifdef FENCE
+	assert((using[k] & ~bit(me)) == 0 || extdone);
+#else
+	assert((using[k] & ~bit(me)) == 0);   /* no other object's workloads use k */
+#endif
 	lastgrant[k] = t
 }
+
+/* TOKC(k)/TOKT(k): the token a create/takeover of k grants: the version of
+ * the granting write. MUT_TOKEN_TRANSITIONS takes a count of grants kept in
+ * the record instead (1 at create, +1 per takeover), which restarts when the
+ * record is deleted and created again. */
+#ifdef MUT_TOKEN_TRANSITIONS
+byte trv[NKEY];       /* the bug's token: the count of grants of the record */
+#define TOKC(k) trv[k]
+#define TOKT(k) trv[k]
+#define trCreate(k) trv[k] = 1
+#define trTake(k) trv[k]++
+#else
+#define TOKC(k) ver[k]
+#define TOKT(k) ver[k]
+#endif
 
 /* setTok: the pass remembers the token of each grant, for the fenced
  * resource; without one nothing reads it, so it is not kept in the state. */
@@ -202,8 +282,14 @@ inline acquire(k) {
 				:: else ->
 					ver[k]++; rec[k].ex = true; rec[k].holder = me; rec[k].uid = ver[k];
 					printf("obj%d creates the record of k%d: granted, token %d\n", me, k, ver[k]);
-					grant(k, ver[k]); wake(k, me);
-					res = GRANTED; setTok(k, ver[k]);
+#ifdef MUT_TOKEN_TRANSITIONS
+					trCreate(k);
+#endif
+#ifdef CACHED_HOLDINGS
+					recWritten(k);
+#endif
+					grant(k, TOKC(k)); wake(k, me);
+					res = GRANTED; setTok(k, TOKC(k));
 					loseResponse(res)
 				fi
 			}
@@ -213,7 +299,7 @@ inline acquire(k) {
 		:: rex && rh != me ->
 			/* verdictOther: liveness is HolderExists, an uncached read */
 			if
-			:: rh < NOBJ && exists[rh] -> res = PARKED; printf("obj%d finds k%d held by live obj%d: parked\n", me, k, rh)
+			:: ALIVE(rh) -> res = PARKED; printf("obj%d finds k%d held by live obj%d: parked\n", me, k, rh)
 			:: else ->
 				/* takeover: one update fenced on the UID and version read */
 				atomic {
@@ -225,8 +311,14 @@ inline acquire(k) {
 #endif
 						printf("obj%d takes k%d over from obj%d (read at version %d): granted, token %d\n", me, k, rec[k].holder, rrv, ver[k] + 1);
 						ver[k]++; rec[k].holder = me;
-						grant(k, ver[k]); wake(k, me);
-						res = GRANTED; setTok(k, ver[k]);
+#ifdef MUT_TOKEN_TRANSITIONS
+						trTake(k);
+#endif
+#ifdef CACHED_HOLDINGS
+						recWritten(k);
+#endif
+						grant(k, TOKT(k)); wake(k, me);
+						res = GRANTED; setTok(k, TOKT(k));
 						loseResponse(res)
 					:: else -> rrv = 0   /* conflict: read again below */
 					fi
@@ -269,8 +361,11 @@ inline release(keep, pre) {
 			printf("obj%d: inner pass ends\n", me);
 			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
 		:: pre == PRE_PARKED ->
-			printf("obj%d: condition False, keeps keys %d, gives up the rest\n", me, held);
-			cond[me] = false
+			/* the inner pass runs parked (told it holds nothing and which
+			 * keys it gives up) and stops using every key */
+			printf("obj%d: condition False, inner pass stops using its keys; keeps keys %d, gives up the rest\n", me, held);
+			cond[me] = false;
+			using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me)
 		:: else -> skip
 		fi;
 		k = 0;
@@ -285,6 +380,14 @@ inline release(keep, pre) {
 				:: pre == PRE_FINAL -> printf("obj%d: its cached List misses k%d\n", me, k)
 				:: true -> listed = listed | bit(k); luid[k] = rec[k].uid; lrv[k] = ver[k]
 				fi
+#elif defined(CACHED_HOLDINGS)
+				/* as the code does: the sweep and give-up list the
+				 * object's records from the cache (CachedHoldings), which
+				 * misses a record whose watch event is still on its way */
+				if
+				:: pre != PRE_FINAL && rlag[k] -> printf("obj%d: its cached List misses k%d\n", me, k)
+				:: else -> listed = listed | bit(k); luid[k] = rec[k].uid; lrv[k] = ver[k]
+				fi
 #else
 				listed = listed | bit(k); luid[k] = rec[k].uid; lrv[k] = ver[k]
 #endif
@@ -295,7 +398,11 @@ inline release(keep, pre) {
 		od;
 		k = 0;
 		if
+#ifdef MUT_FINAL_RELEASE_FIRST
+		:: false ->
+#else
 		:: pre == PRE_FINAL ->
+#endif
 			/* the inner runs in deleting mode: it acts (cleans up) for the
 			 * keys the object still holds */
 			printf("obj%d: being deleted, inner pass cleans up for keys %d\n", me, listed);
@@ -315,11 +422,20 @@ inline release(keep, pre) {
 		fi
 	};
 	if
+#ifdef MUT_FINAL_RELEASE_FIRST
+	:: false ->
+#else
 	:: pre == PRE_FINAL && listed != 0 ->
+#endif
 		atomic {
 			printf("obj%d: inner pass ends\n", me);
-			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
+			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me);
+			using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me)
 		}
+	:: pre == PRE_FINAL && listed == 0 ->
+		/* the deletion pass runs its inner (cleanup) for nothing held: its
+		 * workloads stop */
+		atomic { using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me) }
 	:: else -> skip
 	fi;
 	do
@@ -328,10 +444,18 @@ inline release(keep, pre) {
 			if
 #ifdef MUT_RELEASE_NO_UID
 			:: rec[k].ex ->
+#elif defined(MUT_DELETE_NO_VERSION)
+			:: rec[k].ex && rec[k].uid == luid[k] ->
 #else
 			:: rec[k].ex && rec[k].uid == luid[k] && ver[k] == lrv[k] ->
 #endif
 				assert(rec[k].holder == me);   /* release frees only its own grant */
+				/* a key is freed only after an inner pass that knew the
+				 * object must stop using it returned success */
+				assert((using[k] & bit(me)) == 0);
+				/* the Delete removes the version the pass read, not a
+				 * later write (a renewal) it never saw */
+				assert(ver[k] == lrv[k]);
 				printf("obj%d releases k%d (record of obj%d, version %d)\n", me, k, rec[k].holder, ver[k]);
 				ver[k]++; rec[k].ex = false; wh = rec[k].holder; wake(k, wh); wh = 0;
 				rec[k].holder = 0; rec[k].uid = 0;
@@ -344,6 +468,35 @@ inline release(keep, pre) {
 	:: k < NKEY && ((listed & bit(k)) == 0 || res == FAILED) -> k++
 	:: k == NKEY -> break
 	od;
+#ifdef MUT_FINAL_RELEASE_FIRST
+	/* the bug: the finalizer deletes the records first, then the inner
+	 * cleans up for the keys it listed */
+	if
+	:: pre == PRE_FINAL && listed != 0 ->
+		atomic {
+			printf("obj%d: being deleted, records released, inner pass cleans up for keys %d\n", me, listed);
+			k = 0;
+			do
+			:: k < NKEY && (listed & bit(k)) != 0 ->
+#ifdef FENCE
+				assert(acting[k] == 0 || extdone);
+#else
+				assert(acting[k] == 0);
+#endif
+				acting[k] = acting[k] | bit(me); k++
+			:: k < NKEY && (listed & bit(k)) == 0 -> k++
+			:: k == NKEY -> break
+			od;
+			k = 0
+		};
+		atomic {
+			printf("obj%d: inner pass ends\n", me);
+			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me);
+			using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me)
+		}
+	:: else -> skip
+	fi;
+#endif
 	atomic { k = 0; listed = 0; luid[0] = 0; luid[1] = 0; lrv[0] = 0; lrv[1] = 0 }
 }
 
@@ -403,12 +556,12 @@ end_idle:
 			do
 			:: res != 0 -> break
 			:: res == 0 && k == NKEY -> break
-			:: res == 0 && k < NKEY && (ks & bit(k)) == 0 -> k++
-			:: res == 0 && k < NKEY && (ks & bit(k)) != 0 ->
-				kk = k;
+			:: res == 0 && k < NKEY && (ks & bit(ORD(k))) == 0 -> k++
+			:: res == 0 && k < NKEY && (ks & bit(ORD(k))) != 0 ->
+				kk = ORD(k);
 				acquire(kk);
 				if
-				:: res == GRANTED -> held = held | bit(kk); k = kk + 1; res = 0
+				:: res == GRANTED -> held = held | bit(kk); k = ORD(kk) + 1; res = 0
 				:: else -> k = kk
 				fi;
 				kk = 0
@@ -418,6 +571,11 @@ end_idle:
 			:: res == FAILED ->
 				cond[me] = false   /* ClaimError */
 			:: res == 0 ->
+#ifdef MUT_RELEASE_BEFORE_INNER
+				/* the bug: the sweep runs before the inner pass that was
+				 * told to stop using the keys it gives up */
+				release(ks, 0);
+#endif
 				/* all granted: condition True, the inner acts on every key */
 				atomic {
 					printf("obj%d: condition True, inner pass acts on keys %d\n", me, ks);
@@ -430,8 +588,11 @@ end_idle:
 #else
 						assert(acting[k] == 0);   /* at most one object acts for a key */
 #endif
-						acting[k] = acting[k] | bit(me); k++
-					:: k < NKEY && (ks & bit(k)) == 0 -> k++
+						acting[k] = acting[k] | bit(me); using[k] = using[k] | bit(me); k++
+					:: k < NKEY && (ks & bit(k)) == 0 ->
+						/* told it no longer holds k (Releasing): its
+						 * workloads stop using k */
+						using[k] = using[k] & ~bit(me); k++
 					:: k == NKEY -> break
 					od;
 					k = 0
@@ -442,7 +603,11 @@ end_idle:
 				:: k < NKEY && (ks & bit(k)) != 0 ->
 					atomic {
 						if
+#ifdef MUT_FENCE_ACCEPT_ALL
+						:: true ->   /* the bug: the resource accepts any token */
+#else
 						:: tok[k] >= fmax[k] ->
+#endif
 							/* a token names one grant: never two writers */
 							assert(tok[k] > fmax[k] || fwho[k] == me);
 							fmax[k] = tok[k]; fwho[k] = me
@@ -481,7 +646,16 @@ end_idle:
 					printf("obj%d: condition False, keeps every record it holds\n", me);
 					cond[me] = false
 				}
+#elif defined(MUT_PARK_KEEP_NAMED)
+				/* the bug: a parked object keeps every named key it holds,
+				 * not only the sorted prefix it acquired */
+				release(ks, PRE_PARKED)
 #else
+#ifdef MUT_PARKED_RELEASE_BEFORE_INNER
+				/* the bug: the parked pass releases what it gives up before
+				 * its inner pass, told to stop, has run */
+				release(held, 0);
+#endif
 				release(held, PRE_PARKED)
 #endif
 			fi
@@ -556,6 +730,24 @@ end_world:
 		i = 0
 	   }
 	:: atomic {
+		/* the holder's renewal (a goroutine of its own, middleware.go
+		 * renew.ensure) updates its record in place: same UID, new version */
+		renews > 0 ->
+		select(i : 0 .. NKEY - 1);
+		if
+		:: rec[i].ex && rec[i].holder < NOBJ && exists[rec[i].holder] && !deleting[rec[i].holder] ->
+			renews--;
+			printf("world: obj%d renews its record of k%d\n", rec[i].holder, i);
+			ver[i]++;
+#ifdef CACHED_HOLDINGS
+			recWritten(i);
+#endif
+			wh = rec[i].holder; wake(i, wh); wh = 0
+		:: else -> skip
+		fi;
+		i = 0
+	   }
+	:: atomic {
 		/* a person or tool deletes a claim record */
 		extdels > 0 ->
 		select(i : 0 .. NKEY - 1);
@@ -577,10 +769,15 @@ end_world:
  * it catch up eventually. Once nothing lags it lets time pass: a world where
  * nothing else can move is a steady state, not a deadlock, and SPIN's
  * weak-fairness search does not extend a finite run by stuttering. */
-#if NOBJ > 2
-#define caughtUp (ckeys[0] == keys[0] && ckeys[1] == keys[1] && ckeys[2] == keys[2])
+#ifdef CACHED_HOLDINGS
+#define recsCaughtUp (!rlag[0] && !rlag[1])
 #else
-#define caughtUp (ckeys[0] == keys[0] && ckeys[1] == keys[1])
+#define recsCaughtUp true
+#endif
+#if NOBJ > 2
+#define caughtUp (ckeys[0] == keys[0] && ckeys[1] == keys[1] && ckeys[2] == keys[2] && recsCaughtUp)
+#else
+#define caughtUp (ckeys[0] == keys[0] && ckeys[1] == keys[1] && recsCaughtUp)
 #endif
 proctype Informer() {
 end_informer:
@@ -588,6 +785,12 @@ end_informer:
 	:: caughtUp -> skip
 	:: atomic { ckeys[0] != keys[0] -> ckeys[0] = keys[0]; q[0] = true }
 	:: atomic { ckeys[1] != keys[1] -> ckeys[1] = keys[1]; q[1] = true }
+#ifdef CACHED_HOLDINGS
+	/* the record's watch event arrives: the cache has it, and the event
+	 * wakes the objects naming the key and its holder */
+	:: atomic { rlag[0] -> rlag[0] = false; wh = rec[0].holder; wake(0, wh); wh = 0 }
+	:: atomic { rlag[1] -> rlag[1] = false; wh = rec[1].holder; wake(1, wh); wh = 0 }
+#endif
 #if NOBJ > 2
 	:: atomic { ckeys[2] != keys[2] -> ckeys[2] = keys[2]; q[2] = true }
 #endif

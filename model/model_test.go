@@ -24,6 +24,8 @@ type world struct {
 	// safety search (assertions only).
 	live      bool
 	mutations []mutation
+	// depth is pan's -m search depth bound; 0 means 20000.
+	depth int
 }
 
 // mutation is a known bug put back into the model by a -D switch.
@@ -33,28 +35,50 @@ type mutation struct {
 	// fails, or "acceptance cycle" for the never claim of claim.pml (eventually
 	// settled).
 	want string
+	// depth is pan's -m for this mutation; 0 means the world's.
+	depth int
+	// why says what the bug is, for the log and for a miss.
+	why string
 }
 
 // worlds are the checks `make model` runs. docs/model.md explains each bound
-// and each mutation; keep the two in step. The whole set takes about a
-// minute on 2 cores.
+// and each mutation; keep the two in step. The whole set takes about two
+// CPU-minutes (SPIN, cc and pan), most of it the three worlds with
+// CACHED_HOLDINGS.
 var worlds = []world{
 	{
 		name:  "key-edits",
 		model: "claim.pml",
-		defs:  []string{"EDITS=2", "DELS=0", "LOST=0", "STALE=0"},
+		defs:  []string{"EDITS=2", "DELS=0", "LOST=0", "STALE=0", "CACHED_HOLDINGS"},
 		live:  true,
 		mutations: []mutation{
-			{define: "MUT_NO_GIVEUP", want: "acceptance cycle"},
+			{define: "MUT_NO_GIVEUP", want: "acceptance cycle",
+				why: "a parked object keeps every record it holds: key-swap deadlock"},
+			{define: "MUT_RELEASE_BEFORE_INNER", want: "assertion violated ((using[k]&(1<<me))==0)",
+				why: "the granted pass releases the keys it gives up before the inner pass that is told to stop using them"},
+			{define: "MUT_PARKED_RELEASE_BEFORE_INNER", want: "assertion violated ((using[k]&(1<<me))==0)",
+				why: "the parked pass releases the keys it gives up before its inner pass, told to stop, has run"},
+			{define: "MUT_PARK_KEEP_NAMED", want: "acceptance cycle",
+				why: "a parked object keeps every named key it holds, not only the sorted prefix: key-swap deadlock"},
+			{define: "MUT_TOKEN_TRANSITIONS", want: "assertion violated",
+				why: "the token is a count of grants kept in the record, which restarts when the record is deleted and created again"},
+			// Both objects name {k0,k1}: the cycle needs a depth above 20000.
+			{define: "MUT_UNSORTED", want: "acceptance cycle", depth: 100000,
+				why: "obj1 acquires its keys in reverse order: each holds one and waits for the other"},
+			{define: "MUT_WAKE_NO_HOLDER", want: "acceptance cycle",
+				why: "a record event does not wake the record's holder: a record the cached List missed is never swept"},
 		},
 	},
 	{
 		name:  "lost-response",
 		model: "claim.pml",
-		defs:  []string{"EDITS=2", "DELS=0", "LOST=1", "STALE=0", "INIT1=0"},
+		defs:  []string{"EDITS=2", "DELS=0", "LOST=1", "STALE=0", "INIT1=0", "CACHED_HOLDINGS"},
 		live:  true,
 		mutations: []mutation{
-			{define: "MUT_SWEEP_CACHE", want: "acceptance cycle"},
+			{define: "MUT_SWEEP_CACHE", want: "acceptance cycle",
+				why: "the sweep is skipped while the key set is as at the last sweep: a record created with a lost response leaks"},
+			{define: "MUT_WAKE_NO_HOLDER", want: "acceptance cycle",
+				why: "a record event does not wake the record's holder: a record the cached List missed is never swept"},
 		},
 	},
 	{
@@ -63,7 +87,10 @@ var worlds = []world{
 		defs:  []string{"EXTDEL=1", "EDITS=0", "DELS=0", "LOST=0", "STALE=0", "INIT1=1"},
 		live:  true,
 		mutations: []mutation{
-			{define: "MUT_WAKE_ONLY_WAITERS", want: "acceptance cycle"},
+			{define: "MUT_WAKE_ONLY_WAITERS", want: "acceptance cycle",
+				why: "a record event wakes only parked objects, not a granted one whose record was deleted"},
+			{define: "MUT_FENCE_ACCEPT_ALL", want: "assertion violated",
+				why: "the fenced resource accepts any token: the old holder writes after the newer grant"},
 		},
 	},
 	{
@@ -71,7 +98,18 @@ var worlds = []world{
 		model: "claim.pml",
 		defs:  []string{"EXTDEL=1", "EDITS=1", "DELS=0", "LOST=0", "STALE=0", "INIT0=3", "INIT1=1"},
 		mutations: []mutation{
-			{define: "MUT_RELEASE_NO_UID", want: "assertion violated (rec[k].holder==me)"},
+			{define: "MUT_RELEASE_NO_UID", want: "assertion violated (rec[k].holder==me)",
+				why: "the Delete is not fenced at all: it deletes a record created again for another holder"},
+		},
+	},
+	{
+		name:  "renewal-race",
+		model: "claim.pml",
+		defs:  []string{"RENEW=1", "EDITS=1", "DELS=0", "LOST=0", "STALE=0", "INIT0=3", "INIT1=1"},
+		live:  true,
+		mutations: []mutation{
+			{define: "MUT_DELETE_NO_VERSION", want: "assertion violated (ver[k]==lrv[k])",
+				why: "the Delete is fenced on the UID only: it deletes a version a renewal wrote after the read"},
 		},
 	},
 	{
@@ -80,16 +118,30 @@ var worlds = []world{
 		defs:  []string{"ORPHAN=1", "INIT1=1", "EDITS=1", "DELS=0", "LOST=0", "STALE=0"},
 		live:  true,
 		mutations: []mutation{
-			{define: "MUT_UNFENCED_TAKEOVER", want: "assertion violated (acting[k]==0)"},
+			// The grant assertion (no other object's workloads use the key) fires
+			// before the acting one.
+			{define: "MUT_UNFENCED_TAKEOVER", want: "assertion violated",
+				why: "the takeover is not fenced on the record read: it overwrites a grant made since"},
+			// Every holder judged gone: the objects take the key from each
+			// other forever. The depth-first search meets the acting
+			// assertion (depth ~20000) or the wrap of the byte ver (the
+			// token assertion), depending on the depth bound.
+			{define: "MUT_ALIVE_IS_DEAD", want: "assertion violated", depth: 100000,
+				why: "liveness judges every holder gone"},
 		},
 	},
 	{
 		name:  "deletion-lost-response",
 		model: "claim.pml",
-		defs:  []string{"EDITS=1", "DELS=1", "LOST=1", "STALE=0"},
+		defs:  []string{"EDITS=1", "DELS=1", "LOST=1", "STALE=0", "CACHED_HOLDINGS"},
 		live:  true,
 		mutations: []mutation{
-			{define: "MUT_CACHED_LIST", want: "acceptance cycle"},
+			{define: "MUT_CACHED_LIST", want: "acceptance cycle",
+				why: "the finalizer's List reads the cache and misses a record: the finalizer goes, the record leaks"},
+			{define: "MUT_FINAL_RELEASE_FIRST", want: "assertion violated",
+				why: "the deletion path deletes the records before the inner pass cleans up"},
+			{define: "MUT_DELETING_IS_DEAD", want: "assertion violated",
+				why: "liveness judges a holder whose finalizer runs gone: taken over during its cleanup"},
 		},
 	},
 	{
@@ -114,7 +166,10 @@ var worlds = []world{
 		model: "transfer.pml",
 		defs:  []string{"PASSES=3", "LOST=2"},
 		mutations: []mutation{
-			{define: "MUT_TRUST_LOCAL", want: "assertion violated (acting==0)"},
+			{define: "MUT_TRUST_LOCAL", want: "assertion violated (acting==0)",
+				why: "the holder trusts its own memory of the handover instead of reading the record"},
+			{define: "MUT_COMMIT_BEFORE_ACT", want: "assertion violated (acting==0)",
+				why: "the holder commits the handover before its inner pass is done"},
 		},
 	},
 }
@@ -145,14 +200,18 @@ func TestMutationsHaveCounterexamples(t *testing.T) {
 	requireTools(t)
 	for _, w := range worlds {
 		for _, m := range w.mutations {
-			t.Run(m.define, func(t *testing.T) {
+			t.Run(w.name+"/"+m.define, func(t *testing.T) {
 				t.Parallel()
 				// Given the world of TestModel with one known bug put back,
 				// When SPIN explores it,
 				// Then it finds a counterexample against that bug's property.
-				res := w.check(t, m.define)
+				mw := w
+				if m.depth != 0 {
+					mw.depth = m.depth
+				}
+				res := mw.check(t, m.define)
 				if res.failure == "" {
-					t.Fatalf("%s with %s: SPIN found no counterexample (%s); the model no longer catches this bug", w.name, m.define, res.size)
+					t.Fatalf("%s with %s: SPIN found no counterexample (%s); the model no longer catches this bug: %s", w.name, m.define, res.size, m.why)
 				}
 				if !strings.Contains(res.failure, m.want) {
 					t.Fatalf("%s with %s: counterexample %q, want one containing %q\n%s", w.name, m.define, res.failure, m.want, res.trail)
@@ -233,7 +292,11 @@ func (w world) check(t *testing.T, mutation string) result {
 	}
 	// -m bounds the search depth; pan says so when a run needs more, and
 	// that is reported below rather than trusted.
-	out, err := run(dir, "./pan", append(panArgs, "-m20000", "-n")...)
+	depth := w.depth
+	if depth == 0 {
+		depth = 20000
+	}
+	out, err := run(dir, "./pan", append(panArgs, fmt.Sprintf("-m%d", depth), "-n")...)
 	if err != nil && !errors.As(err, new(*exec.ExitError)) {
 		t.Fatalf("running the verifier: %v", err)
 	}

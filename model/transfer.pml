@@ -59,6 +59,9 @@ active proctype Holder() {
 	byte passes = PASSES;
 	byte rh, rs, rv, rt;   /* the last read */
 	bool ok;
+#ifdef MUT_COMMIT_BEFORE_ACT
+	bool wasA;
+#endif
 #ifdef MUT_TRUST_LOCAL
 	bool mine = true;      /* what A believes without reading */
 #endif
@@ -78,7 +81,13 @@ end_a:
 #endif
 		if
 		:: rh != A -> goto done   /* HeldElsewhere: parked, acts on nothing */
+#ifdef MUT_COMMIT_BEFORE_ACT
+		/* the bug: the inner pass (acting) runs after the handover is
+		 * committed, on the read of the pass's start */
+		:: else -> wasA = true
+#else
 		:: else -> act(A, rt)
+#endif
 		fi;
 		/* Prepare(B): readHeld, then a write only if B is not yet the
 		 * successor */
@@ -142,6 +151,12 @@ end_a:
 			fi
 		fi;
 done:
+#ifdef MUT_COMMIT_BEFORE_ACT
+		if
+		:: wasA -> act(A, rt); wasA = false
+		:: else -> skip
+		fi;
+#endif
 		atomic { rh = 0; rs = 0; rv = 0; rt = 0; ok = false }
 	od
 }
