@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -41,13 +42,14 @@ import (
 )
 
 // mwRun is the shape of one randomized run of the middleware: objects
-// Claimants under one manager contend for keys keys while the world edits,
-// deletes and recreates them, deletes records and takes keys over from
-// outside, and the manager's writes and uncached reads meet injected faults.
+// Claimants under one manager contend for as many keys as keys says while
+// the world edits, deletes and recreates them, deletes records and takes
+// keys over from outside, and the manager's writes and uncached reads meet
+// injected faults.
 type mwRun struct {
 	objects, keys, steps int
 	// profile is the fault profile of the manager's writes and of its
-	// uncached reads; crashes do not apply to a manager.
+	// uncached reads.
 	profile chaos.Profile
 	// innerFail is the chance that an inner pass fails.
 	innerFail float64
@@ -71,11 +73,16 @@ type mwRun struct {
 	wakeOnlyWaiters bool
 }
 
-// mwProfile is chaos.Default without the crashes, which a manager does not
-// have: about one call in four misbehaves.
+// mwProfile is chaos.Default without the crashes: a crashed manager is a
+// restarted process, which this run does not model. About one call in four
+// misbehaves.
 var mwProfile = chaos.Profile{Conflict: 0.05, Timeout: 0.04, Throttle: 0.03, Ambiguous: 0.05, Delay: 0.08, MaxDelay: 20 * time.Millisecond}
 
 var mwSmall = mwRun{objects: 6, keys: 3, steps: 80, profile: mwProfile, innerFail: 0.05, quiet: 20 * time.Second}
+
+// quiet is a logger that drops everything. logr.Discard() would not do: a
+// manager takes its nil sink for "no logger given" and logs anyway.
+var quiet = funcr.New(func(string, string) {}, funcr.Options{})
 
 // mwResult is what one seed did and what the checker found.
 type mwResult struct {
@@ -277,6 +284,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		// Injected faults make the controller and the event recorder log an
+		// error per failed call; the checker, not the log, judges the run.
+		Logger: quiet,
 		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
 			c, err := client.NewWithWatch(cfg, o)
 			if err != nil {
@@ -332,9 +342,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&Claimant{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
-		// Injected faults make the controller log an error per failed
-		// pass; the checker, not the log, judges the run.
-		WithLogConstructor(a.passBegins(logr.Discard()))
+		WithLogConstructor(a.passBegins(quiet))
 	if r.wakeOnlyWaiters {
 		// The predicate silences the middleware's own watch of records;
 		// a raw source, which predicates do not reach, delivers them to
