@@ -40,11 +40,12 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	seedFlag  = flag.Int64("seed", -1, "replay one seed of TestChaos (also CHAOS_SEED)")
-	seedsFlag = flag.Int("seeds", 0, "how many seeds TestChaos runs (also CHAOS_SEEDS; default 3)")
+	seedFlag  = flag.Int64("seed", -1, "replay one seed of TestChaos and TestMiddlewareChaos (also CHAOS_SEED)")
+	seedsFlag = flag.Int("seeds", 0, "how many seeds TestChaos and TestMiddlewareChaos run (also CHAOS_SEEDS; default 3)")
 )
 
-// seeds returns the seeds TestChaos runs: one to replay, or 1..N.
+// seeds returns the seeds TestChaos and TestMiddlewareChaos run: one to
+// replay, or 1..N.
 func seeds(t *testing.T) []uint64 {
 	t.Helper()
 	one := *seedFlag

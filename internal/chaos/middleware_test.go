@@ -148,8 +148,8 @@ func claimantKeys(_ context.Context, obj client.Object) ([]string, error) {
 // faultyWrites injects s's faults into c's writes only. The manager's reads
 // come from its cache, which does not fail in a real operator: a failed
 // index lookup in an event handler would lose a wake-up the middleware
-// cannot be blamed for.
-func faultyWrites(c client.WithWatch, s *chaos.Schedule) client.WithWatch {
+// cannot be blamed for. Every Lease Delete is told to deleting first.
+func faultyWrites(c client.WithWatch, s *chaos.Schedule, deleting func(context.Context, []client.DeleteOption)) client.WithWatch {
 	f := chaos.Wrap(c, s)
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Create: func(ctx context.Context, _ client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
@@ -162,6 +162,9 @@ func faultyWrites(c client.WithWatch, s *chaos.Schedule) client.WithWatch {
 			return f.Patch(ctx, obj, p, opts...)
 		},
 		Delete: func(ctx context.Context, _ client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			if _, isLease := obj.(*coordinationv1.Lease); isLease {
+				deleting(ctx, opts)
+			}
 			return f.Delete(ctx, obj, opts...)
 		},
 	})
@@ -174,26 +177,63 @@ type actor struct {
 	reader        client.Reader // the manager's cache, for the object's UID
 	ignoreGranted bool
 
-	mu     sync.Mutex
-	rng    *rand.Rand
-	fail   float64
-	passes map[types.NamespacedName]time.Time
-	acts   []act
+	mu       sync.Mutex
+	rng      *rand.Rand
+	fail     float64
+	next     int64
+	starts   map[int64]time.Time // pass -> when it began
+	acts     []act
+	releases []release
+}
+
+// passSink is a logger that drops everything and carries the number of
+// the controller's pass it was made for. The controller puts it in the
+// context of the pass, and the middleware passes that context on to the
+// inner reconciler and to the claim writes, so the inner call and each
+// Lease Delete tell which pass they belong to.
+type passSink struct{ pass int64 }
+
+func (passSink) Init(logr.RuntimeInfo)            {}
+func (passSink) Enabled(int) bool                 { return false }
+func (passSink) Info(int, string, ...any)         {}
+func (passSink) Error(error, string, ...any)      {}
+func (s passSink) WithValues(...any) logr.LogSink { return s }
+func (s passSink) WithName(string) logr.LogSink   { return s }
+
+// passOf returns the number of the pass ctx belongs to, 0 for none.
+func passOf(ctx context.Context) int64 {
+	s, _ := logr.FromContextOrDiscard(ctx).GetSink().(passSink)
+	return s.pass
+}
+
+// deleting records that a pass asked to delete a record, fenced on the
+// version rv, whatever the answer (a lost response may hide a deletion
+// that happened).
+func (a *actor) deleting(ctx context.Context, opts []client.DeleteOption) {
+	do := &client.DeleteOptions{}
+	do.ApplyOptions(opts)
+	rv := ""
+	if do.Preconditions != nil && do.Preconditions.ResourceVersion != nil {
+		rv = *do.Preconditions.ResourceVersion
+	}
+	a.mu.Lock()
+	a.releases = append(a.releases, release{pass: passOf(ctx), version: rv})
+	a.mu.Unlock()
 }
 
 // passBegins is the controller's log constructor: the controller calls it
 // with the request as each pass begins, before the middleware reads
-// anything, which is the earliest time the pass can have read a record.
-func (a *actor) passBegins(base logr.Logger) func(*reconcile.Request) logr.Logger {
-	return func(req *reconcile.Request) logr.Logger {
-		if req == nil {
-			return base
-		}
-		a.mu.Lock()
-		a.passes[req.NamespacedName] = time.Now()
-		a.mu.Unlock()
-		return base.WithValues("claimant", req.NamespacedName.String())
+// anything, which is the earliest time the pass can have read a record. It
+// numbers the pass and notes when it began.
+func (a *actor) passBegins(req *reconcile.Request) logr.Logger {
+	if req == nil {
+		return logr.New(passSink{})
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.next++
+	a.starts[a.next] = time.Now()
+	return logr.New(passSink{pass: a.next})
 }
 
 func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -203,8 +243,9 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	// object replaces it only after the finalizer of the old one came off,
 	// which waits for this pass.
 	_ = a.reader.Get(ctx, req.NamespacedName, obj)
+	pass := passOf(ctx)
 	a.mu.Lock()
-	rec := act{object: req.Name, uid: obj.UID, passStart: a.passes[req.NamespacedName], state: s}
+	rec := act{object: req.Name, uid: obj.UID, pass: pass, passStart: a.starts[pass], state: s}
 	work := time.Duration(a.rng.IntN(8)+1) * time.Millisecond
 	fail := a.rng.Float64() < a.fail
 	a.mu.Unlock()
@@ -237,10 +278,10 @@ func (a *actor) stopFailing() {
 	a.mu.Unlock()
 }
 
-func (a *actor) recorded() []act {
+func (a *actor) recorded() ([]act, []release) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return slices.Clone(a.acts)
+	return slices.Clone(a.acts), slices.Clone(a.releases)
 }
 
 // mwWorld is what happens to the objects and records from outside the
@@ -279,6 +320,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	stats := &chaos.Stats{}
 	writes := chaos.NewSchedule(seed, r.profile, stats, func() {})
 	reads := chaos.NewSchedule(seed^0x5bd1e995, r.profile, stats, func() {})
+	a := &actor{ignoreGranted: r.ignoreGranted, rng: rand.New(rand.NewPCG(seed, 0xac7)), fail: r.innerFail, starts: map[int64]time.Time{}}
 	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
 		Scheme:     env.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
@@ -292,7 +334,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 			if err != nil {
 				return nil, err
 			}
-			return faultyWrites(c, writes), nil
+			return faultyWrites(c, writes, a.deleting), nil
 		},
 	})
 	if err != nil {
@@ -321,7 +363,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	if r.liveness != nil {
 		claimOpts = append(claimOpts, claim.WithLiveness(r.liveness))
 	}
-	a := &actor{reader: mgr.GetClient(), ignoreGranted: r.ignoreGranted, rng: rand.New(rand.NewPCG(seed, 0xac7)), fail: r.innerFail, passes: map[types.NamespacedName]time.Time{}}
+	a.reader = mgr.GetClient()
 	opts := []claimmw.Option{
 		claimmw.FromManager(mgr),
 		claimmw.WithAPIReader(apiReader),
@@ -344,7 +386,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&Claimant{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
-		WithLogConstructor(a.passBegins(quiet))
+		// The passes log nowhere: injected faults make every failed one
+		// log an error, and the checker, not the log, judges the run.
+		WithLogConstructor(a.passBegins)
 	if r.wakeOnlyWaiters {
 		// The predicate silences the middleware's own watch of records;
 		// a raw source, which predicates do not reach, delivers them to
@@ -442,7 +486,8 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	}
 
 	// Then the checker judges the history and the quiescent state
-	h := mwHistory{acts: a.recorded(), outside: w.outside, deleted: w.deleted, versions: versions}
+	acts, releases := a.recorded()
+	h := mwHistory{acts: acts, releases: releases, outside: w.outside, deleted: w.deleted, versions: versions}
 	res := mwResult{history: h, stats: stats, counts: w.counts, converged: converged, state: state}
 	res.violations = append(checkHistory(h), final...)
 	for _, x := range h.acts {

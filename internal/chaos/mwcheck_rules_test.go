@@ -77,8 +77,9 @@ func TestMiddlewareCheckerHistoryRules(t *testing.T) {
 		name: "one holder after another, the first released after it was told",
 		h: mwHistory{
 			acts: []act{acting("a", k, "10", 0, 10, 20),
-				{uid: "a", passStart: at(25), start: at(30), end: at(31), state: claimmw.State{Releasing: []claimmw.Grant{{Key: k, Token: "10"}}}},
+				{uid: "a", pass: 2, passStart: at(25), start: at(30), end: at(31), state: claimmw.State{Releasing: []claimmw.Grant{{Key: k, Token: "10"}}}},
 				acting("b", k, "20", 40, 50, 60)},
+			releases: []release{{pass: 2, version: "10"}},
 			versions: append(base, gone(k, "L1", "10", "a", 35), stored(k, "L2", "20", "b", 45)),
 		},
 	}, {
@@ -125,19 +126,37 @@ func TestMiddlewareCheckerHistoryRules(t *testing.T) {
 		},
 		want: []error{errUntoldRelease},
 	}, {
-		name: "a record deleted after a failed pass that was told",
+		name: "a record deleted by a failed pass that was told",
 		h: mwHistory{
-			acts: []act{{uid: "a", passStart: at(20), start: at(21), end: at(22), err: errors.New("inner failed"),
+			acts: []act{{uid: "a", pass: 2, passStart: at(20), start: at(21), end: at(22), err: errors.New("inner failed"),
 				state: claimmw.State{Releasing: []claimmw.Grant{{Key: k, Token: "10"}}}}},
+			releases: []release{{pass: 2, version: "10"}},
 			versions: append(base, gone(k, "L1", "10", "a", 30)),
 		},
 		want: []error{errUntoldRelease},
 	}, {
-		name: "a record deleted after the holder's deletion pass",
+		name: "a record deleted by a pass that was not told",
 		h: mwHistory{
-			acts:     []act{{uid: "a", passStart: at(20), start: at(21), end: at(22), state: claimmw.State{Deleting: true}}},
+			acts:     []act{{uid: "a", pass: 2, passStart: at(20), start: at(21), end: at(22)}},
+			releases: []release{{pass: 2, version: "10"}},
 			versions: append(base, gone(k, "L1", "10", "a", 30)),
 		},
+		want: []error{errUntoldRelease},
+	}, {
+		name: "a record deleted by the holder's deletion pass",
+		h: mwHistory{
+			acts:     []act{{uid: "a", pass: 3, passStart: at(20), start: at(21), end: at(22), state: claimmw.State{Deleting: true}}},
+			releases: []release{{pass: 3, version: "10"}},
+			versions: append(base, gone(k, "L1", "10", "a", 30)),
+		},
+	}, {
+		name: "a record deleted by another object's deletion pass",
+		h: mwHistory{
+			acts:     []act{{uid: "c", pass: 3, passStart: at(20), start: at(21), end: at(22), state: claimmw.State{Deleting: true}}},
+			releases: []release{{pass: 3, version: "10"}},
+			versions: append(base, gone(k, "L1", "10", "a", 30)),
+		},
+		want: []error{errUntoldRelease},
 	}, {
 		name: "a record taken over after its holder's deletion was asked",
 		h: mwHistory{

@@ -31,8 +31,8 @@ var (
 	// errTokenOrder: an object acted with an older token in a pass that
 	// began after another object had acted with a newer one.
 	errTokenOrder = errors.New("tokens-increase")
-	// errUntoldRelease: a record was deleted, neither from outside nor
-	// after a successful inner pass of its holder that was told to stop
+	// errUntoldRelease: a record was deleted, neither from outside nor by
+	// a pass of its holder whose inner call succeeded and was told to stop
 	// using the key (State.Releasing) or ran the deletion (State.Deleting).
 	errUntoldRelease = errors.New("released-only-when-told")
 	// errTakeover: a record passed from a holder whose object was never
@@ -79,6 +79,8 @@ func violate(rule error, key, format string, args ...any) error {
 type act struct {
 	object string
 	uid    types.UID
+	// pass numbers the controller's pass that made the call.
+	pass int64
 	// passStart is when the controller began the middleware's pass that
 	// called the inner reconciler; start and end bracket the inner call.
 	passStart, start, end time.Time
@@ -105,9 +107,17 @@ const (
 	outsideTakeover = "expiry-takeover"
 )
 
+// release is a Lease Delete the manager sent, fenced on version, in the
+// pass numbered pass.
+type release struct {
+	pass    int64
+	version string
+}
+
 // mwHistory is what one seed of the middleware run recorded.
 type mwHistory struct {
 	acts     []act
+	releases []release
 	outside  []outside
 	deleted  map[types.UID]time.Time // object UID -> when its deletion was requested
 	versions []history.Version
@@ -216,13 +226,13 @@ func (h mwHistory) checkTransitions() []error {
 		last[v.UID] = v
 		switch {
 		case v.Deleted:
-			holder, token := v.Holder, claim.Token("")
+			holder, version := v.Holder, ""
 			if seen && !prev.Deleted {
-				holder, token = prev.Holder, claim.Token(prev.ResourceVersion)
+				holder, version = prev.Holder, prev.ResourceVersion
 			}
-			if !h.deletedFromOutside(v) && !h.told(holder, v.Key, token, prev.Seen, v.Seen) {
-				out = append(out, violate(errUntoldRelease, v.Key, "record %s of holder %s (token %q) was deleted at %s, but no successful inner pass of that holder was told to release it",
-					v.Name, holder, token, v.Seen.Format("15:04:05.000")))
+			if !h.deletedFromOutside(v) && !h.told(holder, v.Key, version) {
+				out = append(out, violate(errUntoldRelease, v.Key, "record %s of holder %s (version %s) was deleted at %s, but by no pass of that holder whose inner call succeeded and was told to release it (deletes of that version by passes %v)",
+					v.Name, holder, version, v.Seen.Format("15:04:05.000"), h.deleters(version)))
 			}
 		case seen && !prev.Deleted && prev.Holder != v.Holder:
 			if !h.takenOver(v) && !h.deletedBefore(prev.Holder, v.Seen) {
@@ -257,20 +267,20 @@ func (h mwHistory) deletedBefore(uid types.UID, t time.Time) bool {
 	return ok && at.Before(t)
 }
 
-// told reports whether holder ran a successful inner pass, begun before the
-// deletion was seen, that ran its deletion or was told to release key: with
-// the deleted grant's token, or in a pass that began after that grant was
-// stored (a cache that lagged may name the key with an older token).
-func (h mwHistory) told(holder types.UID, key string, token claim.Token, granted, deleted time.Time) bool {
-	for _, a := range h.acts {
-		if a.uid != holder || a.err != nil || !a.start.Before(deleted) {
+// told reports whether a pass that asked to delete version of key's record
+// was a pass of holder whose inner call succeeded and ran its deletion or
+// was told to release key. Only that pass's release may delete it: the
+// middleware releases after the inner call of the same pass returned.
+func (h mwHistory) told(holder types.UID, key, version string) bool {
+	for _, r := range h.releases {
+		if r.version != version || r.pass == 0 {
 			continue
 		}
-		if a.state.Deleting {
-			return true
-		}
-		for _, g := range a.state.Releasing {
-			if g.Key == key && (g.Token == token || a.passStart.After(granted)) {
+		for _, a := range h.acts {
+			if a.pass != r.pass || a.uid != holder || a.err != nil {
+				continue
+			}
+			if a.state.Deleting || slices.ContainsFunc(a.state.Releasing, func(g claimmw.Grant) bool { return g.Key == key }) {
 				return true
 			}
 		}
@@ -278,10 +288,22 @@ func (h mwHistory) told(holder types.UID, key string, token claim.Token, granted
 	return false
 }
 
+// deleters returns the passes that asked to delete version.
+func (h mwHistory) deleters(version string) []int64 {
+	var out []int64
+	for _, r := range h.releases {
+		if r.version == version {
+			out = append(out, r.pass)
+		}
+	}
+	return out
+}
+
 // checkQuiescent applies the rules about the state after quiescence:
 // errLeak, errClaimedNotHeld, errHoldsWhileWaiting, errDeadlock,
-// errNotConverged. keyAnn and holderAnn are the record annotations naming
-// the key and the holder's UID.
+// errNotConverged. Records are read by the default key and holder-UID
+// annotations; a Lease without a key annotation (the watch sentinel) is not
+// a record.
 func checkQuiescent(objs []Claimant, leases []coordinationv1.Lease) []error {
 	var out []error
 	live := map[types.UID]*Claimant{}
