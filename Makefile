@@ -106,9 +106,11 @@ fuzz: ## Run each fuzz target briefly (FUZZTIME, default 5s).
 fuzz-short: ## Run each fuzz target for 3s from its committed corpus (FUZZTIME); part of `make test`.
 	@FUZZTIME=$${FUZZTIME:-3s} $(MAKE) --no-print-directory fuzz
 
-# `make chaos`: the randomized contention of internal/chaos for SEEDS seeds;
-# CHAOS_SEED=N replays one. `make test` runs 3 seeds of it.
+# `make chaos`: the randomized runs of internal/chaos for SEEDS seeds each:
+# claims under faults and crashes (TestChaos), and the middleware under a
+# real manager (TestMiddlewareChaos); CHAOS_SEED=N replays one seed of both.
+# `make test` runs 3 seeds of each.
 SEEDS ?= 200
 .PHONY: chaos
-chaos: envtest ## Randomized claims under injected faults and crashes, history-checked (SEEDS=200; CHAOS_SEED=N replays one).
-	CHAOS_SEEDS=$(SEEDS) go test -race -count=1 -timeout 90m -run '^TestChaos$$' -v ./internal/chaos/
+chaos: envtest ## Randomized claims and middleware under injected faults, history-checked (SEEDS=200; CHAOS_SEED=N replays one).
+	CHAOS_SEEDS=$(SEEDS) go test -race -count=1 -timeout 120m -run '^(TestChaos|TestMiddlewareChaos)$$' -v ./internal/chaos/

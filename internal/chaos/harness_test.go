@@ -15,8 +15,10 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,14 +32,20 @@ import (
 
 var env *envtest.Env
 
-func TestMain(m *testing.M) { envtest.Main(m, &env) }
+func TestMain(m *testing.M) {
+	envtest.Main(m, &env, envtest.Options{
+		AddToScheme: []func(*runtime.Scheme) error{addClaimant},
+		CRDs:        []*apiextensionsv1.CustomResourceDefinition{claimantCRD()},
+	})
+}
 
 var (
-	seedFlag  = flag.Int64("seed", -1, "replay one seed of TestChaos (also CHAOS_SEED)")
-	seedsFlag = flag.Int("seeds", 0, "how many seeds TestChaos runs (also CHAOS_SEEDS; default 3)")
+	seedFlag  = flag.Int64("seed", -1, "replay one seed of TestChaos and TestMiddlewareChaos (also CHAOS_SEED)")
+	seedsFlag = flag.Int("seeds", 0, "how many seeds TestChaos and TestMiddlewareChaos run (also CHAOS_SEEDS; default 3)")
 )
 
-// seeds returns the seeds TestChaos runs: one to replay, or 1..N.
+// seeds returns the seeds TestChaos and TestMiddlewareChaos run: one to
+// replay, or 1..N.
 func seeds(t *testing.T) []uint64 {
 	t.Helper()
 	one := *seedFlag

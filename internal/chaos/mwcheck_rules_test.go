@@ -1,0 +1,255 @@
+package chaos_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ocf-claim/claim/internal/history"
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// at is a time n milliseconds after an arbitrary origin.
+func at(n int) time.Time { return time.Unix(1_800_000_000, 0).Add(time.Duration(n) * time.Millisecond) }
+
+// acting is a successful Granted pass of uid for key with token, its pass
+// beginning at pass and the inner acting from start to end.
+func acting(uid types.UID, key string, token claim.Token, pass, start, end int) act {
+	g := claimmw.Grant{Key: key, Token: token}
+	return act{object: string(uid), uid: uid, passStart: at(pass), start: at(start), end: at(end),
+		state: claimmw.State{Granted: true, Grants: []claimmw.Grant{g}}, acted: []claimmw.Grant{g}}
+}
+
+func stored(key string, lease types.UID, rv string, holder types.UID, seen int) history.Version {
+	return history.Version{Key: key, Name: "claim-" + key, UID: lease, ResourceVersion: rv, Holder: holder, Seen: at(seen)}
+}
+
+func gone(key string, lease types.UID, rv string, holder types.UID, seen int) history.Version {
+	v := stored(key, lease, rv, holder, seen)
+	v.Deleted = true
+	return v
+}
+
+// rulesOf returns the rules errs break.
+func rulesOf(errs []error) []error {
+	var out []error
+	for _, rule := range []error{errUnbacked, errOverlap, errTokenOrder, errUntoldRelease, errTakeover, errLeak, errClaimedNotHeld, errHoldsWhileWaiting, errDeadlock, errNotConverged} {
+		for _, e := range errs {
+			if errors.Is(e, rule) {
+				out = append(out, rule)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func sameRules(got, want []error) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if !errors.Is(got[i], want[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestMiddlewareCheckerHistoryRules proves each rule about the run on a
+// hand-made history: it holds for what the middleware may do and breaks
+// for what it must not.
+func TestMiddlewareCheckerHistoryRules(t *testing.T) {
+	const k = "store-0"
+	// a holds k with token 10 (record L1); b gets it with token 20.
+	base := []history.Version{stored(k, "L1", "10", "a", 5)}
+	for _, tc := range []struct {
+		name string
+		h    mwHistory
+		want []error
+	}{{
+		name: "one holder after another, the first released after it was told",
+		h: mwHistory{
+			acts: []act{acting("a", k, "10", 0, 10, 20),
+				{uid: "a", pass: 2, passStart: at(25), start: at(30), end: at(31), state: claimmw.State{Releasing: []claimmw.Grant{{Key: k, Token: "10"}}}},
+				acting("b", k, "20", 40, 50, 60)},
+			releases: []release{{pass: 2, version: "10"}},
+			versions: append(base, gone(k, "L1", "10", "a", 35), stored(k, "L2", "20", "b", 45)),
+		},
+	}, {
+		name: "two holders at once, nothing from outside",
+		h: mwHistory{
+			acts:     []act{acting("a", k, "10", 0, 10, 30), acting("b", k, "20", 12, 20, 40)},
+			versions: append(base, stored(k, "L1", "20", "b", 15)),
+		},
+		want: []error{errOverlap, errTakeover},
+	}, {
+		name: "two holders at once after an expiry takeover from outside",
+		h: mwHistory{
+			acts:     []act{acting("a", k, "10", 0, 10, 30), acting("b", k, "20", 12, 20, 40)},
+			outside:  []outside{{kind: outsideTakeover, key: k, holder: "b", invoked: at(13), returned: at(14)}},
+			versions: append(base, stored(k, "L1", "20", "b", 15)),
+		},
+	}, {
+		name: "two holders at once after the record was deleted from outside",
+		h: mwHistory{
+			acts:     []act{acting("a", k, "10", 0, 10, 30), acting("b", k, "20", 12, 20, 40)},
+			outside:  []outside{{kind: outsideDelete, key: k, lease: "L1", invoked: at(13), returned: at(14)}},
+			versions: append(base, gone(k, "L1", "10", "a", 14), stored(k, "L2", "20", "b", 16)),
+		},
+	}, {
+		name: "an older token acts in a pass begun after a newer one acted",
+		h: mwHistory{
+			acts:     []act{acting("b", k, "20", 0, 10, 20), acting("a", k, "10", 25, 30, 40)},
+			outside:  []outside{{kind: outsideTakeover, key: k, holder: "b", invoked: at(1), returned: at(2)}},
+			versions: append(base, stored(k, "L1", "20", "b", 3)),
+		},
+		want: []error{errTokenOrder},
+	}, {
+		name: "acting with a token no stored version gives the holder",
+		h: mwHistory{
+			acts:     []act{acting("b", k, "10", 0, 10, 20)},
+			versions: base,
+		},
+		want: []error{errUnbacked},
+	}, {
+		name: "a record deleted without its holder being told",
+		h: mwHistory{
+			acts:     []act{acting("a", k, "10", 0, 10, 20)},
+			versions: append(base, gone(k, "L1", "10", "a", 30)),
+		},
+		want: []error{errUntoldRelease},
+	}, {
+		name: "a record deleted by a failed pass that was told",
+		h: mwHistory{
+			acts: []act{{uid: "a", pass: 2, passStart: at(20), start: at(21), end: at(22), err: errors.New("inner failed"),
+				state: claimmw.State{Releasing: []claimmw.Grant{{Key: k, Token: "10"}}}}},
+			releases: []release{{pass: 2, version: "10"}},
+			versions: append(base, gone(k, "L1", "10", "a", 30)),
+		},
+		want: []error{errUntoldRelease},
+	}, {
+		name: "a record deleted by a pass that was not told",
+		h: mwHistory{
+			acts:     []act{{uid: "a", pass: 2, passStart: at(20), start: at(21), end: at(22)}},
+			releases: []release{{pass: 2, version: "10"}},
+			versions: append(base, gone(k, "L1", "10", "a", 30)),
+		},
+		want: []error{errUntoldRelease},
+	}, {
+		name: "a record deleted by the holder's deletion pass",
+		h: mwHistory{
+			acts:     []act{{uid: "a", pass: 3, passStart: at(20), start: at(21), end: at(22), state: claimmw.State{Deleting: true}}},
+			releases: []release{{pass: 3, version: "10"}},
+			versions: append(base, gone(k, "L1", "10", "a", 30)),
+		},
+	}, {
+		name: "a record deleted by another object's deletion pass",
+		h: mwHistory{
+			acts:     []act{{uid: "c", pass: 3, passStart: at(20), start: at(21), end: at(22), state: claimmw.State{Deleting: true}}},
+			releases: []release{{pass: 3, version: "10"}},
+			versions: append(base, gone(k, "L1", "10", "a", 30)),
+		},
+		want: []error{errUntoldRelease},
+	}, {
+		name: "a record taken over after its holder's deletion was asked",
+		h: mwHistory{
+			deleted:  map[types.UID]time.Time{"a": at(10)},
+			versions: append(base, stored(k, "L1", "20", "b", 15)),
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Given a hand-made history
+			// When the checker judges it
+			got := rulesOf(checkHistory(tc.h))
+			// Then exactly the expected rules break
+			if !sameRules(got, tc.want) {
+				t.Errorf("broken rules %v, want %v\n%v", got, tc.want, checkHistory(tc.h))
+			}
+		})
+	}
+}
+
+func claimant(name string, gen int64, keys []string, status metav1.ConditionStatus, reason conditions.Reason, observed int64) Claimant {
+	return Claimant{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Generation: gen},
+		Spec:       ClaimantSpec{Keys: keys},
+		Status: ClaimantStatus{Conditions: []metav1.Condition{{
+			Type: string(conditions.Claimed), Status: status, Reason: string(reason), ObservedGeneration: observed}}},
+	}
+}
+
+func record(key string, holder types.UID) coordinationv1.Lease {
+	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "claim-" + key, Annotations: map[string]string{
+		claim.DefaultKeyAnnotation: key, claim.DefaultHolderUIDAnnotation: string(holder)}}}
+}
+
+// TestMiddlewareCheckerQuiescentRules proves each rule about the state after
+// quiescence on hand-made states.
+func TestMiddlewareCheckerQuiescentRules(t *testing.T) {
+	const T, F = metav1.ConditionTrue, metav1.ConditionFalse
+	both := []string{"k1", "k2"}
+	for _, tc := range []struct {
+		name   string
+		objs   []Claimant
+		leases []coordinationv1.Lease
+		want   []error
+	}{{
+		name:   "a holds both keys, b is parked behind it",
+		objs:   []Claimant{claimant("a", 1, both, T, conditions.ReasonClaimed, 1), claimant("b", 1, both, F, conditions.ReasonParked, 1)},
+		leases: []coordinationv1.Lease{record("k1", "a"), record("k2", "a")},
+	}, {
+		name:   "a record of an object that is gone",
+		objs:   []Claimant{claimant("a", 1, nil, T, conditions.ReasonNoKeys, 1)},
+		leases: []coordinationv1.Lease{record("k1", "x")},
+		want:   []error{errLeak},
+	}, {
+		name:   "a record of a key its holder no longer names",
+		objs:   []Claimant{claimant("a", 2, []string{"k2"}, T, conditions.ReasonClaimed, 2)},
+		leases: []coordinationv1.Lease{record("k1", "a"), record("k2", "a")},
+		want:   []error{errLeak},
+	}, {
+		name:   "Claimed without its record",
+		objs:   []Claimant{claimant("a", 1, both, T, conditions.ReasonClaimed, 1)},
+		leases: []coordinationv1.Lease{record("k1", "a")},
+		want:   []error{errClaimedNotHeld},
+	}, {
+		name:   "a key swap: each holds what the other waits for",
+		objs:   []Claimant{claimant("a", 1, both, F, conditions.ReasonParked, 1), claimant("b", 1, both, F, conditions.ReasonParked, 1)},
+		leases: []coordinationv1.Lease{record("k1", "a"), record("k2", "b")},
+		want:   []error{errHoldsWhileWaiting, errDeadlock},
+	}, {
+		name:   "parked behind a holder that no longer names the key",
+		objs:   []Claimant{claimant("a", 2, nil, T, conditions.ReasonNoKeys, 2), claimant("b", 1, []string{"k1"}, F, conditions.ReasonParked, 1)},
+		leases: []coordinationv1.Lease{record("k1", "a")},
+		want:   []error{errLeak, errNotConverged},
+	}, {
+		name: "a condition of an older generation",
+		objs: []Claimant{claimant("a", 2, []string{"k1"}, T, conditions.ReasonClaimed, 1)},
+		want: []error{errNotConverged},
+	}, {
+		name: "an object still being deleted",
+		objs: []Claimant{func() Claimant {
+			c := claimant("a", 1, nil, T, conditions.ReasonNoKeys, 1)
+			c.DeletionTimestamp = &metav1.Time{Time: at(0)}
+			return c
+		}()},
+		want: []error{errNotConverged},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Given a hand-made state after quiescence
+			// When the checker judges it
+			errs := checkQuiescent(tc.objs, tc.leases)
+			// Then exactly the expected rules break
+			if got := rulesOf(errs); !sameRules(got, tc.want) {
+				t.Errorf("broken rules %v, want %v\n%v", got, tc.want, errs)
+			}
+		})
+	}
+}
