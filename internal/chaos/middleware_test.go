@@ -413,7 +413,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	defer stop()
 
 	expiry, err := claim.New(admin, admin, mw.Claimer().Config(), claim.WithBackend(lease.Backend),
-		claim.WithLiveness(claim.LivenessFunc(func(context.Context, string, claim.Holder) (bool, error) { return false, nil })))
+		claim.WithLiveness(claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -996,7 +996,7 @@ func TestMiddlewareChaosCatchesAReleaseWithoutTheHolderFilter(t *testing.T) {
 func TestMiddlewareChaosCatchesALivenessThatSaysDead(t *testing.T) {
 	// Given the run with a liveness that says every holder is gone
 	r := mwBroken
-	r.liveness = claim.LivenessFunc(func(context.Context, string, claim.Holder) (bool, error) { return false, nil })
+	r.liveness = claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })
 	// When it runs, Then a live holder's record passes to another
 	catches(t, r, 5, errTakeover)
 }
