@@ -2,94 +2,20 @@ package bench
 
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/internal/testclaimant"
 )
 
-// groupVersion is the API group of the benchmark's holder type.
-var groupVersion = schema.GroupVersion{Group: "bench.claim.ocf.io", Version: "v1"}
+// The holder type the middleware reconciles here, shared with the other
+// suites that need one (internal/testclaimant).
+type (
+	Claimant       = testclaimant.Claimant
+	ClaimantSpec   = testclaimant.ClaimantSpec
+	ClaimantStatus = testclaimant.ClaimantStatus
+	ClaimantList   = testclaimant.ClaimantList
+)
 
-func addToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(groupVersion, &Claimant{}, &ClaimantList{})
-	metav1.AddToGroupVersion(s, groupVersion)
-	return nil
-}
+func addToScheme(s *runtime.Scheme) error { return testclaimant.AddToScheme(s) }
 
-// Claimant is the holder the middleware reconciles: it names its keys in
-// spec.keys and carries the claim condition in status.conditions, as an
-// operator's custom resource would.
-type Claimant struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-
-	Spec   ClaimantSpec   `json:"spec,omitempty"`
-	Status ClaimantStatus `json:"status,omitempty"`
-}
-
-// ClaimantSpec names the keys.
-type ClaimantSpec struct {
-	Keys []string `json:"keys,omitempty"`
-}
-
-// ClaimantStatus carries the conditions the middleware writes.
-type ClaimantStatus struct {
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-}
-
-// ClaimantList is a list of Claimants.
-type ClaimantList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Claimant `json:"items"`
-}
-
-// DeepCopyInto copies c into out.
-func (c *Claimant) DeepCopyInto(out *Claimant) {
-	*out = *c
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	out.Spec.Keys = append([]string(nil), c.Spec.Keys...)
-	if c.Status.Conditions != nil {
-		out.Status.Conditions = make([]metav1.Condition, len(c.Status.Conditions))
-		for i := range c.Status.Conditions {
-			c.Status.Conditions[i].DeepCopyInto(&out.Status.Conditions[i])
-		}
-	}
-}
-
-// DeepCopyObject implements runtime.Object.
-func (c *Claimant) DeepCopyObject() runtime.Object {
-	if c == nil {
-		return nil
-	}
-	out := new(Claimant)
-	c.DeepCopyInto(out)
-	return out
-}
-
-// DeepCopyObject implements runtime.Object.
-func (l *ClaimantList) DeepCopyObject() runtime.Object {
-	if l == nil {
-		return nil
-	}
-	out := &ClaimantList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	if l.Items != nil {
-		out.Items = make([]Claimant, len(l.Items))
-		for i := range l.Items {
-			l.Items[i].DeepCopyInto(&out.Items[i])
-		}
-	}
-	return out
-}
-
-// claimantCRD is the CustomResourceDefinition of Claimant, with the status
-// subresource the middleware writes through.
-func claimantCRD() *apiextensionsv1.CustomResourceDefinition {
-	strs := apiextensionsv1.JSONSchemaProps{Type: "string"}
-	return envtest.CRD(groupVersion.WithKind("Claimant"), "claimants", &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-		"keys": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &strs}},
-	}})
-}
+func claimantCRD() *apiextensionsv1.CustomResourceDefinition { return testclaimant.CRD() }
