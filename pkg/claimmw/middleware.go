@@ -188,7 +188,7 @@ func (m *Middleware) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return res, err
 }
 
-// namedKey is one key an object names: as its KeyFunc gave it, and
+// namedKey is one key an object names: as its keys function gave it, and
 // normalized. Only raw is ever handed to the Claimer, which normalizes once.
 type namedKey struct{ raw, norm string }
 
@@ -241,7 +241,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 
 	p.keys, err = m.keysOf(ctx, obj)
 	if status := apierrors.APIStatus(nil); errors.As(err, &status) {
-		// The KeyFunc could not read what it needed: a fault of the API
+		// The keys function could not read what it needed: a fault of the API
 		// server's or the operator's, not of the spec. Retry.
 		return m.claimError(ctx, userCtx, req, p, err)
 	}
@@ -447,7 +447,7 @@ func (m *Middleware) release(ctx context.Context, p *pass, why string) error {
 }
 
 // invalidMessage is the InvalidKey message of err: the error, with any URL
-// user info redacted whatever the disclosure (a KeyFunc may quote a raw
+// user info redacted whatever the disclosure (a key normalizer or keys function may quote a raw
 // reference).
 func (m *Middleware) invalidMessage(err error) string { return sentence(claim.Redact(err.Error())) }
 
