@@ -26,7 +26,8 @@ import (
 // EventReason is the reason of an event the middleware records on the
 // object. Parked states are recorded under their condition reason
 // (conditions.ReasonParked and the others) when the condition changes to
-// them.
+// them; the grant events ([EventClaimed], [EventTakenOver]) are those
+// [conditions.GrantEvent] names, from the one reason table.
 type EventReason string
 
 // The event reasons of the middleware.
@@ -707,11 +708,8 @@ func setConditionOn(obj client.Object, cond metav1.Condition) (bool, error) {
 // grantEvents records the grants of this pass that changed something.
 func (m *Middleware) grantEvents(obj client.Object, granted []heldKey) {
 	for _, h := range granted {
-		switch h.o.Reason {
-		case claim.ReasonTakenOver:
-			m.event(obj, corev1.EventTypeNormal, EventTakenOver, ActionAcquire, h.o.Message)
-		case claim.ReasonAcquired:
-			m.event(obj, corev1.EventTypeNormal, EventClaimed, ActionAcquire, h.o.Message)
+		if ev := conditions.GrantEvent(h.o.Reason); ev != "" {
+			m.event(obj, corev1.EventTypeNormal, EventReason(ev), ActionAcquire, h.o.Message)
 		}
 	}
 }
@@ -723,7 +721,7 @@ func (m *Middleware) grantEvents(obj client.Object, granted []heldKey) {
 // before, and the note says so.
 func (m *Middleware) regrantEvents(obj client.Object, granted []heldKey, afterError bool) {
 	for _, h := range granted {
-		if h.o.Reason != claim.ReasonAcquired && h.o.Reason != claim.ReasonTakenOver {
+		if conditions.GrantEvent(h.o.Reason) == "" {
 			continue
 		}
 		note := fmt.Sprintf("Its record of %q was gone; it acquired the key again, with token %s.", h.o.Key, h.o.Token)
