@@ -140,7 +140,7 @@ func (r mwResult) caught(rule error) bool {
 	return slices.ContainsFunc(r.violations, func(v error) bool { return errors.Is(v, rule) })
 }
 
-// claimantKeys is the run's KeyFunc: a Claimant's spec.keys.
+// claimantKeys is the run's keys function: a Claimant's spec.keys.
 func claimantKeys(_ context.Context, obj client.Object) ([]string, error) {
 	return obj.(*Claimant).Spec.Keys, nil
 }

@@ -12,7 +12,7 @@ import (
 // Errors a caller can test for with errors.Is. Contention is never an error:
 // it is an [Outcome].
 var (
-	// ErrInvalidKey marks a key that [ValidateKey] or Config.KeyFunc rejected.
+	// ErrInvalidKey marks a key that [ValidateKey] or Config.Normalize rejected.
 	ErrInvalidKey = errors.New("invalid claim key")
 	// ErrInvalidHolder marks a Holder without a name or UID.
 	ErrInvalidHolder = errors.New("invalid claim holder")

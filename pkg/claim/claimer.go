@@ -169,12 +169,12 @@ func (c *Claimer) HolderOf(obj client.Object) (Holder, error) {
 	return h, nil
 }
 
-// NormalizeKey applies Config.KeyFunc to key, puts the result in Unicode
+// NormalizeKey applies Config.Normalize to key, puts the result in Unicode
 // normalization form C (so that "ü" as one code point and as "u" with a
 // combining diaeresis are one key), and validates it with [ValidateKey].
-// Only the result must be a valid key: a KeyFunc may shorten or clean what it
+// Only the result must be a valid key: the normalizer may shorten or clean what it
 // is given (cut a long key, strip the user info of a URL). The raw key must
-// be non-empty valid UTF-8, because string functions a KeyFunc uses
+// be non-empty valid UTF-8, because string functions a normalizer uses
 // (strings.ToLower, url.Parse) replace invalid bytes, which would make
 // different raw keys one claim. Errors never quote the raw key, which may
 // carry credentials. Every method that takes a key normalizes it exactly
@@ -186,7 +186,7 @@ func (c *Claimer) NormalizeKey(key string) (string, error) {
 	case !utf8.ValidString(key):
 		return "", fmt.Errorf("%w: a key of %d bytes is not valid UTF-8", ErrInvalidKey, len(key))
 	}
-	normalized, err := c.cfg.KeyFunc(key)
+	normalized, err := c.cfg.Normalize(key)
 	if err != nil {
 		return "", fmt.Errorf("%w: normalizing a key of %d bytes: %w", ErrInvalidKey, len(key), redactedError{err})
 	}

@@ -73,10 +73,10 @@ type Config struct {
 	Prefix string
 	// Labels are added to every record a backend writes.
 	Labels map[string]string
-	// KeyFunc normalizes a key before it is validated and used, for example
+	// Normalize normalizes a key before it is validated and used, for example
 	// to drop userinfo from a URL. It must be deterministic. Default: keys
 	// are used as given.
-	KeyFunc func(key string) (string, error)
+	Normalize func(key string) (string, error)
 	// NameFunc names the record object of a normalized key. It must be
 	// deterministic and return a valid object name. Default: Prefix
 	// followed by the first 40 hex characters of sha256(key).
@@ -106,8 +106,8 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
-	if cfg.KeyFunc == nil {
-		cfg.KeyFunc = func(key string) (string, error) { return key, nil }
+	if cfg.Normalize == nil {
+		cfg.Normalize = func(key string) (string, error) { return key, nil }
 	}
 	if cfg.NameFunc == nil {
 		prefix := cfg.Prefix

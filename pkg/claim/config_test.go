@@ -91,7 +91,7 @@ func TestNewAcceptsTheZeroConfig(t *testing.T) {
 func TestBadInputIsAClearErrorNotAWrite(t *testing.T) {
 	c := fake.NewClientBuilder().Build()
 	calls := 0
-	cl, err := New(c, c, Config{KeyFunc: func(k string) (string, error) {
+	cl, err := New(c, c, Config{Normalize: func(k string) (string, error) {
 		if strings.HasPrefix(k, "reject") {
 			return "", errors.New("not a storage URL")
 		}
@@ -110,7 +110,7 @@ func TestBadInputIsAClearErrorNotAWrite(t *testing.T) {
 	}{
 		{"given an empty key", "", ok, ErrInvalidKey, "key is empty"},
 		{"given a control character", "a\tb", ok, ErrInvalidKey, "control character"},
-		{"given a key the KeyFunc rejects", "reject-me", ok, ErrInvalidKey, "not a storage URL"},
+		{"given a key the normalizer rejects", "reject-me", ok, ErrInvalidKey, "not a storage URL"},
 		{"given a holder without UID", "k", Holder{Name: "a"}, ErrInvalidHolder, "UID is empty"},
 		{"given a holder without name", "k", Holder{UID: "u"}, ErrInvalidHolder, "name is empty"},
 	}

@@ -58,7 +58,7 @@ func HashName(prefix, key string) string {
 // spells a character differently: two keys that print the same would name
 // two claims, and a bidi control can make a key read as another one. User
 // info is refused because the key is stored in clear text on the record;
-// strip it in Config.KeyFunc. Errors never echo user info: a key is quoted
+// strip it in Config.Normalize. Errors never echo user info: a key is quoted
 // with it replaced by "REDACTED".
 func ValidateKey(key string) error {
 	switch {
@@ -69,7 +69,7 @@ func ValidateKey(key string) error {
 	case !utf8.ValidString(key):
 		return fmt.Errorf("%w: key %q is not valid UTF-8", ErrInvalidKey, redactKey(key))
 	case hasUserinfo(key):
-		return fmt.Errorf("%w: key %q looks like a URL with credentials (user info); strip them in Config.KeyFunc", ErrInvalidKey, redactKey(key))
+		return fmt.Errorf("%w: key %q looks like a URL with credentials (user info); strip them in Config.Normalize", ErrInvalidKey, redactKey(key))
 	case !norm.NFC.IsNormalString(key):
 		return fmt.Errorf("%w: key %q is not in Unicode normalization form C; Claimer.NormalizeKey puts keys in it", ErrInvalidKey, key)
 	}

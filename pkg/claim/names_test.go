@@ -91,7 +91,7 @@ func TestValidateKey(t *testing.T) {
 		{"given a left-to-right embedding then it is rejected", "db/\u202aorders", "format character U+202A"},
 		{"given a right-to-left isolate then it is rejected", "db/\u2067orders\u2069", "format character U+2067"},
 		{"given a soft hyphen then it is rejected", "or\u00adders", "format character U+00AD"},
-		{"given a URL with user and password then it is rejected", "https://admin:hunter2@keycloak.example.com/realms/main", "looks like a URL with credentials (user info); strip them in Config.KeyFunc"},
+		{"given a URL with user and password then it is rejected", "https://admin:hunter2@keycloak.example.com/realms/main", "looks like a URL with credentials (user info); strip them in Config.Normalize"},
 		{"given a URL with a user only then it is rejected", "ssh://git@github.com/org/repo", "looks like a URL with credentials"},
 		{"given a URL with user info inside a composite key then it is rejected", "elasticsearch|https://u:p@es.data.svc:9200|index", "looks like a URL with credentials"},
 		{"given an @ in a URL's path then it is valid", "https://registry.example.com/image@sha256:abc", ""},

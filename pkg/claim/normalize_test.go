@@ -13,25 +13,25 @@ import (
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
-// A KeyFunc that is deterministic but not idempotent: applying it twice
+// A key normalizer that is deterministic but not idempotent: applying it twice
 // gives another key. Every method must apply it exactly once.
 func tenantKey(key string) (string, error) { return "tenant-a/" + key, nil }
 
 func TestKeysAreNormalizedExactlyOnce(t *testing.T) {
 	ctx := context.Background()
 	store := memory.New()
-	c, err := memory.NewClaimer(store, claim.Config{Namespace: "claims", KeyFunc: tenantKey})
+	c, err := memory.NewClaimer(store, claim.Config{Namespace: "claims", Normalize: tenantKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	self := claim.Holder{Kind: "Database", Namespace: "a", Name: "db", UID: "uid-db"}
 
-	// Given a key acquired through a non-idempotent KeyFunc
+	// Given a key acquired through a non-idempotent key normalizer
 	_, o, err := c.Acquire(ctx, "orders", self)
 	if err != nil || !o.Granted() {
 		t.Fatalf("acquiring: %v, %+v", err, o)
 	}
-	// Then the record is written for KeyFunc(key), not KeyFunc(KeyFunc(key))
+	// Then the record is written for Normalize(key), not Normalize(Normalize(key))
 	if o.Key != "tenant-a/orders" {
 		t.Errorf("outcome key %q, want %q", o.Key, "tenant-a/orders")
 	}
@@ -67,9 +67,9 @@ func TestKeysAreNormalizedExactlyOnce(t *testing.T) {
 }
 
 func TestOnlyTheNormalizedKeyIsValidated(t *testing.T) {
-	// Given a KeyFunc that keeps only the part after the last '#'
+	// Given a key normalizer that keeps only the part after the last '#'
 	short := func(key string) (string, error) { return key[strings.LastIndex(key, "#")+1:], nil }
-	c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "claims", KeyFunc: short})
+	c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "claims", Normalize: short})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestOnlyTheNormalizedKeyIsValidated(t *testing.T) {
 	}
 }
 
-// stripUserinfo is the KeyFunc a consumer writes for URL keys: it drops the
+// stripUserinfo is the key normalizer a consumer writes for URL keys: it drops the
 // user info and a trailing slash.
 func stripUserinfo(key string) (string, error) {
 	u, err := url.Parse(key)
@@ -120,7 +120,7 @@ func TestNormalizeKey(t *testing.T) {
 			want: "https://es.data.svc",
 		},
 		{
-			name: "given a raw URL with user info that KeyFunc strips then the stripped key is used",
+			name: "given a raw URL with user info that Normalize strips then the stripped key is used",
 			raw:  "https://admin:" + password + "@keycloak.example.com/realms/main/", keyFunc: stripUserinfo,
 			want: "https://keycloak.example.com/realms/main",
 		},
@@ -130,17 +130,17 @@ func TestNormalizeKey(t *testing.T) {
 			want: "realm/\u00fcmlaut",
 		},
 		{
-			name: "given a raw key that is not UTF-8 then it is refused before KeyFunc",
+			name: "given a raw key that is not UTF-8 then it is refused before Normalize",
 			raw:  "realm/\xff", keyFunc: func(k string) (string, error) { return strings.ToValidUTF8(k, "?"), nil },
 			wantErr: "is not valid UTF-8",
 		},
 		{
-			name:    "given user info that KeyFunc keeps then the refusal does not echo the password",
+			name:    "given user info that Normalize keeps then the refusal does not echo the password",
 			raw:     "https://admin:" + password + "@keycloak.example.com/realms/main",
 			wantErr: `normalized key: invalid claim key: key "https://REDACTED@keycloak.example.com/realms/main" looks like a URL with credentials`,
 		},
 		{
-			name: "given a KeyFunc that refuses a key with user info then the raw key is not echoed",
+			name: "given a key normalizer that refuses a key with user info then the raw key is not echoed",
 			raw:  "not a url://admin:" + password + "@host\x7f", keyFunc: func(string) (string, error) { return "", errors.New("unparseable") },
 			wantErr: `normalizing a key of 35 bytes: unparseable`,
 		},
@@ -152,7 +152,7 @@ func TestNormalizeKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns", KeyFunc: tt.keyFunc})
+			c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns", Normalize: tt.keyFunc})
 			if err != nil {
 				t.Fatal(err)
 			}

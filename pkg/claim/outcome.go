@@ -37,7 +37,7 @@ func (r Reason) Granted() bool {
 // Outcome is how an Acquire ended when it did not fail.
 type Outcome struct {
 	Reason Reason
-	// Key is the claim key, as normalized by Config.KeyFunc.
+	// Key is the claim key, as normalized by Config.Normalize.
 	Key string
 	// Holder is the current holder of the key: self when granted, the other
 	// holder otherwise. It is zero for ReasonForeign and ReasonNotFirst.

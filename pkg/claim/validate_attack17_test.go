@@ -24,7 +24,7 @@ func TestAttack17_ValidateKeyRefusesHiddenUserinfo(t *testing.T) {
 		"//admin:hunter2@db.data.svc:5432/app",
 	} {
 		t.Run(key, func(t *testing.T) {
-			// Given a KeyFunc that forgot to strip credentials
+			// Given a key normalizer that forgot to strip credentials
 			// When the key is validated
 			err := claim.ValidateKey(key)
 			// Then it is refused as InvalidKey without echoing the password

@@ -88,7 +88,7 @@ func (f *fixture) atkIntruder(t *testing.T) (*claim.Claimer, claim.Holder) {
 	}
 	dead := claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })
 	cfg := f.mw.Claimer().Config()
-	cl, err := lease.NewClaimer(env.APIReader, c, claim.Config{Namespace: f.ns, Set: cfg.Set, KeyFunc: cfg.KeyFunc}, claim.WithLiveness(dead))
+	cl, err := lease.NewClaimer(env.APIReader, c, claim.Config{Namespace: f.ns, Set: cfg.Set, Normalize: cfg.Normalize}, claim.WithLiveness(dead))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,13 +101,13 @@ func (f *fixture) atkIntruder(t *testing.T) (*claim.Claimer, claim.Holder) {
 
 // Promise 6: keys are normalized exactly once, end to end. A planned
 // handover is part of "end to end".
-func TestAttackAPlannedHandoverWorksWithANonIdempotentKeyFunc(t *testing.T) {
+func TestAttackAPlannedHandoverWorksWithANonIdempotentNormalizer(t *testing.T) {
 	tenant := func(k string) (string, error) { return "tenant-a/" + k, nil }
 	f := start(t, setup{
-		claimCfg: &claim.Config{KeyFunc: tenant},
+		claimCfg: &claim.Config{Normalize: tenant},
 		opts:     []claimmw.Option{claimmw.WithHandover(handTo)},
 	})
-	// Given a holds k under a deterministic, non-idempotent claim KeyFunc,
+	// Given a holds k under a deterministic, non-idempotent key normalizer,
 	// and b waits for k
 	f.createWidget(t, "a", "k")
 	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
@@ -262,7 +262,7 @@ func TestAttackAHolderWhoseRecordIsDeletedWithNoWaiterLearnsIt(t *testing.T) {
 // atkMW is one middleware of atkStart.
 type atkMW struct {
 	opts    []claimmw.Option
-	keys    claimmw.KeyFunc
+	keys    claimmw.KeysFunc
 	workers int
 }
 
@@ -328,9 +328,9 @@ func atkStart(t *testing.T, ns string, mws ...atkMW) []*fixture {
 	return out
 }
 
-// atkPrefixed is a KeyFunc naming spec.keys with a prefix, so that two
+// atkPrefixed is a KeysFunc naming spec.keys with a prefix, so that two
 // middlewares on one kind name disjoint keys.
-func atkPrefixed(prefix string) claimmw.KeyFunc {
+func atkPrefixed(prefix string) claimmw.KeysFunc {
 	return func(ctx context.Context, obj client.Object) ([]string, error) {
 		keys, err := specKeys(ctx, obj)
 		out := make([]string, len(keys))
@@ -672,10 +672,10 @@ func TestAttackAHolderDeletedWithoutItsFinalizerHandsTheKeyToTheWaiter(t *testin
 	}
 }
 
-// Promise 6 with WithRenewal: a non-idempotent claim KeyFunc is applied once
+// Promise 6 with WithRenewal: a non-idempotent key normalizer is applied once
 // by the renewals too, so a holder keeps its key past the lease duration.
 // (Regression.)
-func TestAttackRenewalsKeepAKeyUnderANonIdempotentKeyFunc(t *testing.T) {
+func TestAttackRenewalsKeepAKeyUnderANonIdempotentNormalizer(t *testing.T) {
 	const (
 		duration = 30 * time.Second
 		every    = 5 * time.Second
@@ -688,7 +688,7 @@ func TestAttackRenewalsKeepAKeyUnderANonIdempotentKeyFunc(t *testing.T) {
 	}
 	tenant := func(k string) (string, error) { return "tenant-a/" + k, nil }
 	f := start(t, setup{
-		claimCfg:  &claim.Config{KeyFunc: tenant},
+		claimCfg:  &claim.Config{Normalize: tenant},
 		opts:      []claimmw.Option{claimmw.WithRenewal(claim.KeeperConfig{Duration: duration, RenewEvery: every, RenewDeadline: deadline, Clock: clk})},
 		claimOpts: []claim.Option{claim.WithLiveness(expiry), claim.WithClock(clk)},
 	})
@@ -916,7 +916,7 @@ func TestAttackTheDeletionPathWithoutOurFinalizerStillReportsAndReleasesHeldKeys
 }
 
 // Promise 7: condition messages are at most 4 KiB and event notes at most
-// 1 KiB, whatever the keys and errors. Attack: a held object whose KeyFunc
+// 1 KiB, whatever the keys and errors. Attack: a held object whose keys function
 // then fails with a 10 KB multi-byte error (InvalidKey, and a Lost event
 // quoting it), and a waiter on very many long multi-byte keys. (Regression.)
 func TestAttackMessagesStayBoundedForHugeErrorsAndKeys(t *testing.T) {
@@ -937,7 +937,7 @@ func TestAttackMessagesStayBoundedForHugeErrorsAndKeys(t *testing.T) {
 	f.waitForReason(t, "a", conditions.ReasonClaimed, 20*time.Second)
 	f.createWidget(t, "b", long...)
 	f.waitForReason(t, "b", conditions.ReasonParked, 20*time.Second)
-	// When a's KeyFunc fails with a huge error
+	// When a's keys function fails with a huge error
 	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.HandTo = "huge" })
 	f.waitForReason(t, "a", conditions.ReasonInvalidKey, 10*time.Second)
 	time.Sleep(time.Second)

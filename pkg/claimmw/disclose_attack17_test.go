@@ -19,12 +19,12 @@ import (
 // Issue 17 item 4: under the default DiscloseSameNamespace a claim error is
 // shown "only by the class of the API error", never the raw server error
 // that names the operator's ServiceAccount and the claim namespace. A
-// KeyFunc takes a context because it may read the API (resolve a reference
+// keys function takes a context because it may read the API (resolve a reference
 // to a Secret, a Service); when that read fails, the API error is shown
 // whole, as InvalidKey ("fix the spec"), to the tenant: the operator's
 // ServiceAccount and its namespace are disclosed, and a transient API error
 // is presented as the tenant's fault.
-func TestAttack17_KeyFuncAPIErrorIsNotDisclosedRaw(t *testing.T) {
+func TestAttack17_KeysFuncAPIErrorIsNotDisclosedRaw(t *testing.T) {
 	const sa = "system:serviceaccount:operator-system:claims-operator"
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: sa}
@@ -33,7 +33,7 @@ func TestAttack17_KeyFuncAPIErrorIsNotDisclosedRaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	var claimNS string
-	// Given a KeyFunc that resolves each key through a ConfigMap in the
+	// Given a keys function that resolves each key through a ConfigMap in the
 	// operator's namespace, read with the operator's identity
 	keys := claimmw.WithKeys(func(ctx context.Context, obj client.Object) ([]string, error) {
 		w := obj.(*testcrd.Widget)

@@ -26,7 +26,7 @@ type HandoverFunc func(ctx context.Context, obj client.Object, key string) (succ
 type Handover struct {
 	Key       string
 	Successor claim.Holder
-	// raw is the key as the KeyFunc gave it: the Claimer normalizes it.
+	// raw is the key as the keys function gave it: the Claimer normalizes it.
 	raw string
 }
 

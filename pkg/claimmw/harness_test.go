@@ -47,15 +47,15 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// failKeyFuncKey makes the test KeyFunc fail, as a KeyFunc that cannot
+// failKeysFuncKey makes the test keys function fail, as one that cannot
 // resolve a reference would.
-const failKeyFuncKey = "fail-keyfunc"
+const failKeysFuncKey = "fail-keyfunc"
 
-// specKeys is the tests' KeyFunc: a Widget's spec.keys.
+// specKeys is the tests' keys function: a Widget's spec.keys.
 func specKeys(_ context.Context, obj client.Object) ([]string, error) {
 	w := obj.(*testcrd.Widget)
 	for _, k := range w.Spec.Keys {
-		if k == failKeyFuncKey {
+		if k == failKeysFuncKey {
 			return nil, errors.New("resolving the storage reference: no such backend")
 		}
 	}

@@ -207,10 +207,10 @@ func TestAKeyAcquiredInAPassThatFailedIsReleasedOnceNoLongerNamed(t *testing.T) 
 	f.waitForReason(t, "y", conditions.ReasonClaimed, 10*time.Second)
 }
 
-func TestANonIdempotentKeyFuncIsAppliedOnce(t *testing.T) {
+func TestANonIdempotentNormalizerIsAppliedOnce(t *testing.T) {
 	tenant := func(k string) (string, error) { return "tenant-a/" + k, nil }
-	f := start(t, setup{claimCfg: &claim.Config{KeyFunc: tenant}})
-	// Given a KeyFunc that prefixes a tenant
+	f := start(t, setup{claimCfg: &claim.Config{Normalize: tenant}})
+	// Given a key normalizer that prefixes a tenant
 	f.createWidget(t, "x", "orders")
 	// Then x holds tenant-a/orders, recorded under that key only
 	cond := f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
@@ -219,7 +219,7 @@ func TestANonIdempotentKeyFuncIsAppliedOnce(t *testing.T) {
 		t.Error("no Lease for tenant-a/orders")
 	}
 	if f.leaseExists(t, "tenant-a/tenant-a/orders") {
-		t.Error("a Lease for tenant-a/tenant-a/orders: the KeyFunc was applied twice")
+		t.Error("a Lease for tenant-a/tenant-a/orders: the key normalizer was applied twice")
 	}
 }
 

@@ -250,7 +250,7 @@ func TestKeysThatCannotBeUsedGiveClearConditions(t *testing.T) {
 		keys    []string
 		message []string
 	}{
-		{"keyfunc-error", []string{"k", failKeyFuncKey}, []string{"Computing claim keys", "no such backend"}},
+		{"keyfunc-error", []string{"k", failKeysFuncKey}, []string{"Computing claim keys", "no such backend"}},
 		{"empty-key", []string{""}, []string{"key is empty"}},
 		{"control-character", []string{"bad\u0007key"}, []string{"control character"}},
 	} {

@@ -17,19 +17,17 @@ import (
 // carries the middleware's name (see [WithName]), which is also the name of
 // the controller [Middleware.SetupWithManager] builds, as the "controller"
 // label, as controller-runtime's own metrics and ocf's do; the acquire
-// counter also the outcome reason. No label carries a key or an object name,
+// counter also the outcome reason ([conditions.MetricLabel]). No label carries a key or an object name,
 // so no series outlives an object: a deleted object's held keys leave the
 // held gauge at its last pass.
 const (
-	MetricClaimsHeld       = "ocf_claim_held"
-	MetricAcquireTotal     = "ocf_claim_acquire_total"
-	MetricTakeoversTotal   = "ocf_claim_takeovers_total"
-	MetricHandoverWaits    = "ocf_claim_handover_waits_total"
-	MetricAcquireDuration  = "ocf_claim_acquire_duration_seconds"
-	metricLabelName        = "controller"
-	metricLabelReason      = "reason"
-	metricReasonError      = "Error"
-	metricReasonInvalidKey = "InvalidKey"
+	MetricClaimsHeld      = "ocf_claim_held"
+	MetricAcquireTotal    = "ocf_claim_acquire_total"
+	MetricTakeoversTotal  = "ocf_claim_takeovers_total"
+	MetricHandoverWaits   = "ocf_claim_handover_waits_total"
+	MetricAcquireDuration = "ocf_claim_acquire_duration_seconds"
+	metricLabelName       = "controller"
+	metricLabelReason     = "reason"
 )
 
 type collectors struct {
@@ -115,14 +113,7 @@ func (r *recorder) observeAcquire(o claim.Outcome, err error, took time.Duration
 	if r == nil {
 		return
 	}
-	reason := string(o.Reason)
-	switch {
-	case errors.Is(err, claim.ErrInvalidKey):
-		reason = metricReasonInvalidKey
-	case err != nil:
-		reason = metricReasonError
-	}
-	r.c.acquires.WithLabelValues(r.name, reason).Inc()
+	r.c.acquires.WithLabelValues(r.name, conditions.MetricLabel(o.Reason, err)).Inc()
 	r.c.latency.WithLabelValues(r.name).Observe(took.Seconds())
 	if err == nil && o.Reason == claim.ReasonTakenOver {
 		r.c.takeovers.WithLabelValues(r.name).Inc()

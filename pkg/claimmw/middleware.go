@@ -26,7 +26,8 @@ import (
 // EventReason is the reason of an event the middleware records on the
 // object. Parked states are recorded under their condition reason
 // (conditions.ReasonParked and the others) when the condition changes to
-// them.
+// them; the grant events ([EventClaimed], [EventTakenOver]) are those
+// [conditions.GrantEvent] names, from the one reason table.
 type EventReason string
 
 // The event reasons of the middleware.
@@ -188,7 +189,7 @@ func (m *Middleware) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return res, err
 }
 
-// namedKey is one key an object names: as its KeyFunc gave it, and
+// namedKey is one key an object names: as its keys function gave it, and
 // normalized. Only raw is ever handed to the Claimer, which normalizes once.
 type namedKey struct{ raw, norm string }
 
@@ -241,7 +242,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 
 	p.keys, err = m.keysOf(ctx, obj)
 	if status := apierrors.APIStatus(nil); errors.As(err, &status) {
-		// The KeyFunc could not read what it needed: a fault of the API
+		// The keys function could not read what it needed: a fault of the API
 		// server's or the operator's, not of the spec. Retry.
 		return m.claimError(ctx, userCtx, req, p, err)
 	}
@@ -447,7 +448,7 @@ func (m *Middleware) release(ctx context.Context, p *pass, why string) error {
 }
 
 // invalidMessage is the InvalidKey message of err: the error, with any URL
-// user info redacted whatever the disclosure (a KeyFunc may quote a raw
+// user info redacted whatever the disclosure (a key normalizer or keys function may quote a raw
 // reference).
 func (m *Middleware) invalidMessage(err error) string { return sentence(claim.Redact(err.Error())) }
 
@@ -707,11 +708,8 @@ func setConditionOn(obj client.Object, cond metav1.Condition) (bool, error) {
 // grantEvents records the grants of this pass that changed something.
 func (m *Middleware) grantEvents(obj client.Object, granted []heldKey) {
 	for _, h := range granted {
-		switch h.o.Reason {
-		case claim.ReasonTakenOver:
-			m.event(obj, corev1.EventTypeNormal, EventTakenOver, ActionAcquire, h.o.Message)
-		case claim.ReasonAcquired:
-			m.event(obj, corev1.EventTypeNormal, EventClaimed, ActionAcquire, h.o.Message)
+		if ev := conditions.GrantEvent(h.o.Reason); ev != "" {
+			m.event(obj, corev1.EventTypeNormal, EventReason(ev), ActionAcquire, h.o.Message)
 		}
 	}
 }
@@ -723,7 +721,7 @@ func (m *Middleware) grantEvents(obj client.Object, granted []heldKey) {
 // before, and the note says so.
 func (m *Middleware) regrantEvents(obj client.Object, granted []heldKey, afterError bool) {
 	for _, h := range granted {
-		if h.o.Reason != claim.ReasonAcquired && h.o.Reason != claim.ReasonTakenOver {
+		if conditions.GrantEvent(h.o.Reason) == "" {
 			continue
 		}
 		note := fmt.Sprintf("Its record of %q was gone; it acquired the key again, with token %s.", h.o.Key, h.o.Token)

@@ -41,9 +41,9 @@ const (
 	DefaultMaxKeys = 32
 )
 
-// KeyFunc returns the claim keys obj needs: none, one or several. An error
+// KeysFunc returns the claim keys obj needs: none, one or several. An error
 // is shown as the InvalidKey condition on obj, not retried as an error.
-type KeyFunc func(ctx context.Context, obj client.Object) ([]string, error)
+type KeysFunc func(ctx context.Context, obj client.Object) ([]string, error)
 
 // ParkedMode says what the middleware does with the inner reconciler while
 // the object does not hold every key.
@@ -95,7 +95,7 @@ type config struct {
 	claimer       *claim.Claimer
 	claimCfg      *claim.Config
 	claimOpts     []claim.Option
-	keys          KeyFunc
+	keys          KeysFunc
 	condType      conditions.Type
 	finalizer     finalizer.Name
 	parkedRequeue time.Duration
@@ -159,7 +159,7 @@ func WithClaim(cfg claim.Config, opts ...claim.Option) Option {
 }
 
 // WithKeys sets the function that computes an object's keys. Required.
-func WithKeys(f KeyFunc) Option { return func(c *config) { c.keys = f } }
+func WithKeys(f KeysFunc) Option { return func(c *config) { c.keys = f } }
 
 // WithConditionType sets the type of the claim condition. Default:
 // conditions.Claimed.
@@ -264,7 +264,7 @@ func (c *config) validate() error {
 		errs = append(errs, errors.New("handover: needs an API reader to resolve successors; pass claimmw.FromManager(mgr) or claimmw.WithAPIReader"))
 	}
 	if c.keys == nil {
-		errs = append(errs, errors.New("keys: no KeyFunc given; pass claimmw.WithKeys"))
+		errs = append(errs, errors.New("keys: no keys function given; pass claimmw.WithKeys"))
 	}
 	if c.condType == "" {
 		c.condType = conditions.Claimed

@@ -30,7 +30,7 @@ func TestWrapReportsEveryConfigurationProblemAtOnce(t *testing.T) {
 	}{
 		{
 			name: "given nothing then every required option is named",
-			want: []string{"inner reconciler: nil", "object type: none given", "client: none given", "claimer: none given", "keys: no KeyFunc"},
+			want: []string{"inner reconciler: nil", "object type: none given", "client: none given", "claimer: none given", "keys: no keys function"},
 		},
 		{
 			name:  "given a type without status conditions then it is refused",

@@ -138,23 +138,6 @@ func (r Reason) Status() metav1.ConditionStatus {
 	return metav1.ConditionFalse
 }
 
-// ReasonFor maps an Acquire outcome to the reason a user reads.
-func ReasonFor(o claim.Outcome) Reason {
-	switch o.Reason {
-	case claim.ReasonAcquired, claim.ReasonHeld, claim.ReasonTakenOver:
-		return ReasonClaimed
-	case claim.ReasonHeldElsewhere:
-		return ReasonParked
-	case claim.ReasonWaitingForHandover:
-		return ReasonWaitingForHandover
-	case claim.ReasonForeign:
-		return ReasonForeign
-	case claim.ReasonNotFirst:
-		return ReasonNotFirst
-	}
-	return ReasonClaimError
-}
-
 // New returns a condition of type t with reason r, its status, message
 // (bounded to [MaxMessageLength]) and the generation it was computed for. LastTransitionTime is left zero for
 // [Set] to fill when the status changes.

@@ -74,7 +74,7 @@ func Config() claim.Config {
 			HolderUID:       HolderUIDAnnotation,
 		},
 		HolderLabels: func(h claim.Holder) map[string]string { return map[string]string{HolderUIDLabel: string(h.UID)} },
-		KeyFunc: func(key string) (string, error) {
+		Normalize: func(key string) (string, error) {
 			ns, cluster, _ := strings.Cut(key, "/")
 			if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(cluster)) > 0 {
 				return "", fmt.Errorf("want <namespace>/<CamundaCluster name>, got %q", key)

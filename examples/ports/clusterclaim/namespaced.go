@@ -11,7 +11,7 @@ import (
 )
 
 // LeasesInKeyNamespace is a claim.BackendFactory that keeps each key's Lease
-// in the namespace the key starts with (Config.KeyFunc checked it), where
+// in the namespace the key starts with (Config.Normalize checked it), where
 // the hand-written claim kept it: the Lease backend, one namespace per call.
 // A holder's sweep lists its own namespace, which is its clusters'.
 func LeasesInKeyNamespace(reader client.Reader, writer client.Client, cfg claim.Config) (claim.Backend, error) {

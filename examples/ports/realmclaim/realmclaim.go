@@ -79,7 +79,7 @@ func RealmKey(keycloakURL, realm string) string {
 	return strings.TrimRight(keycloakURL, "/") + "/realms/" + realm
 }
 
-// NormalizeKey is the Config.KeyFunc: userinfo, query and fragment dropped,
+// NormalizeKey is the Config.Normalize: userinfo, query and fragment dropped,
 // scheme and host lower-cased, default ports and repeated or trailing
 // slashes removed. A key that is not an http(s) URL ending in
 // /realms/<realm> is refused.
@@ -118,7 +118,7 @@ func Config(operatorNamespace string) claim.Config {
 	return claim.Config{
 		Namespace: operatorNamespace,
 		Prefix:    LeasePrefix,
-		KeyFunc:   NormalizeKey,
+		Normalize: NormalizeKey,
 		Annotations: claim.Annotations{
 			Key:             KeyAnnotation,
 			HolderNamespace: HolderNamespaceAnnotation,

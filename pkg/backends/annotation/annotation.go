@@ -93,7 +93,7 @@ type Options struct {
 	// are set; PartialObjectMetadata reads and lists metadata only. Other
 	// types must be registered in the writer's scheme. Required.
 	Object client.Object
-	// Target maps a claim key, as normalized by Config.KeyFunc, to the
+	// Target maps a claim key, as normalized by Config.Normalize, to the
 	// namespace and name of the object that stores its record. It must be
 	// deterministic; an error rejects the key. Leave the namespace empty for
 	// cluster-scoped types. Required.

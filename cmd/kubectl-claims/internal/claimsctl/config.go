@@ -28,7 +28,7 @@ const (
 // Published is the part of an operator's claim.Config the plugin needs to
 // find and read records: where Lease records live, how they are named, and
 // the annotation and label keys they carry. Empty fields take the claim
-// package's defaults. Functions of a claim.Config (KeyFunc, NameFunc,
+// package's defaults. Functions of a claim.Config (Normalize, NameFunc,
 // HolderLabels) cannot be published; the plugin assumes the default name
 // (Prefix and a hash of the key) and a single holder-UID label.
 type Published struct {
