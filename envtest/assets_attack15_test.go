@@ -77,7 +77,7 @@ func TestAttack15UnsetAssetsInAModuleWithItsOwnToolsModuleNamesTheVariable(t *te
 	writeFile(t, filepath.Join(mod, "hack", "envtest", "go.mod"),
 		"module example.com/op/hack/envtest\n\ngo 1.26\n\nrequire sigs.k8s.io/controller-runtime/tools/setup-envtest v0.0.0-20250101000000-000000000000\n")
 	t.Setenv(envtest.AssetsEnv, "")
-	t.Chdir(filepath.Join(mod))
+	t.Chdir(mod)
 	// When the harness looks for the control plane
 	got, err := envtest.BinaryDir()
 	// Then the error names KUBEBUILDER_ASSETS

@@ -428,7 +428,7 @@ func releaseOwnSetOnly(w *world) error {
 		return fmt.Errorf("set b's key after set a's release: %w", err)
 	}
 	if released, err := a.ReleaseRecords(w.ctx, h, k2rec); err != nil || len(released) != 0 {
-		return fmt.Errorf("set a releasing set b's record: released %q, error %v; want nothing", released, err)
+		return fmt.Errorf("set a releasing set b's record: released %q, error %s; want nothing", released, errString(err))
 	}
 	// Then K1 and K3 are free and K2 is still H's, at the same version
 	for _, k := range []string{k1, k3} {
@@ -446,7 +446,7 @@ func releaseOwnSetOnly(w *world) error {
 	// And set "b" releases its own record by record
 	released, err := b.ReleaseRecords(w.ctx, h, after)
 	if err != nil || !slices.Equal(released, []string{k2}) {
-		return fmt.Errorf("set b releasing its record: released %q, error %v; want [%q]", released, err, k2)
+		return fmt.Errorf("set b releasing its record: released %q, error %s; want [%q]", released, errString(err), k2)
 	}
 	return w.free(b, k2)
 }
