@@ -20,27 +20,9 @@ import (
 // delete-and-recreate of the object that stores the record: never two
 // objects Claimed=True for one key at rest, and a holder that lost it is told.
 func TestAttack17_AnnotationRecordErasedByDeleteAndRecreate(t *testing.T) {
-	var ns string
-	target := func(key string) (types.NamespacedName, error) {
-		return types.NamespacedName{Namespace: ns, Name: "storage-" + key}, nil
-	}
-	backend := annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
-	f := start(t, setup{
-		claimOpts: []claim.Option{claim.WithBackend(backend)},
-		opts:      []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)},
-	})
-	ns = f.ns
-	ctx := context.Background()
-	c := direct(t)
 	// Given the storage object of key k, held by alpha, with bravo waiting
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k"}}
-	if err := c.Create(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f, c, cm := startAnnotationHeld(t, "bravo")
+	ns, ctx := f.ns, context.Background()
 	// When a tenant deletes the storage object and creates it again, bare
 	if err := c.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
@@ -120,27 +102,9 @@ func TestAttack17_AnnotationRecordErasedWithNobodyWaitingIsToldLost(t *testing.T
 // delete-and-recreate of the object that stores the record: never two
 // objects Claimed=True for one key at rest, and a holder that lost it is told.
 func TestAttack17_AnnotationRecordErasedByDeleteAndRecreateAfterClaimError(t *testing.T) {
-	var ns string
-	target := func(key string) (types.NamespacedName, error) {
-		return types.NamespacedName{Namespace: ns, Name: "storage-" + key}, nil
-	}
-	backend := annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
-	f := start(t, setup{
-		claimOpts: []claim.Option{claim.WithBackend(backend)},
-		opts:      []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)},
-	})
-	ns = f.ns
-	ctx := context.Background()
-	c := direct(t)
 	// Given the storage object of key k, held by alpha, with bravo waiting
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k"}}
-	if err := c.Create(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f, c, cm := startAnnotationHeld(t, "bravo")
+	ns, ctx := f.ns, context.Background()
 	// When a tenant deletes the storage object and creates it again, bare
 	if err := c.Delete(ctx, cm); err != nil {
 		t.Fatal(err)

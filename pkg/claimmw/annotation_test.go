@@ -24,27 +24,9 @@ import (
 // waiter are reconciled at once, so never two objects are Claimed for the
 // key, and a holder that lost it says so.
 func TestAnAnnotationRecordErasedByAnotherWriterIsNoticedAtOnce(t *testing.T) {
-	var ns string
-	target := func(key string) (types.NamespacedName, error) {
-		return types.NamespacedName{Namespace: ns, Name: "storage-" + key}, nil
-	}
-	backend := annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
-	f := start(t, setup{
-		claimOpts: []claim.Option{claim.WithBackend(backend)},
-		opts:      []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)},
-	})
-	ns = f.ns
-	ctx := context.Background()
-	c := direct(t)
 	// Given the storage object of key k, held by alpha, with bravo waiting
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k"}}
-	if err := c.Create(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f, c, cm := startAnnotationHeld(t, "bravo")
+	ctx := context.Background()
 	// When another writer replaces the object's annotations whole
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
 		t.Fatal(err)
@@ -77,4 +59,34 @@ func TestAnAnnotationRecordErasedByAnotherWriterIsNoticedAtOnce(t *testing.T) {
 			return f.hasEvent(t, "alpha", string(claimmw.EventLost)), "no Lost event on alpha"
 		})
 	}
+}
+
+// startAnnotationHeld starts a fixture whose claims are stored as
+// annotations on ConfigMap storage-<key> (RunInnerWhileParked), creates the
+// storage object of key k, and has alpha hold k with each of waiters parked
+// on it.
+func startAnnotationHeld(t *testing.T, waiters ...string) (*fixture, client.Client, *corev1.ConfigMap) {
+	t.Helper()
+	var ns string
+	target := func(key string) (types.NamespacedName, error) {
+		return types.NamespacedName{Namespace: ns, Name: "storage-" + key}, nil
+	}
+	backend := annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
+	f := start(t, setup{
+		claimOpts: []claim.Option{claim.WithBackend(backend)},
+		opts:      []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)},
+	})
+	ns = f.ns
+	c := direct(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k"}}
+	if err := c.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	for _, w := range waiters {
+		f.createWidget(t, w, "k")
+		f.waitForReason(t, w, conditions.ReasonParked, 10*time.Second)
+	}
+	return f, c, cm
 }
