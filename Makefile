@@ -94,13 +94,16 @@ demo: envtest build ## Play the handover scenario against an embedded control pl
 BENCH_GO_TEST := go test -count=1 -timeout 14m -run '^TestBench$$' ./bench/
 bench: envtest ## Measure API cost and latency of claims against the alternatives (writes docs/benchmarks.md).
 	@mkdir -p bin
-	go test -run '^$$' -bench . -benchmem ./pkg/claim/ | tee bin/bench-micro.txt
+	go test -run '^$$' -bench . -benchmem ./pkg/claim/ ./pkg/backends/ | tee bin/bench-micro.txt
 	BENCH_FULL=1 BENCH_REPORT=$(abspath docs/benchmarks.md) BENCH_MICRO=$(abspath bin/bench-micro.txt) \
 	  BENCH_COMMAND="make bench ($(BENCH_GO_TEST) with BENCH_FULL=1)" $(BENCH_GO_TEST) -v | grep -E '^(\||--- |ok|FAIL|panic)|_test\.go'
 
 .PHONY: fuzz
+FUZZ_PKGS := ./pkg/claim/ ./pkg/backends/
 fuzz: ## Run each fuzz target briefly (FUZZTIME, default 5s).
-	@for t in $$(go test -list '^Fuzz' ./pkg/claim/ | grep ^Fuzz); do go test -run '^$$' -fuzz "^$$t$$" -fuzztime $${FUZZTIME:-5s} ./pkg/claim/; done
+	@set -e; for p in $(FUZZ_PKGS); do \
+	  for t in $$(go test -list '^Fuzz' $$p | grep ^Fuzz); do go test -run '^$$' -fuzz "^$$t$$" -fuzztime $${FUZZTIME:-5s} $$p; done; \
+	done
 
 # fuzz-short counts executions instead of seconds: with a duration, Go
 # 1.26's fuzz coordinator can report its own deadline as a failure

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
@@ -129,7 +130,7 @@ type handClaim struct {
 // pass is one reconcile's claim step; granted reports whether self holds
 // the key afterwards.
 func (h handClaim) pass(ctx context.Context, key string, self claim.Holder) (bool, error) {
-	name := claim.HashName(handPrefix, key)
+	name := backends.HashName(handPrefix, key)
 	for range 2 {
 		l := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name, Annotations: map[string]string{

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/conditions"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // results carries figures of earlier scenarios to the baseline rows that
@@ -162,7 +162,7 @@ func newClaimerRig(t *testing.T, ns string) *claimerRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := lease.NewClaimer(c, c, claim.Config{Namespace: ns})
+	cl, err := claim.New(c, c, claim.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,7 +142,7 @@ func (r *report) write(ctx context.Context, path string, s sizes, took time.Dura
 	}
 	if path := os.Getenv(envMicro); path != "" {
 		if raw, err := os.ReadFile(path); err == nil {
-			b.WriteString("\n## Pure parts (`go test -run '^$' -bench . -benchmem ./pkg/claim/`)\n\n```\n")
+			b.WriteString("\n## Pure parts (`go test -run '^$' -bench . -benchmem ./pkg/claim/ ./pkg/backends/`)\n\n```\n")
 			b.Write(raw)
 			b.WriteString("```\n")
 		}

@@ -245,7 +245,7 @@ func recordName(t *testing.T, r *rig, key string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r.mw.Claimer().Config().RecordName(norm)
+	return r.mw.Claimer().Config().NameFunc(norm)
 }
 
 // claimmwParked is claimmw.DefaultParkedRequeue, named here for the

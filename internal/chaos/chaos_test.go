@@ -9,6 +9,7 @@ import (
 
 	"github.com/ocf-claim/claim/internal/chaos"
 	"github.com/ocf-claim/claim/internal/history"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
@@ -47,7 +48,7 @@ func TestChaos(t *testing.T) {
 // brokenBackend is the Lease backend with its takeover precondition
 // dropped: Update re-reads the record and writes over whatever is there now,
 // as a takeover without the resourceVersion precondition would.
-type brokenBackend struct{ claim.Backend }
+type brokenBackend struct{ backends.Backend }
 
 func (b brokenBackend) Update(ctx context.Context, _ claim.Record, next claim.Record) (claim.Record, error) {
 	fresh, err := b.Get(ctx, next.Key)
@@ -60,7 +61,7 @@ func (b brokenBackend) Update(ctx context.Context, _ claim.Record, next claim.Re
 	return b.Backend.Update(ctx, fresh, next)
 }
 
-func broken(r client.Reader, w client.Client, cfg claim.Config) (claim.Backend, error) {
+func broken(r client.Reader, w client.Client, cfg backends.Config) (backends.Backend, error) {
 	inner, err := lease.Backend(r, w, cfg)
 	return brokenBackend{inner}, err
 }

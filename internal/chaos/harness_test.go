@@ -26,6 +26,7 @@ import (
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/internal/chaos"
 	"github.com/ocf-claim/claim/internal/history"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
@@ -85,7 +86,7 @@ type run struct {
 	// liveness verdict of "gone" and its takeover write.
 	livenessCrash float64
 	// backend stores the records; lease.Backend unless a test breaks it.
-	backend claim.BackendFactory
+	backend backends.Factory
 	// during runs beside the participants, which keep going until it
 	// returns (the restart test restarts the control plane from it).
 	during func(ctx context.Context) error
@@ -320,7 +321,7 @@ func (w *world) life(ctx context.Context, t *testing.T, cm *corev1.ConfigMap, rn
 // finalSweep releases every holder ever created, as their finalizers would,
 // without faults, and returns the records left afterwards.
 func (w *world) finalSweep(ctx context.Context, t *testing.T) []history.Version {
-	c, err := lease.NewClaimer(w.admin, w.admin, w.cfg)
+	c, err := claim.New(w.admin, w.admin, w.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,11 +369,11 @@ type recorder struct {
 
 func versionOf(l *coordinationv1.Lease, deleted bool) history.Version {
 	return history.Version{
-		Key:             l.Annotations[claim.DefaultKeyAnnotation],
+		Key:             l.Annotations[backends.DefaultKeyAnnotation],
 		Name:            l.Name,
 		UID:             l.UID,
 		ResourceVersion: l.ResourceVersion,
-		Holder:          types.UID(l.Annotations[claim.DefaultHolderUIDAnnotation]),
+		Holder:          types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]),
 		Deleted:         deleted,
 		Seen:            time.Now(),
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
@@ -35,14 +36,8 @@ type party struct {
 }
 
 // defaulted returns the Config a Claimer in ns uses, every default filled.
-func defaulted(t *testing.T, ns string) claim.Config {
-	t.Helper()
-	c := admin(t)
-	cl, err := lease.NewClaimer(c, c, claim.Config{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl.Config()
+func defaulted(ns string) backends.Config {
+	return claim.Config{Namespace: ns}.Storage()
 }
 
 func admin(t *testing.T) client.Client {
@@ -61,7 +56,7 @@ func newParty(t *testing.T, ns, name string) *party {
 	if err := c.Create(context.Background(), cm); err != nil {
 		t.Fatalf("creating holder %s: %v", name, err)
 	}
-	cl, err := lease.NewClaimer(c, c, claim.Config{Namespace: ns})
+	cl, err := claim.New(c, c, claim.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +90,7 @@ func getLease(t *testing.T, ns, name string) (*coordinationv1.Lease, bool) {
 }
 
 func TestLeasesEditedBySomeoneElse(t *testing.T) {
-	recordName := defaulted(t, "unused").RecordName
+	recordName := defaulted("unused").RecordName
 	tests := []struct {
 		name string
 		edit func(l *coordinationv1.Lease, a, b claim.Holder)
@@ -115,13 +110,13 @@ func TestLeasesEditedBySomeoneElse(t *testing.T) {
 		{
 			name: "given the key annotation changed then it is foreign to both and survives",
 			edit: func(l *coordinationv1.Lease, _, _ claim.Holder) {
-				l.Annotations[claim.DefaultKeyAnnotation] = "rdbms|other:5432/db"
+				l.Annotations[backends.DefaultKeyAnnotation] = "rdbms|other:5432/db"
 			},
 			wantA: claim.ReasonForeign, wantB: claim.ReasonForeign, survivesRelease: true, wantBAfterDelete: claim.ReasonForeign,
 		},
 		{
 			name:  "given the holder UID label removed then a still holds, its re-entry labels the Lease again, and its sweep finds it",
-			edit:  func(l *coordinationv1.Lease, _, _ claim.Holder) { delete(l.Labels, claim.DefaultHolderUIDLabel) },
+			edit:  func(l *coordinationv1.Lease, _, _ claim.Holder) { delete(l.Labels, backends.DefaultHolderUIDLabel) },
 			wantA: claim.ReasonHeld, wantB: claim.ReasonHeldElsewhere, survivesRelease: false, wantBAfterDelete: claim.ReasonAcquired,
 		},
 		{
@@ -143,8 +138,10 @@ func TestLeasesEditedBySomeoneElse(t *testing.T) {
 			wantA: claim.ReasonHeld, wantB: claim.ReasonHeldElsewhere, survivesRelease: false, wantBAfterDelete: claim.ReasonAcquired,
 		},
 		{
-			name:  "given the holder UID annotation emptied then it is foreign and survives",
-			edit:  func(l *coordinationv1.Lease, _, _ claim.Holder) { l.Annotations[claim.DefaultHolderUIDAnnotation] = "" },
+			name: "given the holder UID annotation emptied then it is foreign and survives",
+			edit: func(l *coordinationv1.Lease, _, _ claim.Holder) {
+				l.Annotations[backends.DefaultHolderUIDAnnotation] = ""
+			},
 			wantA: claim.ReasonForeign, wantB: claim.ReasonForeign, survivesRelease: true, wantBAfterDelete: claim.ReasonForeign,
 		},
 	}
@@ -216,8 +213,8 @@ func TestNeighbourLeasesAreNeverTouched(t *testing.T) {
 			AcquireTime: &now, RenewTime: &now, LeaseTransitions: ptr.To[int32](0)},
 	}
 	labelled := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "copied-labels",
-		Labels: map[string]string{claim.DefaultHolderUIDLabel: string(a.self.UID)}}}
-	elsewhere := lease.Encode(defaulted(t, other), claim.Record{Key: hostileKey, Holder: a.self})
+		Labels: map[string]string{backends.DefaultHolderUIDLabel: string(a.self.UID)}}}
+	elsewhere := lease.Encode(defaulted(other), claim.Record{Key: hostileKey, Holder: a.self})
 	for _, l := range []*coordinationv1.Lease{elector, labelled, elsewhere} {
 		if err := c.Create(ctx, l); err != nil {
 			t.Fatal(err)
@@ -233,7 +230,7 @@ func TestNeighbourLeasesAreNeverTouched(t *testing.T) {
 	}
 
 	// Then a's own record is gone and every neighbour is untouched
-	if _, ok := getLease(t, ns, a.c.Config().RecordName(hostileKey)); ok {
+	if _, ok := getLease(t, ns, a.c.Config().NameFunc(hostileKey)); ok {
 		t.Error("a's own record survived its release")
 	}
 	for _, want := range []*coordinationv1.Lease{elector, labelled, elsewhere} {
@@ -270,11 +267,11 @@ func TestAHolderNameAtItsLimitInANamespaceAtItsLimit(t *testing.T) {
 
 	// Then the Lease is valid, bounded where it must be and exact where it
 	// decides, and b is told the full name of the holder
-	l, _ := getLease(t, ns.Name, a.c.Config().RecordName(hostileKey))
+	l, _ := getLease(t, ns.Name, a.c.Config().NameFunc(hostileKey))
 	if n := len(*l.Spec.HolderIdentity); n > lease.HolderIdentityLimit {
 		t.Errorf("holderIdentity is %d bytes", n)
 	}
-	if got := l.Annotations[claim.DefaultHolderNameAnnotation]; got != a.self.Name {
+	if got := l.Annotations[backends.DefaultHolderNameAnnotation]; got != a.self.Name {
 		t.Errorf("holder-name annotation = %q, want the full name", got)
 	}
 	if ob.Reason != claim.ReasonHeldElsewhere || !strings.Contains(ob.Message, a.self.Name) {
@@ -290,7 +287,7 @@ func TestAHolderNameAtItsLimitInANamespaceAtItsLimit(t *testing.T) {
 	if err := b.c.Release(ctx, b.self); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := getLease(t, ns.Name, a.c.Config().RecordName(hostileKey)); ok {
+	if _, ok := getLease(t, ns.Name, a.c.Config().NameFunc(hostileKey)); ok {
 		t.Error("the sweep by a 253-character holder's label did not find its record")
 	}
 }
@@ -318,7 +315,7 @@ func TestMissingLeaseRBACIsAClearErrorAndNoWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := lease.NewClaimer(weak, weak, claim.Config{Namespace: ns})
+	cl, err := claim.New(weak, weak, claim.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +337,7 @@ func TestMissingLeaseRBACIsAClearErrorAndNoWrite(t *testing.T) {
 				if err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "leases") || !strings.Contains(err.Error(), "Lease") {
 					t.Fatalf("%s = %v, want a forbidden error naming the Lease", tt.name, err)
 				}
-				if errors.Is(err, claim.ErrConflict) || errors.Is(err, claim.ErrRaced) {
+				if errors.Is(err, backends.ErrConflict) || errors.Is(err, claim.ErrRaced) {
 					t.Fatalf("%s = %v: a missing permission must not read as contention", tt.name, err)
 				}
 			}

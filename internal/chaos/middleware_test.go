@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ocf-claim/claim/internal/chaos"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -61,7 +62,7 @@ type mwRun struct {
 	// correct run leaves them at their zero value.
 
 	// backend wraps the Lease backend.
-	backend func(claim.Backend) claim.Backend
+	backend func(backends.Backend) backends.Backend
 	// liveness replaces the default liveness.
 	liveness claim.Liveness
 	// ignoreGranted makes the inner reconciler act for every key its object
@@ -351,7 +352,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	}
 	backend := lease.Backend
 	if r.backend != nil {
-		backend = func(rd client.Reader, wr client.Client, cfg claim.Config) (claim.Backend, error) {
+		backend = func(rd client.Reader, wr client.Client, cfg backends.Config) (backends.Backend, error) {
 			b, err := lease.Backend(rd, wr, cfg)
 			if err != nil {
 				return nil, err
@@ -510,9 +511,9 @@ func describe(objs []Claimant, leases []coordinationv1.Lease) string {
 		}
 	}
 	for _, l := range leases {
-		if key, ok := l.Annotations[claim.DefaultKeyAnnotation]; ok {
+		if key, ok := l.Annotations[backends.DefaultKeyAnnotation]; ok {
 			fmt.Fprintf(&b, "\n  record %s of %q: holder %s %s, version %s", l.Name, key,
-				l.Annotations[claim.DefaultHolderNameAnnotation], l.Annotations[claim.DefaultHolderUIDAnnotation], l.ResourceVersion)
+				l.Annotations[backends.DefaultHolderNameAnnotation], l.Annotations[backends.DefaultHolderUIDAnnotation], l.ResourceVersion)
 		}
 	}
 	return b.String()
@@ -602,8 +603,8 @@ func (w *mwWorld) swap(ctx context.Context, t *testing.T) {
 	}
 	held := map[types.UID][]string{}
 	for _, l := range list.Items {
-		if key, ok := l.Annotations[claim.DefaultKeyAnnotation]; ok {
-			uid := types.UID(l.Annotations[claim.DefaultHolderUIDAnnotation])
+		if key, ok := l.Annotations[backends.DefaultKeyAnnotation]; ok {
+			uid := types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation])
 			held[uid] = append(held[uid], key)
 		}
 	}
@@ -641,8 +642,8 @@ func (w *mwWorld) drop(ctx context.Context, t *testing.T) {
 	}
 	var candidates []held
 	for _, l := range list.Items {
-		key, ok := l.Annotations[claim.DefaultKeyAnnotation]
-		if obj, isClaimed := claimed[types.UID(l.Annotations[claim.DefaultHolderUIDAnnotation])]; ok && isClaimed && slices.Contains(obj.Spec.Keys, key) && !w.touched[obj.UID] {
+		key, ok := l.Annotations[backends.DefaultKeyAnnotation]
+		if obj, isClaimed := claimed[types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation])]; ok && isClaimed && slices.Contains(obj.Spec.Keys, key) && !w.touched[obj.UID] {
 			candidates = append(candidates, held{obj, key})
 		}
 	}
@@ -706,12 +707,12 @@ func (w *mwWorld) deleteRecord(ctx context.Context, t *testing.T, ofClaimed bool
 	}
 	var ours []coordinationv1.Lease
 	for _, l := range list.Items {
-		key, ok := l.Annotations[claim.DefaultKeyAnnotation]
+		key, ok := l.Annotations[backends.DefaultKeyAnnotation]
 		if !ok {
 			continue
 		}
 		if ofClaimed {
-			h, ok := claimed[types.UID(l.Annotations[claim.DefaultHolderUIDAnnotation])]
+			h, ok := claimed[types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation])]
 			if !ok || !slices.Contains(h.Spec.Keys, key) || w.touched[h.UID] {
 				continue
 			}
@@ -730,7 +731,7 @@ func (w *mwWorld) deleteRecord(ctx context.Context, t *testing.T, ofClaimed bool
 	case err != nil:
 		t.Fatalf("deleting record %s: %v", l.Name, err)
 	default:
-		w.outside = append(w.outside, outside{kind: outsideDelete, key: l.Annotations[claim.DefaultKeyAnnotation], lease: l.UID, invoked: invoked, returned: time.Now()})
+		w.outside = append(w.outside, outside{kind: outsideDelete, key: l.Annotations[backends.DefaultKeyAnnotation], lease: l.UID, invoked: invoked, returned: time.Now()})
 		w.counts.recordDeletions++
 	}
 }
@@ -792,7 +793,7 @@ func (w *mwWorld) state(ctx context.Context, t *testing.T) ([]Claimant, []coordi
 
 // leaseRecords keeps a wrapped backend's record type visible, so that the
 // middleware still watches Leases.
-type leaseRecords struct{ claim.Backend }
+type leaseRecords struct{ backends.Backend }
 
 func (leaseRecords) RecordType() client.Object { return &coordinationv1.Lease{} }
 
@@ -903,7 +904,7 @@ func TestMiddlewareChaosCatchesWakingOnlyWaiters(t *testing.T) {
 
 // skipsSweep is a backend whose List finds nothing: the give-up rule and
 // the deletion sweep never see a record to release.
-type skipsSweep struct{ claim.Backend }
+type skipsSweep struct{ backends.Backend }
 
 func (skipsSweep) List(context.Context, claim.Holder) ([]claim.Record, error) { return nil, nil }
 
@@ -912,7 +913,7 @@ func (skipsSweep) List(context.Context, claim.Holder) ([]claim.Record, error) { 
 func TestMiddlewareChaosCatchesASweepThatSkipsKeys(t *testing.T) {
 	// Given the run with a sweep that finds no record
 	r := mwBroken
-	r.backend = func(b claim.Backend) claim.Backend { return skipsSweep{b} }
+	r.backend = func(b backends.Backend) backends.Backend { return skipsSweep{b} }
 	// When it runs, Then a record outlives its holder's claim, or a parked
 	// object keeps a key after the one it waits for (the give-up rule
 	// finds nothing to give up either)
@@ -924,7 +925,7 @@ func TestMiddlewareChaosCatchesASweepThatSkipsKeys(t *testing.T) {
 // Claimed=True): parked objects keep the keys they no longer name and the
 // keys after the one they wait for.
 type keepsWhileParked struct {
-	claim.Backend
+	backends.Backend
 	reader client.Reader
 }
 
@@ -948,7 +949,7 @@ func TestMiddlewareChaosCatchesParkedObjectsThatKeepKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := mwBroken
-	r.backend = func(b claim.Backend) claim.Backend { return keepsWhileParked{Backend: b, reader: reader} }
+	r.backend = func(b backends.Backend) backends.Backend { return keepsWhileParked{Backend: b, reader: reader} }
 	// When it runs, Then a parked object holds a key after the one it waits
 	// for, parked objects wait for each other, or one keeps a key it no
 	// longer names
@@ -958,7 +959,7 @@ func TestMiddlewareChaosCatchesParkedObjectsThatKeepKeys(t *testing.T) {
 // everyRecordMine is a backend whose List returns every record of the
 // run's keys as the asking holder's: a release without the UID filter.
 type everyRecordMine struct {
-	claim.Backend
+	backends.Backend
 	keys []string
 }
 
@@ -986,7 +987,7 @@ func TestMiddlewareChaosCatchesAReleaseWithoutTheHolderFilter(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("store-%d", i)
 	}
-	r.backend = func(b claim.Backend) claim.Backend { return everyRecordMine{Backend: b, keys: keys} }
+	r.backend = func(b backends.Backend) backends.Backend { return everyRecordMine{Backend: b, keys: keys} }
 	// When it runs, Then a record is deleted whose holder was never told
 	catches(t, r, 5, errUntoldRelease)
 }

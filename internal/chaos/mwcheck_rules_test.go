@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ocf-claim/claim/internal/history"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
@@ -187,7 +188,7 @@ func claimant(name string, gen int64, keys []string, status metav1.ConditionStat
 
 func record(key string, holder types.UID) coordinationv1.Lease {
 	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "claim-" + key, Annotations: map[string]string{
-		claim.DefaultKeyAnnotation: key, claim.DefaultHolderUIDAnnotation: string(holder)}}}
+		backends.DefaultKeyAnnotation: key, backends.DefaultHolderUIDAnnotation: string(holder)}}}
 }
 
 // TestMiddlewareCheckerQuiescentRules proves each rule about the state after

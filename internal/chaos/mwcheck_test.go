@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ocf-claim/claim/internal/history"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
@@ -318,11 +319,11 @@ func checkQuiescent(objs []Claimant, leases []coordinationv1.Lease) []error {
 	holderOf := map[string]types.UID{} // key -> holder UID of its record
 	for i := range leases {
 		l := &leases[i]
-		key, ok := l.Annotations[claim.DefaultKeyAnnotation]
+		key, ok := l.Annotations[backends.DefaultKeyAnnotation]
 		if !ok {
 			continue // the watch sentinel
 		}
-		holder := types.UID(l.Annotations[claim.DefaultHolderUIDAnnotation])
+		holder := types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation])
 		holderOf[key] = holder
 		if o, ok := live[holder]; !ok {
 			out = append(out, violate(errLeak, key, "record %s names %s, which is gone", l.Name, holder))

@@ -14,6 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/ocf-claim/claim/pkg/backends"
+	"github.com/ocf-claim/claim/pkg/backends/lease"
 )
 
 // maxRounds bounds how often one Acquire reads a record again after a
@@ -24,10 +27,10 @@ const maxRounds = 3
 // concurrent use and keeps no per-key state: every call reads the backend.
 type Claimer struct {
 	cfg     Config
-	backend Backend
+	backend backends.Backend
 	// cached lists Holdings through the reader of [WithCachedReader]; it
 	// is backend when none was given.
-	cached   Backend
+	cached   backends.Backend
 	writer   client.Client
 	liveness Liveness
 	gate     HandoverGate
@@ -36,12 +39,12 @@ type Claimer struct {
 	message  MessageFunc
 }
 
-// Option configures a Claimer. The zero set of options is valid apart from
-// the backend, which [WithBackend] names.
+// Option configures a Claimer. The zero set of options is valid: records are
+// Leases, judged by [HolderExists].
 type Option func(*options)
 
 type options struct {
-	backend  BackendFactory
+	backend  backends.Factory
 	liveness Liveness
 	gate     HandoverGate
 	siblings Siblings
@@ -51,9 +54,10 @@ type options struct {
 	cached   client.Reader
 }
 
-// WithBackend names where records are stored, for example lease.Backend.
-// Required.
-func WithBackend(f BackendFactory) Option { return func(o *options) { o.backend = f } }
+// WithBackend names where records are stored, for example annotation.Backend
+// or memory's. Default: lease.Backend, one coordination.k8s.io/v1 Lease per
+// key in Config.Namespace.
+func WithBackend(f backends.Factory) Option { return func(o *options) { o.backend = f } }
 
 // WithLiveness replaces the default liveness, [HolderExists] on the reader
 // given to New.
@@ -78,7 +82,13 @@ func WithCachedReader(r client.Reader) Option { return func(o *options) { o.cach
 func WithMessages(f MessageFunc) Option { return func(o *options) { o.message = f } }
 
 // New returns a Claimer that reads records through reader and writes them
-// through writer, as the backend named by [WithBackend] stores them.
+// through writer. Records are Leases in cfg.Namespace unless [WithBackend]
+// names another backend:
+//
+//	c, err := claim.New(mgr.GetAPIReader(), mgr.GetClient(), claim.Config{
+//		Namespace: "camunda-system",
+//		Normalize: normalizeStorageURL,
+//	})
 //
 // reader must not be served from an informer cache: pass the manager's
 // GetAPIReader(). A cache that has not yet seen another holder's record
@@ -102,7 +112,7 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 		errs = append(errs, errors.New("writer: nil"))
 	}
 	if o.backend == nil {
-		errs = append(errs, errors.New("backend: none given; pass claim.WithBackend, for example with lease.Backend"))
+		o.backend = lease.Backend
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -119,13 +129,13 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("configuring claimer: %w", errors.Join(errs...))
 	}
-	backend, err := o.backend(reader, writer, cfg)
+	backend, err := o.backend(reader, writer, cfg.Storage())
 	if err != nil {
 		return nil, fmt.Errorf("configuring claimer: backend: %w", err)
 	}
 	cached := backend
 	if o.cached != nil {
-		if cached, err = o.backend(o.cached, writer, cfg); err != nil {
+		if cached, err = o.backend(o.cached, writer, cfg.Storage()); err != nil {
 			return nil, fmt.Errorf("configuring claimer: backend on the cached reader: %w", err)
 		}
 	}
@@ -202,7 +212,7 @@ func (c *Claimer) NormalizeKey(key string) (string, error) {
 // as an error; errors are API failures, bad input (wrapping ErrInvalidKey or
 // ErrInvalidHolder), a Liveness or HandoverGate error (the current holder
 // keeps the key), a takeover that found its record changed by someone other
-// than a new holder (wrapping ErrConflict), or a record that kept changing
+// than a new holder (wrapping backends.ErrConflict), or a record that kept changing
 // (ErrRaced). Each of these is safe to retry.
 //
 // A holder that already holds key gets ReasonHeld and no write is made.
@@ -211,7 +221,7 @@ func (c *Claimer) Acquire(ctx context.Context, key string, self Holder) (Holder,
 	if err != nil {
 		return Holder{}, Outcome{}, fmt.Errorf("acquiring claim: %w", err)
 	}
-	if err := self.validate(); err != nil {
+	if err := validateHolder(self); err != nil {
 		return Holder{}, Outcome{}, fmt.Errorf("acquiring claim %q: %w", key, err)
 	}
 	logger := log.FromContext(ctx).WithValues("claimKey", key, "self", self.String())
@@ -234,9 +244,9 @@ func (c *Claimer) Acquire(ctx context.Context, key string, self Holder) (Holder,
 				// it is: re-entry must not rewrite what a rollback reads. A
 				// conflict only means someone wrote the record since; the
 				// next Acquire tries again.
-				if got, err := c.write(ctx, rec, rec.claimFields()); err == nil {
+				if got, err := c.write(ctx, rec, claimFields(rec)); err == nil {
 					rec = got
-				} else if !errors.Is(err, ErrConflict) {
+				} else if !errors.Is(err, backends.ErrConflict) {
 					return Holder{}, Outcome{}, fmt.Errorf("acquiring claim %q: labelling the record again: %w", key, err)
 				}
 			}
@@ -275,7 +285,7 @@ func (c *Claimer) create(ctx context.Context, key string, self Holder, rec Recor
 	sent := next.AcquireTime
 	got, err := c.write(ctx, rec, next)
 	switch {
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, backends.ErrConflict):
 		return Outcome{}, false, nil
 	case err != nil:
 		return Outcome{}, true, fmt.Errorf("acquiring claim %q: creating record: %w", key, err)
@@ -317,7 +327,7 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 		log.FromContext(ctx).Info("took over claim from a holder that is gone", "claimKey", key, "previous", current.String(), "holder", self.String())
 		return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: self, Previous: current, Token: got.Token, Sent: sent, Record: got}), true, nil
 	}
-	if !errors.Is(err, ErrConflict) {
+	if !errors.Is(err, backends.ErrConflict) {
 		return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: taking over from %s: %w", key, current, err)
 	}
 
@@ -337,7 +347,7 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 	case raceWinner:
 		return c.outcome(Outcome{Reason: ReasonHeldElsewhere, Key: key, Holder: reread.Holder, Record: reread}), true, nil
 	}
-	return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: taking over from %s: %w (it keeps the claim until a later attempt)", key, current, ErrConflict)
+	return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: taking over from %s: %w (it keeps the claim until a later attempt)", key, current, backends.ErrConflict)
 }
 
 func (c *Claimer) outcome(o Outcome) Outcome {
@@ -380,7 +390,7 @@ func (c *Claimer) Current(ctx context.Context, key string) (Record, error) {
 // Only records of the Claimer's set (Config.Set) and records without a set
 // are released.
 func (c *Claimer) Release(ctx context.Context, self Holder, keep ...string) error {
-	if err := self.validate(); err != nil {
+	if err := validateHolder(self); err != nil {
 		return fmt.Errorf("releasing claims: %w", err)
 	}
 	kept := make(map[string]bool, len(keep))
@@ -441,8 +451,8 @@ func (c *Claimer) CachedHoldings(ctx context.Context, self Holder) ([]Record, er
 	return c.holdings(ctx, c.cached, self)
 }
 
-func (c *Claimer) holdings(ctx context.Context, b Backend, self Holder) ([]Record, error) {
-	if err := self.validate(); err != nil {
+func (c *Claimer) holdings(ctx context.Context, b backends.Backend, self Holder) ([]Record, error) {
+	if err := validateHolder(self); err != nil {
 		return nil, fmt.Errorf("listing claims: %w", err)
 	}
 	recs, err := b.List(ctx, self)
@@ -466,7 +476,7 @@ func (c *Claimer) holdings(ctx context.Context, b Backend, self Holder) ([]Recor
 // or held by someone else counts as released. It returns the keys whose
 // record it deleted; errors of several keys are joined.
 func (c *Claimer) ReleaseRecords(ctx context.Context, self Holder, recs ...Record) ([]string, error) {
-	if err := self.validate(); err != nil {
+	if err := validateHolder(self); err != nil {
 		return nil, fmt.Errorf("releasing claims: %w", err)
 	}
 	var released []string

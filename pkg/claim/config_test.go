@@ -6,13 +6,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocf-claim/claim/pkg/backends"
+
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 // nopBackend lets construction tests run without storage.
-func nopBackend(client.Reader, client.Client, Config) (Backend, error) { return nil, nil }
+func nopBackend(client.Reader, client.Client, backends.Config) (backends.Backend, error) {
+	return nil, nil
+}
 
 func TestNewValidatesOnceAndReportsEveryProblem(t *testing.T) {
 	c := fake.NewClientBuilder().Build()
@@ -25,8 +29,13 @@ func TestNewValidatesOnceAndReportsEveryProblem(t *testing.T) {
 		want   []string // every fragment must appear in the one error
 	}{
 		{
-			name: "given nil clients and no backend then all three are named",
-			want: []string{"reader: nil", "writer: nil", "backend: none given"},
+			name: "given nil clients then both are named",
+			want: []string{"reader: nil", "writer: nil"},
+		},
+		{
+			name:   "given no backend and no namespace then the default Lease backend asks for the namespace",
+			reader: c, writer: c,
+			want: []string{"lease backend: config.Namespace is empty"},
 		},
 		{
 			name:   "given a bad namespace and prefix then both are named with their values",
@@ -43,7 +52,7 @@ func TestNewValidatesOnceAndReportsEveryProblem(t *testing.T) {
 		{
 			name:   "given an invalid and a duplicate annotation key then both are named",
 			reader: c, writer: c, opts: []Option{WithBackend(nopBackend)},
-			cfg:  Config{Annotations: Annotations{Key: "not a key", HolderName: DefaultHolderUIDAnnotation}},
+			cfg:  Config{Annotations: backends.Annotations{Key: "not a key", HolderName: backends.DefaultHolderUIDAnnotation}},
 			want: []string{`config.Annotations.Key "not a key"`, `config.Annotations.HolderUID "claim.ocf.io/holder-uid": also used by config.Annotations.HolderName`},
 		},
 		{
@@ -55,7 +64,7 @@ func TestNewValidatesOnceAndReportsEveryProblem(t *testing.T) {
 		{
 			name:   "given a backend that refuses the config then its error is named",
 			reader: c, writer: c,
-			opts: []Option{WithBackend(func(client.Reader, client.Client, Config) (Backend, error) {
+			opts: []Option{WithBackend(func(client.Reader, client.Client, backends.Config) (backends.Backend, error) {
 				return nil, errors.New("config.Namespace is empty")
 			})},
 			want: []string{"backend: config.Namespace is empty"},
@@ -83,7 +92,7 @@ func TestNewAcceptsTheZeroConfig(t *testing.T) {
 		t.Fatalf("New(zero Config) = %v", err)
 	}
 	cfg := cl.Config()
-	if cfg.Prefix != DefaultPrefix || cfg.Annotations.Key != DefaultKeyAnnotation {
+	if cfg.Prefix != backends.DefaultPrefix || cfg.Annotations.Key != backends.DefaultKeyAnnotation {
 		t.Fatalf("defaults not filled: %+v", cfg)
 	}
 }
@@ -96,7 +105,9 @@ func TestBadInputIsAClearErrorNotAWrite(t *testing.T) {
 			return "", errors.New("not a storage URL")
 		}
 		return k, nil
-	}}, WithBackend(func(client.Reader, client.Client, Config) (Backend, error) { return countingBackend{&calls}, nil }))
+	}}, WithBackend(func(client.Reader, client.Client, backends.Config) (backends.Backend, error) {
+		return countingBackend{&calls}, nil
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,39 +158,6 @@ func (b countingBackend) List(context.Context, Holder) ([]Record, error) {
 	return nil, nil
 }
 
-func TestLabelValue(t *testing.T) {
-	tests := []struct {
-		name string
-		in   string
-		want string
-	}{
-		{"given a valid value then it is kept", "6f1c1d2e-8b51-4c1e-9a57-2a3b4c5d6e7f", "6f1c1d2e-8b51-4c1e-9a57-2a3b4c5d6e7f"},
-		{"given namespace/name then the slash is replaced and a hash keeps it distinct", "team-a/orders", "team-a-orders-" + hashHead("team-a/orders")},
-		{"given spaces and non-ASCII then they are replaced", "Zürich cluster", "Z-rich-cluster-" + hashHead("Zürich cluster")},
-		{"given only invalid characters then the hash remains", "//", hashHead("//")},
-		{"given label characters with dashes at the ends then they are trimmed as before", "-abc.", "abc"},
-		{"given label characters too long then they are bounded as before", strings.Repeat("a", 70), strings.Trim(Bound(strings.Repeat("a", 70), 63), "-._")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := LabelValue(tt.in)
-			if got != tt.want {
-				t.Fatalf("LabelValue(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-			if errs := validation.IsValidLabelValue(got); len(errs) > 0 {
-				t.Fatalf("LabelValue(%q) = %q is not a valid label value: %v", tt.in, got, errs)
-			}
-		})
-	}
-	if LabelValue("team-a/orders") == LabelValue("team-a-orders") {
-		t.Fatal("two holders' values became one label value")
-	}
-	long := strings.Repeat("ns/", 40)
-	if got := LabelValue(long); len(got) > 63 || len(validation.IsValidLabelValue(got)) > 0 {
-		t.Fatalf("LabelValue of a long value with slashes = %q", got)
-	}
-}
-
 // TestNewAcceptsHolderLabelsWhoseValuesLabelValueMakesValid: Given
 // HolderLabels that label a holder with its namespace/name, When the
 // Claimer is built, Then it is accepted and the selector labels it writes
@@ -189,33 +167,16 @@ func TestNewAcceptsHolderLabelsWhoseValuesLabelValueMakesValid(t *testing.T) {
 	byName := func(h Holder) map[string]string {
 		return map[string]string{"example.com/holder": h.Namespace + "/" + h.Name}
 	}
-	cl, err := New(c, c, Config{HolderLabels: byName}, WithBackend(nopBackend))
-	if err != nil {
+	var storage backends.Config
+	seeing := func(_ client.Reader, _ client.Client, cfg backends.Config) (backends.Backend, error) {
+		storage = cfg
+		return nil, nil
+	}
+	if _, err := New(c, c, Config{HolderLabels: byName}, WithBackend(seeing)); err != nil {
 		t.Fatalf("New() = %v", err)
 	}
-	got := cl.Config().SelectorLabels(Holder{Namespace: "team-a", Name: "orders", UID: "u"})
+	got := storage.SelectorLabels(Holder{Namespace: "team-a", Name: "orders", UID: "u"})
 	if errs := validation.IsValidLabelValue(got["example.com/holder"]); len(errs) > 0 {
 		t.Fatalf("selector label %q is invalid: %v", got["example.com/holder"], errs)
-	}
-}
-
-// TestAConfigWithoutDefaultsNamesAndSelectsRecords: Given a Config that did
-// not pass through New (a tool's Config{Prefix: ...}), When it names a
-// record or selects a holder's records, Then it answers as the defaults do
-// instead of panicking on a nil function.
-func TestAConfigWithoutDefaultsNamesAndSelectsRecords(t *testing.T) {
-	raw := Config{Prefix: "lock-"}
-	if got, want := raw.RecordName("k"), HashName("lock-", "k"); got != want {
-		t.Fatalf("RecordName() = %q, want %q", got, want)
-	}
-	if got, want := (Config{}).RecordName("k"), HashName(DefaultPrefix, "k"); got != want {
-		t.Fatalf("zero Config RecordName() = %q, want %q", got, want)
-	}
-	h := Holder{Name: "a", UID: "u-a"}
-	if got := raw.SelectorLabels(h); got[DefaultHolderUIDLabel] != "u-a" || len(got) != 1 {
-		t.Fatalf("SelectorLabels() = %v, want the default UID label", got)
-	}
-	if got := raw.RecordLabels(h); got[DefaultHolderUIDLabel] != "u-a" {
-		t.Fatalf("RecordLabels() = %v, want the default UID label", got)
 	}
 }

@@ -3,8 +3,10 @@
 // an operator needs exclusive use of: a storage backend, a logical database, a
 // Keycloak realm.
 //
-// A [Claimer] owns the protocol; a [Backend] only stores records and compares
-// and swaps them (see the lease and annotation backends under pkg/backends).
+// A [Claimer] owns the protocol; a backend only stores records and compares
+// and swaps them. [New] stores records as Leases unless [WithBackend] names
+// another backend; the backend contract and the record codec are in
+// pkg/backends, time-based claims (expiry, renewals) in pkg/expiry.
 // Every decision about who may hold a key is made here, once, by pure
 // functions that table tests drive, and every write the protocol makes is
 // conditional on what the protocol read:

@@ -3,14 +3,54 @@ package claim_test
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/ocf-claim/claim/pkg/backends/memory"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
 // The examples run on the in-memory backend so that they run anywhere; an
-// operator builds its Claimer the same way with lease.NewClaimer(mgr.GetAPIReader(),
+// operator builds its Claimer the same way with claim.New(mgr.GetAPIReader(),
 // mgr.GetClient(), cfg, opts...).
+
+// ExampleNew is the constructor as an operator calls it: records are Leases
+// in the claim namespace, the default backend. It runs on a fake client here;
+// an operator passes its manager's uncached API reader and its client.
+func ExampleNew() {
+	ctx := context.Background()
+	reader := fake.NewClientBuilder().Build()
+	writer := reader
+	normalizeStorageURL := func(key string) (string, error) { return strings.ToLower(key), nil }
+
+	// In an operator: reader, writer := mgr.GetAPIReader(), mgr.GetClient()
+	c, err := claim.New(reader, writer, claim.Config{
+		Namespace: "camunda-system",
+		Normalize: normalizeStorageURL,
+		Prefix:    "camunda-storage-",
+		Labels:    map[string]string{"app.kubernetes.io/managed-by": "camunda-operator"},
+	})
+	if err != nil {
+		panic(err)
+	}
+	alpha := claim.Holder{Kind: "CamundaCluster", Namespace: "team-a", Name: "alpha", UID: "uid-alpha"}
+	_, o, err := c.Acquire(ctx, "Elasticsearch|https://ES.data.svc:9200", alpha)
+	if err != nil {
+		panic(err)
+	}
+	var leases coordinationv1.LeaseList
+	if err := reader.List(ctx, &leases, client.InNamespace("camunda-system")); err != nil {
+		panic(err)
+	}
+	fmt.Println(o.Reason, o.Key)
+	fmt.Println(len(leases.Items), "Lease", strings.HasPrefix(leases.Items[0].Name, "camunda-storage-"))
+	// Output:
+	// Acquired elasticsearch|https://es.data.svc:9200
+	// 1 Lease true
+}
 
 func Example() {
 	ctx := context.Background()

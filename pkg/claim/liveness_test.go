@@ -9,6 +9,7 @@ import (
 
 	"github.com/ocf-claim/claim/pkg/backends/memory"
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
 // TestAnExpiryBehindByKindStillExpires: Given a Liveness that dispatches
@@ -18,11 +19,11 @@ import (
 func TestAnExpiryBehindByKindStillExpires(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	expiry, err := claim.NewExpiry(30*time.Second, clk)
+	exp, err := expiry.New(30*time.Second, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	liveness := claim.ByKind(map[string]claim.Liveness{"Worker": expiry}, nil)
+	liveness := claim.ByKind(map[string]claim.Liveness{"Worker": exp}, nil)
 	c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns"}, claim.WithLiveness(liveness), claim.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)

@@ -8,64 +8,7 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
-
-func TestBound(t *testing.T) {
-	long := strings.Repeat("a", 253)
-	tests := []struct {
-		name  string
-		in    string
-		limit int
-		want  string
-	}{
-		{"given a name that fits then it is kept", "ns/name", 128, "ns/name"},
-		{"given a name of exactly the limit then it is kept", strings.Repeat("b", 63), 63, strings.Repeat("b", 63)},
-		{"given a long name then it is cut and hashed", long, 63, strings.Repeat("a", 52) + "-" + hashHead(long)},
-		{"given a cut ending in dots and dashes then they are trimmed", strings.Repeat("a", 50) + "-.-" + strings.Repeat("z", 20), 63, strings.Repeat("a", 50) + "-" + hashHead(strings.Repeat("a", 50)+"-.-"+strings.Repeat("z", 20))},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Bound(tt.in, tt.limit); got != tt.want {
-				t.Errorf("Bound() = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
-func hashHead(s string) string { return HashName("", s)[:boundSuffixLen] }
-
-func TestBoundDistinguishesLongNamesWithACommonPrefix(t *testing.T) {
-	a := strings.Repeat("x", 200) + "a"
-	b := strings.Repeat("x", 200) + "b"
-	if Bound(a, 63) == Bound(b, 63) {
-		t.Fatalf("Bound made %q of two different names", Bound(a, 63))
-	}
-}
-
-func TestBoundNeverSplitsARune(t *testing.T) {
-	s := strings.Repeat("é", 100)
-	for limit := 12; limit < 80; limit++ {
-		got := Bound(s, limit)
-		if len(got) > limit || !utf8.ValidString(got) {
-			t.Fatalf("Bound(limit=%d) = %q (%d bytes, valid UTF-8: %v)", limit, got, len(got), utf8.ValidString(got))
-		}
-	}
-}
-
-func TestHashName(t *testing.T) {
-	got := HashName("claim-", "elasticsearch|https://es.data.svc:9200")
-	if len(got) != len("claim-")+40 || !strings.HasPrefix(got, "claim-") {
-		t.Fatalf("HashName() = %q", got)
-	}
-	if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
-		t.Fatalf("HashName() = %q is not a valid name: %v", got, errs)
-	}
-	// Pinned: records written by earlier releases must keep their names.
-	if want := "claim-4cccf41785289fed5fc192f2a7475c228d8b84fd"; got != want {
-		t.Fatalf("HashName() = %q, want %q", got, want)
-	}
-}
 
 func TestValidateKey(t *testing.T) {
 	tests := []struct {
@@ -143,63 +86,28 @@ func TestValidateKeyNeverEchoesUserInfo(t *testing.T) {
 	}
 }
 
-func FuzzNames(f *testing.F) {
-	for _, seed := range []string{"", "a", "elasticsearch|https://es.data.svc:9200", strings.Repeat("a", 253), strings.Repeat("-.", 100), "ü\x00\xff"} {
+func FuzzValidateKey(f *testing.F) {
+	for _, seed := range []string{"", "a", "elasticsearch|https://es.data.svc:9200", strings.Repeat("a", 253), strings.Repeat("-.", 100), "ü\x00\xff", "https://u:p@h", "a\u200bb"} {
 		f.Add(seed)
 	}
-	cfg := Config{}.withDefaults()
 	f.Fuzz(func(t *testing.T, s string) {
-		// Every key yields a valid record name.
-		if name := cfg.RecordName(s); len(validation.IsDNS1123Subdomain(name)) > 0 {
-			t.Fatalf("record name %q of key %q is invalid", name, s)
-		}
-		// Every holder name yields a bounded identity and valid labels.
-		h := Holder{Kind: "CamundaCluster", Namespace: "ns", Name: s, UID: "0000"}
-		if id := h.Identity(128); len(id) > 128 {
-			t.Fatalf("identity of %q is %d bytes", s, len(id))
-		}
-		if v := LabelValue(s); len(validation.IsValidLabelValue(v)) > 0 {
-			t.Fatalf("label value %q of %q is invalid: %v", v, s, validation.IsValidLabelValue(v))
-		}
-		// Values made of label characters come out as earlier releases made
-		// them: records written then still match their holder's selector.
-		if onlyLabelChars(s) {
-			if v, old := LabelValue(s), strings.Trim(Bound(s, validation.LabelValueMaxLength), "-._"); v != old {
-				t.Fatalf("label value of %q changed from %q to %q", s, old, v)
-			}
-		}
 		// A valid key is free of invisible characters and credentials.
-		if ValidateKey(s) == nil {
-			for _, r := range s {
-				if unicode.Is(unicode.Cf, r) {
-					t.Fatalf("ValidateKey accepted %q, which has the format character %U", s, r)
-				}
-			}
-			if hasUserinfo(s) {
-				t.Fatalf("ValidateKey accepted %q, which has user info", s)
-			}
-			if !norm.NFC.IsNormalString(s) {
-				t.Fatalf("ValidateKey accepted %q, which is not NFC", s)
+		if ValidateKey(s) != nil {
+			return
+		}
+		for _, r := range s {
+			if unicode.Is(unicode.Cf, r) {
+				t.Fatalf("ValidateKey accepted %q, which has the format character %U", s, r)
 			}
 		}
-		// Annotations round-trip for every valid key.
-		if ValidateKey(s) == nil {
-			rec := Record{Key: s, Holder: h}
-			got, present, foreign := cfg.Annotations.Decode(s, cfg.Annotations.Encode(rec))
-			if !present || foreign != "" || got.Key != s || got.Holder.Name != s {
-				t.Fatalf("annotations of key %q do not round-trip: %+v present=%v foreign=%q", s, got, present, foreign)
-			}
+		if hasUserinfo(s) {
+			t.Fatalf("ValidateKey accepted %q, which has user info", s)
+		}
+		if !norm.NFC.IsNormalString(s) {
+			t.Fatalf("ValidateKey accepted %q, which is not NFC", s)
+		}
+		if !utf8.ValidString(s) || len(s) > MaxKeyLength {
+			t.Fatalf("ValidateKey accepted %q, which is invalid UTF-8 or too long", s)
 		}
 	})
-}
-
-// onlyLabelChars reports whether s is made of the characters label values
-// allow, the input earlier releases made valid label values of.
-func onlyLabelChars(s string) bool {
-	for _, r := range s {
-		if !isLabelChar(r) {
-			return false
-		}
-	}
-	return true
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocf-claim/claim/pkg/backends/memory"
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
 // A key normalizer that is deterministic but not idempotent: applying it twice
@@ -39,7 +40,7 @@ func TestKeysAreNormalizedExactlyOnce(t *testing.T) {
 	if held, err := c.Holds(ctx, "orders", self); err != nil || !held {
 		t.Errorf("Holds(raw key) = %t, %v; want true", held, err)
 	}
-	if _, err := c.Renew(ctx, "orders", self); err != nil {
+	if _, err := expiry.Renew(ctx, c, "orders", self); err != nil {
 		t.Errorf("Renew(raw key): %v", err)
 	}
 	if _, again, err := c.Acquire(ctx, "orders", self); err != nil || again.Reason != claim.ReasonHeld {

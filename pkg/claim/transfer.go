@@ -27,7 +27,7 @@ func (c *Claimer) Prepare(ctx context.Context, key string, self, successor Holde
 	if err != nil {
 		return Outcome{}, err
 	}
-	if err := successor.validate(); err != nil {
+	if err := validateHolder(successor); err != nil {
 		return Outcome{}, fmt.Errorf("preparing handover of claim %q: successor: %w", key, err)
 	}
 	if successor.Is(self) {
@@ -37,7 +37,7 @@ func (c *Claimer) Prepare(ctx context.Context, key string, self, successor Holde
 	if rec.Successor != nil && rec.Successor.Is(successor) {
 		return c.outcome(held), nil
 	}
-	next := rec.claimFields()
+	next := claimFields(rec)
 	next.Successor = &successor
 	got, err := c.write(ctx, rec, next)
 	if err != nil {
@@ -54,7 +54,7 @@ func (c *Claimer) Prepare(ctx context.Context, key string, self, successor Holde
 // the successor's grant (ReasonTakenOver, Previous self).
 //
 // It fails with ErrNotPrepared when no successor (or another holder) is
-// recorded, or when successor is self (Prepare never records self), and with an error wrapping ErrConflict when the record changed
+// recorded, or when successor is self (Prepare never records self), and with an error wrapping backends.ErrConflict when the record changed
 // between the read and the write; re-reading decides.
 func (c *Claimer) Commit(ctx context.Context, key string, self, successor Holder) (Outcome, error) {
 	key, err := c.NormalizeKey(key)
@@ -108,7 +108,7 @@ func (c *Claimer) Abort(ctx context.Context, key string, self Holder) error {
 	if rec.Successor == nil {
 		return nil
 	}
-	next := rec.claimFields()
+	next := claimFields(rec)
 	next.Successor = nil
 	if _, err := c.write(ctx, rec, next); err != nil {
 		return fmt.Errorf("aborting handover of claim %q: %w", key, err)
@@ -122,7 +122,7 @@ func (c *Claimer) readHeld(ctx context.Context, verb, key string, self Holder) (
 	if err != nil {
 		return "", Record{}, fmt.Errorf("%s claim: %w", verb, err)
 	}
-	if err := self.validate(); err != nil {
+	if err := validateHolder(self); err != nil {
 		return "", Record{}, fmt.Errorf("%s claim %q: %w", verb, key, err)
 	}
 	rec, err := c.backend.Get(ctx, key)
@@ -137,7 +137,7 @@ func (c *Claimer) readHeld(ctx context.Context, verb, key string, self Holder) (
 
 // granting returns the claim fields of a write that grants key to holder at
 // now. A grant is the holder's first renewal: it sets the renew marker
-// (RenewTime), so that a contender judging by [Expiry] sees a new grant even
+// (RenewTime), so that a contender judging by expiry (pkg/expiry) sees a new grant even
 // to the same holder, and the annotation backend, which stores no acquire
 // time, records one.
 func granting(key string, holder Holder, now time.Time) Record {
@@ -146,7 +146,7 @@ func granting(key string, holder Holder, now time.Time) Record {
 
 // claimFields returns the claim fields of rec, for a write that keeps the
 // grant: the token is passed on so the grant keeps it.
-func (r Record) claimFields() Record {
+func claimFields(r Record) Record {
 	return Record{
 		Key: r.Key, Holder: r.Holder, Successor: r.Successor, Token: r.Token,
 		AcquireTime: r.AcquireTime, RenewTime: r.RenewTime, Transitions: r.Transitions, Set: r.Set,

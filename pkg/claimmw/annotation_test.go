@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/annotation"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -31,7 +32,7 @@ func TestAnAnnotationRecordErasedByAnotherWriterIsNoticedAtOnce(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cm.Annotations[claim.DefaultHolderUIDAnnotation]; !ok {
+	if _, ok := cm.Annotations[backends.DefaultHolderUIDAnnotation]; !ok {
 		t.Fatalf("the storage object carries no record: %v", cm.Annotations)
 	}
 	cm.Annotations = map[string]string{"team": "storage"}

@@ -35,11 +35,13 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
 	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/expiry"
 	"github.com/ocf-claim/claim/pkg/finalizer"
 )
 
@@ -68,7 +70,7 @@ func (f *fixture) atkLease(t *testing.T, key string) *coordinationv1.Lease {
 		t.Fatal(err)
 	}
 	l := &coordinationv1.Lease{}
-	name := f.mw.Claimer().Config().RecordName(norm)
+	name := f.mw.Claimer().Config().NameFunc(norm)
 	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, l); err != nil {
 		t.Fatalf("reading the Lease of %q: %v", key, err)
 	}
@@ -88,7 +90,7 @@ func (f *fixture) atkIntruder(t *testing.T) (*claim.Claimer, claim.Holder) {
 	}
 	dead := claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })
 	cfg := f.mw.Claimer().Config()
-	cl, err := lease.NewClaimer(env.APIReader, c, claim.Config{Namespace: f.ns, Set: cfg.Set, Normalize: cfg.Normalize}, claim.WithLiveness(dead))
+	cl, err := claim.New(env.APIReader, c, claim.Config{Namespace: f.ns, Set: cfg.Set, Normalize: cfg.Normalize}, claim.WithLiveness(dead))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +200,7 @@ func TestAttackARecordWithoutItsHolderLabelIsStillReleasedWhenNoLongerNamed(t *t
 	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
 	// And someone removed the holder-uid label from k's Lease
 	l := f.atkLease(t, "k")
-	delete(l.Labels, claim.DefaultHolderUIDLabel)
+	delete(l.Labels, backends.DefaultHolderUIDLabel)
 	if err := direct(t).Update(ctx, l); err != nil {
 		t.Fatal(err)
 	}
@@ -534,7 +536,7 @@ func (a *atkActors) hook(block func(name string, c call) bool, entered chan<- st
 func (f *fixture) atkStripHolderLabel(t *testing.T, key string) {
 	t.Helper()
 	l := f.atkLease(t, key)
-	delete(l.Labels, claim.DefaultHolderUIDLabel)
+	delete(l.Labels, backends.DefaultHolderUIDLabel)
 	if err := direct(t).Update(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
@@ -615,7 +617,7 @@ func TestAttackARecordWithoutASetIsNotReleasedByTheOtherMiddlewareOfItsHolder(t 
 	// When network/k's record is as a version without sets wrote it
 	l := nw.atkLease(t, "network/k")
 	uid := l.UID
-	delete(l.Annotations, claim.DefaultSetAnnotation)
+	delete(l.Annotations, backends.DefaultSetAnnotation)
 	if err := direct(t).Update(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
@@ -682,15 +684,15 @@ func TestAttackRenewalsKeepAKeyUnderANonIdempotentNormalizer(t *testing.T) {
 		deadline = 20 * time.Second
 	)
 	clk := testingclock.NewFakeClock(time.Now())
-	expiry, err := claim.NewExpiry(duration, clk)
+	exp, err := expiry.New(duration, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tenant := func(k string) (string, error) { return "tenant-a/" + k, nil }
 	f := start(t, setup{
 		claimCfg:  &claim.Config{Normalize: tenant},
-		opts:      []claimmw.Option{claimmw.WithRenewal(claim.KeeperConfig{Duration: duration, RenewEvery: every, RenewDeadline: deadline, Clock: clk})},
-		claimOpts: []claim.Option{claim.WithLiveness(expiry), claim.WithClock(clk)},
+		opts:      []claimmw.Option{claimmw.WithRenewal(expiry.KeeperConfig{Duration: duration, RenewEvery: every, RenewDeadline: deadline, Clock: clk})},
+		claimOpts: []claim.Option{claim.WithLiveness(exp), claim.WithClock(clk)},
 	})
 	// Given a holds k and b waits for it
 	f.createWidget(t, "a", "k")

@@ -25,6 +25,7 @@ import (
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/expiry"
 	"github.com/ocf-claim/claim/pkg/fence"
 )
 
@@ -46,7 +47,7 @@ func ExampleWrap() {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&coordinationv1.Lease{}: lease.CacheByObject(claimCfg), // only the claim records
+			&coordinationv1.Lease{}: lease.CacheByObject(claimCfg.Namespace, claimCfg.Labels), // only the claim records
 		}},
 	})
 	if err != nil {
@@ -61,7 +62,6 @@ func ExampleWrap() {
 		claimmw.FromManager(mgr), // client, uncached API reader, event recorder
 		claimmw.For(&v1alpha1.CamundaCluster{}),
 		claimmw.WithClaim(claimCfg,
-			claim.WithBackend(lease.Backend),
 			claim.WithHandoverGate(gate),
 		),
 		claimmw.WithKeys(func(ctx context.Context, obj client.Object) ([]string, error) {
@@ -299,7 +299,7 @@ func ExampleWithHandover() {
 	mw, err := claimmw.Wrap(&ClusterReconciler{Client: mgr.GetClient()},
 		claimmw.FromManager(mgr),
 		claimmw.For(&v1alpha1.CamundaCluster{}),
-		claimmw.WithClaim(claim.Config{Namespace: "camunda-system"}, claim.WithBackend(lease.Backend)),
+		claimmw.WithClaim(claim.Config{Namespace: "camunda-system"}),
 		claimmw.WithKeys(func(ctx context.Context, obj client.Object) ([]string, error) {
 			return []string{storageKey(obj.(*v1alpha1.CamundaCluster))}, nil
 		}),
@@ -327,7 +327,7 @@ func ExampleWithRenewal() {
 	cfg := claim.Config{Namespace: "camunda-system"}
 
 	clk := clock.RealClock{}
-	expiry, err := claim.NewExpiry(30*time.Second, clk)
+	exp, err := expiry.New(30*time.Second, clk)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -337,8 +337,8 @@ func ExampleWithRenewal() {
 		claimmw.WithKeys(func(ctx context.Context, obj client.Object) ([]string, error) {
 			return []string{storageKey(obj.(*v1alpha1.CamundaCluster))}, nil
 		}),
-		claimmw.WithClaim(cfg, claim.WithBackend(lease.Backend), claim.WithLiveness(expiry)),
-		claimmw.WithRenewal(claim.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk}),
+		claimmw.WithClaim(cfg, claim.WithLiveness(exp)),
+		claimmw.WithRenewal(expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk}),
 	)
 	if err != nil {
 		log.Fatal(err)

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -123,7 +124,7 @@ func (w *writes) failsRenewal(obj client.Object) bool {
 	if _, isLease := obj.(*coordinationv1.Lease); !isLease || uid == "" {
 		return false
 	}
-	if obj.GetAnnotations()[claim.DefaultHolderUIDAnnotation] != string(uid) {
+	if obj.GetAnnotations()[backends.DefaultHolderUIDAnnotation] != string(uid) {
 		return false
 	}
 	w.failedRenewals.Add(1)
@@ -347,7 +348,7 @@ func (f *fixture) waitForReason(t *testing.T, name string, reason conditions.Rea
 
 func (f *fixture) leaseExists(t *testing.T, key string) bool {
 	t.Helper()
-	name := f.mw.Claimer().Config().RecordName(key)
+	name := f.mw.Claimer().Config().NameFunc(key)
 	err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, &coordinationv1.Lease{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Fatalf("reading Lease of %q: %v", key, err)

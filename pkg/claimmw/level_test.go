@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -44,7 +45,7 @@ func (f *fixture) setKeys(t *testing.T, name string, keys ...string) {
 func (f *fixture) deleteLease(t *testing.T, key string) {
 	t.Helper()
 	l := &coordinationv1.Lease{}
-	name := f.mw.Claimer().Config().RecordName(key)
+	name := f.mw.Claimer().Config().NameFunc(key)
 	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, l); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestAHolderThatLosesItsKeyIsToldByAnEventAndItsInnerPassRunsParked(t *testi
 	before := len(f.inner.callsOf("alpha"))
 	// When another replica judging alpha expired takes k over for the
 	// parked object other (a takeover
-	// fenced on the Lease's version, as claim.Expiry would allow)
+	// fenced on the Lease's version, as expiry.Liveness would allow)
 	other := f.createWidget(t, "other", "k")
 	f.waitForReason(t, "other", conditions.ReasonParked, 10*time.Second)
 	otherHolder, err := f.mw.Claimer().HolderOf(other)
@@ -370,7 +371,7 @@ func TestTwoMiddlewaresOnOneKindNeverReleaseEachOthersRecords(t *testing.T) {
 			claimmw.For(&testcrd.Widget{}),
 			claimmw.WithName(name),
 			claimmw.WithConditionType(conditions.Type(strings.ToUpper(name[:1])+name[1:]+"Claimed")),
-			claimmw.WithFinalizer(finalizer.Name(claim.Domain+"/release-"+name)),
+			claimmw.WithFinalizer(finalizer.Name(backends.Domain+"/release-"+name)),
 			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
 			claimmw.WithKeys(keys),
 			claimmw.WithRequeue(time.Hour, time.Hour),
@@ -422,7 +423,7 @@ func TestTwoMiddlewaresOnOneKindNeverReleaseEachOthersRecords(t *testing.T) {
 		}
 		for _, name := range []string{"storage", "realm"} {
 			l := &coordinationv1.Lease{}
-			key := client.ObjectKey{Namespace: ns, Name: mws[name].Claimer().Config().RecordName(name + "-k")}
+			key := client.ObjectKey{Namespace: ns, Name: mws[name].Claimer().Config().NameFunc(name + "-k")}
 			if err := env.APIReader.Get(context.Background(), key, l); err != nil {
 				return false, fmt.Sprintf("Lease of %s-k: %v", name, err)
 			}
@@ -435,7 +436,7 @@ func TestTwoMiddlewaresOnOneKindNeverReleaseEachOthersRecords(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	for _, name := range []string{"storage", "realm"} {
 		l := &coordinationv1.Lease{}
-		key := client.ObjectKey{Namespace: ns, Name: mws[name].Claimer().Config().RecordName(name + "-k")}
+		key := client.ObjectKey{Namespace: ns, Name: mws[name].Claimer().Config().NameFunc(name + "-k")}
 		if err := env.APIReader.Get(context.Background(), key, l); err != nil {
 			t.Fatalf("Lease of %s-k: %v", name, err)
 		}

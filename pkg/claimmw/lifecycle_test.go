@@ -279,7 +279,7 @@ func TestAForeignRecordBlocksUntilAPersonRemovesIt(t *testing.T) {
 	ctx := context.Background()
 	c := direct(t)
 	// Given a Lease under k's record name that the claim did not write
-	foreign := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.mw.Claimer().Config().RecordName("k")}}
+	foreign := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.mw.Claimer().Config().NameFunc("k")}}
 	if err := c.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/conditions"
 	"github.com/ocf-claim/claim/pkg/finalizer"
@@ -115,7 +116,7 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 			// Two middlewares for one kind have different names (their key
 			// indexes would collide otherwise), so the name keeps their
 			// records apart.
-			cfg.Set = claim.LabelValue(c.name)
+			cfg.Set = backends.LabelValue(c.name)
 		}
 		opts := slices.Clip(c.claimOpts)
 		if c.fairness {

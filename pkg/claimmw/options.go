@@ -16,8 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/expiry"
 	"github.com/ocf-claim/claim/pkg/finalizer"
 )
 
@@ -25,7 +27,7 @@ import (
 const (
 	// DefaultFinalizer is the finalizer the middleware puts on every object
 	// that names a key, so that deleting it releases its claims.
-	DefaultFinalizer finalizer.Name = claim.Domain + "/release"
+	DefaultFinalizer finalizer.Name = backends.Domain + "/release"
 	// DefaultParkedRequeue is how long a parked object (Parked, NotFirst,
 	// Foreign, InvalidKey) waits before it is reconciled again when no
 	// claim event wakes it earlier.
@@ -105,7 +107,7 @@ type config struct {
 	metrics       bool
 	name          string
 	handover      HandoverFunc
-	renewal       *claim.KeeperConfig
+	renewal       *expiry.KeeperConfig
 	manager       manager.Manager
 	maxKeys       int
 	disclosure    Disclosure
@@ -223,18 +225,18 @@ func WithHandover(f HandoverFunc) Option { return func(c *config) { c.handover =
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithRenewal keeps time-based claims alive: after a key is granted, a
-// claim.Keeper renews its record every cfg.RenewEvery until the object
+// expiry.Keeper renews its record every cfg.RenewEvery until the object
 // releases the key, is deleted, hands the key over or loses it (one goroutine
-// per held key). Contenders judge the holder by claim.NewExpiry with
+// per held key). Contenders judge the holder by expiry.New with
 // cfg.Duration (pass it with claim.WithLiveness to [WithClaim]).
 //
 // The inner reconciler's context is cancelled as soon as the hold of any key
 // of its pass ends: when cfg.RenewDeadline passed without a successful
-// renewal (the cause wraps claim.ErrRenewDeadline), or when a renewal found
+// renewal (the cause wraps expiry.ErrRenewDeadline), or when a renewal found
 // the claim lost (claim.ErrNotHolder). Stop acting when it is. The next pass
 // acquires again: a key still recorded for the object is renewed once (a
 // write conditional on the record) before it is held again.
-func WithRenewal(cfg claim.KeeperConfig) Option {
+func WithRenewal(cfg expiry.KeeperConfig) Option {
 	return func(c *config) { c.renewal = &cfg }
 }
 

@@ -11,18 +11,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
 // errStopped is the cause of a hold asked for after the middleware stopped.
 var errStopped = errors.New("claim middleware stopped; no claim is renewed any more")
 
-// renewals keeps one claim.Keeper hold running per (object, key) the
+// renewals keeps one expiry.Keeper hold running per (object, key) the
 // middleware granted, when [WithRenewal] is set: the holds renew the records
-// between passes, so that contenders judging by claim.Expiry see the holder
+// between passes, so that contenders judging by expiry.Liveness see the holder
 // alive, and their contexts end when a renewal misses its deadline or finds
 // the claim lost. A nil *renewals keeps nothing and guards nothing.
 type renewals struct {
-	keeper  *claim.Keeper
+	keeper  *expiry.Keeper
 	claimer *claim.Claimer
 
 	mu     sync.Mutex
@@ -41,8 +42,8 @@ type hold struct {
 	stop func()
 }
 
-func newRenewals(c *claim.Claimer, cfg claim.KeeperConfig) (*renewals, error) {
-	k, err := claim.NewKeeper(c, cfg)
+func newRenewals(c *claim.Claimer, cfg expiry.KeeperConfig) (*renewals, error) {
+	k, err := expiry.NewKeeper(c, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func (r *renewals) ensure(ctx context.Context, obj types.NamespacedName, self cl
 			log.FromContext(ctx).Info("claim hold ended; holding again", "claimKey", o.Key, "cause", context.Cause(h.ctx).Error())
 		}
 		if o.Reason == claim.ReasonHeld {
-			renewed, err := r.claimer.Renew(ctx, g.raw, self)
+			renewed, err := expiry.Renew(ctx, r.claimer, g.raw, self)
 			if err != nil {
 				r.drop(hk)
 				return nil, fmt.Errorf("renewing claim %q before holding it again: %w", o.Key, err)
@@ -158,7 +159,7 @@ func (r *renewals) close() {
 
 // guard returns a context for the inner reconciler that is cancelled as
 // soon as any of holds ends, with a cause naming the key and wrapping the
-// hold's cause (claim.ErrRenewDeadline, or claim.ErrNotHolder). release must
+// hold's cause (expiry.ErrRenewDeadline, or claim.ErrNotHolder). release must
 // be called when the inner pass returned.
 func guard(ctx context.Context, holds map[string]context.Context) (context.Context, func()) {
 	if len(holds) == 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
 func TestAHolderThatCannotRenewStopsActingAndAnExpiryContenderWaitsTheWholeDuration(t *testing.T) {
@@ -23,16 +24,16 @@ func TestAHolderThatCannotRenewStopsActingAndAnExpiryContenderWaitsTheWholeDurat
 		deadline = 20 * time.Second
 	)
 	clk := testingclock.NewFakeClock(time.Now())
-	expiry, err := claim.NewExpiry(duration, clk)
+	exp, err := expiry.New(duration, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := start(t, setup{
 		opts: []claimmw.Option{
-			claimmw.WithRenewal(claim.KeeperConfig{Duration: duration, RenewEvery: every, RenewDeadline: deadline, Clock: clk}),
+			claimmw.WithRenewal(expiry.KeeperConfig{Duration: duration, RenewEvery: every, RenewDeadline: deadline, Clock: clk}),
 			claimmw.WhileParked(claimmw.RunInnerWhileParked), // each parked pass of b is visible
 		},
-		claimOpts: []claim.Option{claim.WithLiveness(expiry), claim.WithClock(clk)},
+		claimOpts: []claim.Option{claim.WithLiveness(exp), claim.WithClock(clk)},
 		workers:   2, // a's pass blocks one worker
 	})
 	// Given a holds k on time-based liveness, and its inner pass acts until
@@ -94,8 +95,8 @@ func TestAHolderThatCannotRenewStopsActingAndAnExpiryContenderWaitsTheWholeDurat
 	case <-time.After(wakeWithin):
 		t.Fatal("a's pass was not cancelled after its renew deadline")
 	}
-	if cause := context.Cause(pass); !errors.Is(cause, claim.ErrRenewDeadline) {
-		t.Errorf("a's pass ended with %v, want claim.ErrRenewDeadline", cause)
+	if cause := context.Cause(pass); !errors.Is(cause, expiry.ErrRenewDeadline) {
+		t.Errorf("a's pass ended with %v, want expiry.ErrRenewDeadline", cause)
 	}
 	// And b, asked again before the lease duration, is still parked
 	seen = bPasses()

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
@@ -31,19 +31,19 @@ import (
 const (
 	// IndexKeysPrefix indexes objects by the normalized claim keys they
 	// name.
-	IndexKeysPrefix = claim.Domain + "/keys."
+	IndexKeysPrefix = backends.Domain + "/keys."
 	// IndexRecordsPrefix indexes objects by the record names of the keys
 	// they name, so that a record without a readable key (a foreign record
 	// where a key's record belongs) still finds the objects it blocks.
-	IndexRecordsPrefix = claim.Domain + "/records."
+	IndexRecordsPrefix = backends.Domain + "/records."
 	// IndexFinalizerPrefix and IndexConditionPrefix name empty indexes
 	// that reserve a finalizer and a condition type for one middleware of
 	// a kind.
-	IndexFinalizerPrefix = claim.Domain + "/finalizer."
-	IndexConditionPrefix = claim.Domain + "/condition."
+	IndexFinalizerPrefix = backends.Domain + "/finalizer."
+	IndexConditionPrefix = backends.Domain + "/condition."
 	// IndexWaitingPrefix indexes objects whose claim condition is
 	// WaitingForHandover, under the value "true".
-	IndexWaitingPrefix = claim.Domain + "/waiting-for-handover."
+	IndexWaitingPrefix = backends.Domain + "/waiting-for-handover."
 )
 
 func (m *Middleware) keysIndex() string    { return IndexKeysPrefix + m.cfg.name }
@@ -135,7 +135,7 @@ func (m *Middleware) indexRecords(obj client.Object) []string {
 	keys := m.indexKeys(obj)
 	cfg := m.claimer.Config()
 	for i, k := range keys {
-		keys[i] = cfg.RecordName(k)
+		keys[i] = cfg.NameFunc(k)
 	}
 	return keys
 }

@@ -13,12 +13,13 @@ import (
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
 func TestWrapReportsEveryConfigurationProblemAtOnce(t *testing.T) {
 	noop := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })
 	keys := claimmw.WithKeys(func(context.Context, client.Object) ([]string, error) { return nil, nil })
-	claimer, err := lease.NewClaimer(env.APIReader, env.Client, claim.Config{Namespace: "claims"})
+	claimer, err := claim.New(env.APIReader, env.Client, claim.Config{Namespace: "claims"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestWrapReportsEveryConfigurationProblemAtOnce(t *testing.T) {
 			name:  "given renewal timings out of order then they are refused",
 			inner: noop,
 			opts: []claimmw.Option{claimmw.For(&testcrd.Widget{}), claimmw.WithClient(env.Client), keys, claimmw.WithClaimer(claimer),
-				claimmw.WithRenewal(claim.KeeperConfig{Duration: time.Second, RenewEvery: 2 * time.Second, RenewDeadline: time.Second})},
+				claimmw.WithRenewal(expiry.KeeperConfig{Duration: time.Second, RenewEvery: 2 * time.Second, RenewDeadline: time.Second})},
 			want: []string{"RenewEvery", "RenewDeadline"},
 		},
 	} {
@@ -93,7 +94,7 @@ func TestWrapReportsEveryConfigurationProblemAtOnce(t *testing.T) {
 
 func TestWrapAcceptsAWidget(t *testing.T) {
 	// Given the minimal options
-	claimer, err := lease.NewClaimer(env.APIReader, env.Client, claim.Config{Namespace: "claims"})
+	claimer, err := claim.New(env.APIReader, env.Client, claim.Config{Namespace: "claims"})
 	if err != nil {
 		t.Fatal(err)
 	}

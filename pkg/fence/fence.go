@@ -13,12 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
 // AnnotationPrefix starts the name of every stamp annotation. The fenced
 // client owns every annotation under it.
-const AnnotationPrefix = "fence." + claim.Domain + "/"
+const AnnotationPrefix = "fence." + backends.Domain + "/"
 
 // hashChars is how many hex characters of sha256(key) name a key's stamp.
 const hashChars = 16
@@ -161,7 +162,7 @@ func New(c client.Client, reader client.Reader, grants ...Grant) (*Client, error
 			errs = append(errs, fmt.Errorf("grant %d: key %q given twice", i, g.Key))
 		}
 		seen[g.Key] = true
-		if _, err := claim.ParseToken(g.Token.String()); err != nil {
+		if _, err := backends.ParseToken(g.Token.String()); err != nil {
 			errs = append(errs, fmt.Errorf("grant %d of key %q: %w", i, g.Key, err))
 		}
 		names[AnnotationFor(g.Key)] = true
@@ -194,7 +195,7 @@ func check(t target, annotations map[string]string, grants []Grant) error {
 		if !ok {
 			continue
 		}
-		stamp, err := claim.ParseToken(value)
+		stamp, err := backends.ParseToken(value)
 		if err != nil {
 			return &MalformedStampError{Op: t.op, Kind: t.kind, Object: t.ref, Key: g.Key, Annotation: name, Value: value, Err: err}
 		}

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/ocf-claim/claim/envtest"
-	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/fence"
 )
@@ -62,7 +61,7 @@ func takeover(t *testing.T, ns, k string) (stale, current fence.Grant) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := lease.NewClaimer(env.APIReader, writer, claim.Config{Namespace: ns})
+	c, err := claim.New(env.APIReader, writer, claim.Config{Namespace: ns})
 	if err != nil {
 		t.Fatalf("lease.NewClaimer: %v", err)
 	}

@@ -107,10 +107,11 @@ func ClaimConfig(namespace string) claim.Config {
 // cluster.
 func CacheOptions(claimNamespace string) cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
+	claimCfg := ClaimConfig(claimNamespace)
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		// Claim Leases only: the manager's own leader-election Lease may
 		// live in the same namespace and changes every few seconds.
-		&coordinationv1.Lease{}: lease.CacheByObject(ClaimConfig(claimNamespace)),
+		&coordinationv1.Lease{}: lease.CacheByObject(claimCfg.Namespace, claimCfg.Labels),
 		&corev1.Pod{}:           {Label: managed},
 		&appsv1.StatefulSet{}:   {Label: managed},
 	}}
@@ -130,7 +131,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		claimmw.For(&v1alpha1.CamundaCluster{}),
 		claimmw.WithName(Name),
 		claimmw.WithClaim(ClaimConfig(r.ClaimNamespace),
-			claim.WithBackend(lease.Backend),
 			claim.WithLiveness(clusterAlive(r.reader)),
 			claim.WithHandoverGate(claimmw.PodsGone(r.reader, PodsOfKey)),
 		),

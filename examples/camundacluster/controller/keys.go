@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/ocf-claim/claim/examples/camundacluster/api/v1alpha1"
-	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/backends"
 )
 
 // Storage types a CamundaCluster may name in spec.secondaryStorage, and the
@@ -173,7 +173,7 @@ func hostPort(namespace string, u *url.URL, defaultPort int) string {
 
 // KeyHash is the label value that marks a workload as using key: the first
 // 40 hex characters of sha256(key). Keys themselves do not fit in labels.
-func KeyHash(key string) string { return claim.HashName("", key) }
+func KeyHash(key string) string { return backends.HashName("", key) }
 
 // redact replaces the user info of a reference (everything between its
 // scheme or type and the last '@') with REDACTED, so that no error, and so

@@ -30,7 +30,7 @@ import (
 
 	"github.com/ocf-claim/claim/examples/camundacluster/api/v1alpha1"
 	"github.com/ocf-claim/claim/examples/camundacluster/controller"
-	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -204,7 +204,7 @@ func alphaDeleted(ctx context.Context, w *World) error {
 		if err != nil {
 			return false, err.Error(), nil //nolint:nilerr // not there yet: report what was seen and keep waiting
 		}
-		if uid := l.Annotations[claim.DefaultHolderUIDAnnotation]; uid != string(cc.UID) {
+		if uid := l.Annotations[backends.DefaultHolderUIDAnnotation]; uid != string(cc.UID) {
 			return false, fmt.Sprintf("the Lease names holder UID %s, alpha is %s", uid, cc.UID), nil
 		}
 		return true, "", nil
@@ -458,11 +458,11 @@ func (w *World) storageLease(ctx context.Context) (*coordinationv1.Lease, error)
 	}
 	// The Claimer fills in the defaults of the operator's claim config,
 	// among them the naming of Leases.
-	cl, err := lease.NewClaimer(w.Client, w.Client, controller.ClaimConfig(w.ClaimNamespace))
+	cl, err := claim.New(w.Client, w.Client, controller.ClaimConfig(w.ClaimNamespace))
 	if err != nil {
 		return nil, err
 	}
-	name := cl.Config().RecordName(key)
+	name := cl.Config().NameFunc(key)
 	l := &coordinationv1.Lease{}
 	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: w.ClaimNamespace, Name: name}, l); err != nil {
 		return nil, fmt.Errorf("reading the Lease of %q: %w", key, err)

@@ -88,8 +88,9 @@ func ClaimConfig(namespace string) claim.Config {
 // its claim Leases in claimNamespace and its own ConfigMaps. Without it,
 // watching Leases and ConfigMaps caches every one of the cluster.
 func CacheOptions(claimNamespace string) cache.Options {
+	claimCfg := ClaimConfig(claimNamespace)
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&coordinationv1.Lease{}: lease.CacheByObject(ClaimConfig(claimNamespace)),
+		&coordinationv1.Lease{}: lease.CacheByObject(claimCfg.Namespace, claimCfg.Labels),
 		&corev1.ConfigMap{}:     {Label: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})},
 	}}
 }
@@ -108,7 +109,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		claimmw.For(&v1alpha1.Database{}), // GetStatusConditions: no reflection
 		claimmw.WithName(Name),
 		claimmw.WithClaim(ClaimConfig(r.ClaimNamespace),
-			claim.WithBackend(lease.Backend),
 			// The holder is alive while its Database exists with its UID.
 			claim.WithLiveness(claim.HolderExistsAs(r.apiReader, &v1alpha1.Database{})),
 		),

@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocf-claim/claim/examples/ports/internal/portapi"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 )
@@ -66,7 +67,7 @@ func Key(namespace, cluster string) string { return namespace + "/" + cluster }
 func Config() claim.Config {
 	return claim.Config{
 		Prefix: LeasePrefix,
-		Annotations: claim.Annotations{
+		Annotations: backends.Annotations{
 			Key:             KeyAnnotation,
 			HolderKind:      HolderKindAnnotation,
 			HolderNamespace: HolderNamespaceAnnotation,

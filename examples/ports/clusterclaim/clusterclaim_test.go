@@ -20,7 +20,7 @@ import (
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/ports/clusterclaim"
 	"github.com/ocf-claim/claim/examples/ports/internal/portapi"
-	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -132,7 +132,7 @@ func (f *fixture) reconcile(t *testing.T, obj client.Object) (reconcile.Result, 
 func (f *fixture) lease(t *testing.T) (*coordinationv1.Lease, bool) {
 	t.Helper()
 	var l coordinationv1.Lease
-	ref := types.NamespacedName{Namespace: f.ns, Name: claim.HashName(clusterclaim.LeasePrefix, f.key())}
+	ref := types.NamespacedName{Namespace: f.ns, Name: backends.HashName(clusterclaim.LeasePrefix, f.key())}
 	err := env.APIReader.Get(context.Background(), ref, &l)
 	if apierrors.IsNotFound(err) {
 		return nil, false
@@ -151,7 +151,7 @@ func (f *fixture) legacyLease(t *testing.T, kind, name string, uid types.UID) *c
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: f.ns,
-			Name:      claim.HashName(clusterclaim.LeasePrefix, f.key()),
+			Name:      backends.HashName(clusterclaim.LeasePrefix, f.key()),
 			Labels:    map[string]string{clusterclaim.HolderUIDLabel: string(uid)},
 			Annotations: map[string]string{
 				clusterclaim.KeyAnnotation:             f.key(),

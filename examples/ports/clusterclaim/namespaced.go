@@ -6,31 +6,32 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
-// LeasesInKeyNamespace is a claim.BackendFactory that keeps each key's Lease
+// LeasesInKeyNamespace is a backends.Factory that keeps each key's Lease
 // in the namespace the key starts with (Config.Normalize checked it), where
 // the hand-written claim kept it: the Lease backend, one namespace per call.
 // A holder's sweep lists its own namespace, which is its clusters'.
-func LeasesInKeyNamespace(reader client.Reader, writer client.Client, cfg claim.Config) (claim.Backend, error) {
+func LeasesInKeyNamespace(reader client.Reader, writer client.Client, cfg backends.Config) (backends.Backend, error) {
 	return leasesInKeyNamespace{reader: reader, writer: writer, cfg: cfg}, nil
 }
 
 type leasesInKeyNamespace struct {
 	reader client.Reader
 	writer client.Client
-	cfg    claim.Config
+	cfg    backends.Config
 }
 
-func (b leasesInKeyNamespace) in(namespace string) (claim.Backend, error) {
+func (b leasesInKeyNamespace) in(namespace string) (backends.Backend, error) {
 	cfg := b.cfg
 	cfg.Namespace = namespace
 	return lease.Backend(b.reader, b.writer, cfg)
 }
 
-func (b leasesInKeyNamespace) of(key string) (claim.Backend, error) {
+func (b leasesInKeyNamespace) of(key string) (backends.Backend, error) {
 	namespace, _, _ := strings.Cut(key, "/")
 	return b.in(namespace)
 }

@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocf-claim/claim/examples/ports/internal/portapi"
-	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 )
@@ -61,7 +61,7 @@ func Config(operatorNamespace string) claim.Config {
 	return claim.Config{
 		Namespace: operatorNamespace,
 		Prefix:    LeasePrefix,
-		Annotations: claim.Annotations{
+		Annotations: backends.Annotations{
 			Key:             KeyAnnotation,
 			HolderNamespace: HolderNamespaceAnnotation,
 			HolderName:      HolderNameAnnotation,
@@ -98,7 +98,6 @@ func Options(operatorNamespace string, cached, apiReader client.Reader) []claimm
 	return []claimmw.Option{
 		claimmw.For(&portapi.Database{}),
 		claimmw.WithClaim(Config(operatorNamespace),
-			claim.WithBackend(lease.Backend),
 			// The hand-written Leases name no kind, so the liveness reads
 			// Databases whatever the record says.
 			claim.WithLiveness(claim.HolderExistsAs(apiReader, &portapi.Database{})),

@@ -23,7 +23,7 @@ import (
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/ports/databaseclaim"
 	"github.com/ocf-claim/claim/examples/ports/internal/portapi"
-	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -129,7 +129,7 @@ func (f *fixture) rename(t *testing.T, db *portapi.Database, database string) {
 func (f *fixture) lease(t *testing.T, key string) (*coordinationv1.Lease, bool) {
 	t.Helper()
 	var l coordinationv1.Lease
-	name := claim.HashName(databaseclaim.LeasePrefix, key)
+	name := backends.HashName(databaseclaim.LeasePrefix, key)
 	err := env.APIReader.Get(context.Background(), types.NamespacedName{Namespace: f.opNS, Name: name}, &l)
 	if apierrors.IsNotFound(err) {
 		return nil, false
@@ -147,7 +147,7 @@ func (f *fixture) legacyLease(t *testing.T, key string, holder *portapi.Database
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: f.opNS,
-			Name:      claim.HashName(databaseclaim.LeasePrefix, key),
+			Name:      backends.HashName(databaseclaim.LeasePrefix, key),
 			Labels:    map[string]string{databaseclaim.HolderNameLabel: holder.Name},
 			Annotations: map[string]string{
 				databaseclaim.KeyAnnotation:             key,

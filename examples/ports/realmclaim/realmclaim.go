@@ -36,13 +36,12 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/examples/ports/internal/portapi"
-	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 )
@@ -119,7 +118,7 @@ func Config(operatorNamespace string) claim.Config {
 		Namespace: operatorNamespace,
 		Prefix:    LeasePrefix,
 		Normalize: NormalizeKey,
-		Annotations: claim.Annotations{
+		Annotations: backends.Annotations{
 			Key:             KeyAnnotation,
 			HolderNamespace: HolderNamespaceAnnotation,
 			HolderName:      HolderNameAnnotation,
@@ -143,7 +142,7 @@ type Reconciler struct {
 // go that it still writes. opts are further claimmw options, such as an
 // event recorder.
 func Wrap(inner reconcile.Reconciler, operatorNamespace string, cl client.Client, apiReader client.Reader, opts ...claimmw.Option) (*Reconciler, error) {
-	claimer, err := lease.NewClaimer(apiReader, cl, Config(operatorNamespace),
+	claimer, err := claim.New(apiReader, cl, Config(operatorNamespace),
 		claim.WithLiveness(claim.HolderExistsAs(apiReader, &portapi.IdentityPlane{})),
 		claim.WithMessages(Message),
 	)
@@ -291,19 +290,15 @@ func (k keeper) written(ctx context.Context, plane *portapi.IdentityPlane) (keys
 	return keys, unnamed, nil
 }
 
-// held returns the keys of every Lease self holds.
+// held returns the keys of every claim self holds, read uncached.
 func (k keeper) held(ctx context.Context, self claim.Holder) ([]string, error) {
-	cfg := k.claimer.Config()
-	var leases coordinationv1.LeaseList
-	if err := k.reader.List(ctx, &leases, client.InNamespace(cfg.Namespace), client.MatchingLabels(cfg.SelectorLabels(self))); err != nil {
-		return nil, fmt.Errorf("listing the realm Leases of %s: %w", self, err)
+	recs, err := k.claimer.Holdings(ctx, self)
+	if err != nil {
+		return nil, fmt.Errorf("listing the realm claims of %s: %w", self, err)
 	}
-	var keys []string
-	for i := range leases.Items {
-		rec := lease.Decode(cfg, leases.Items[i].Annotations[cfg.Annotations.Key], &leases.Items[i])
-		if rec.Ours() && rec.Holder.Is(self) {
-			keys = append(keys, rec.Key)
-		}
+	keys := make([]string, 0, len(recs))
+	for _, rec := range recs {
+		keys = append(keys, rec.Key)
 	}
 	return keys, nil
 }

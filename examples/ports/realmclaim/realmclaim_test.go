@@ -24,7 +24,7 @@ import (
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/ports/internal/portapi"
 	"github.com/ocf-claim/claim/examples/ports/realmclaim"
-	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -160,7 +160,7 @@ func (f *fixture) lease(t *testing.T, url, realm string) (*coordinationv1.Lease,
 		t.Fatal(err)
 	}
 	var l coordinationv1.Lease
-	err = env.APIReader.Get(context.Background(), types.NamespacedName{Namespace: f.opNS, Name: claim.HashName(realmclaim.LeasePrefix, key)}, &l)
+	err = env.APIReader.Get(context.Background(), types.NamespacedName{Namespace: f.opNS, Name: backends.HashName(realmclaim.LeasePrefix, key)}, &l)
 	if apierrors.IsNotFound(err) {
 		return nil, false
 	}
@@ -176,7 +176,7 @@ func (f *fixture) legacyLease(t *testing.T, key string, holder *portapi.Identity
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: f.opNS,
-			Name:      claim.HashName(realmclaim.LeasePrefix, key),
+			Name:      backends.HashName(realmclaim.LeasePrefix, key),
 			Labels:    map[string]string{realmclaim.HolderUIDLabel: string(holder.UID)},
 			Annotations: map[string]string{
 				realmclaim.KeyAnnotation:             key,

@@ -1,7 +1,7 @@
 // Package annotation stores claim records on the claimed object itself: the
-// record of a key is a set of annotations (claim.Annotations, the same wire
+// record of a key is a set of annotations (backends.Annotations, the same wire
 // format the Lease backend writes) plus the holder's selector labels
-// (claim.Config.SelectorLabels) on an existing object the operator owns, of
+// (backends.Config.SelectorLabels) on an existing object the operator owns, of
 // any type the consumer names with a prototype. [Options.Target] maps a claim
 // key to that object's namespace and name.
 //
@@ -9,9 +9,9 @@
 // anything of it but its own annotation and label keys: every write is a JSON
 // merge patch that names only those keys and carries the object's UID and the
 // resourceVersion of the read the protocol decided on, so the API server
-// refuses it (as a Conflict, reported as claim.ErrConflict) when anyone wrote
+// refuses it (as a Conflict, reported as backends.ErrConflict) when anyone wrote
 // the object since. Grant, takeover and release are all guarded that way; a
-// release removes exactly claim.Annotations.Owned and the holder's selector
+// release removes exactly backends.Annotations.Owned and the holder's selector
 // labels. The object's other annotations, labels, spec and status are never
 // sent. Config.Labels are not written: the object's labels belong to its
 // operator.
@@ -24,9 +24,9 @@
 // written. Since whoever may edit the object may forge annotations, a record
 // no Claimer could have written is foreign too, with the reason: a token
 // newer than the object's own resourceVersion, or a holder without
-// apiVersion and kind (claim.Stored.Shared); the backend refuses to write a
-// record for such a holder (claim.ErrInvalidHolder). An object that does not exist is an error wrapping
-// claim.ErrNoTarget that names the object: never a grant, never a create.
+// apiVersion and kind (backends.Stored.Shared); the backend refuses to write a
+// record for such a holder (backends.ErrInvalidHolder). An object that does not exist is an error wrapping
+// backends.ErrNoTarget that names the object: never a grant, never a create.
 //
 // # Fencing token
 //
@@ -41,7 +41,7 @@
 // was read, so every token of one grant is older than every token of the
 // next. A protected resource that remembers the highest token it has seen
 // and refuses older ones refuses the previous holder and never the current
-// one. Compare tokens only with claim.Token.Compare.
+// one. Compare tokens only with backends.Token.Compare.
 //
 // # Cost and contention
 //
@@ -78,7 +78,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/backends"
 )
 
 // uidField is the field the API server names when a patch carries a UID
@@ -100,12 +100,12 @@ type Options struct {
 	Target func(key string) (types.NamespacedName, error)
 }
 
-// Backend returns the claim.BackendFactory of records stored on objects as
+// Backend returns the backends.Factory of records stored on objects as
 // opts names them. Config.Namespace, if set, limits the release sweep's List
 // to that namespace (leave it empty for cluster-scoped types and for objects
 // spread over namespaces).
-func Backend(opts Options) claim.BackendFactory {
-	return func(reader client.Reader, writer client.Client, cfg claim.Config) (claim.Backend, error) {
+func Backend(opts Options) backends.Factory {
+	return func(reader client.Reader, writer client.Client, cfg backends.Config) (backends.Backend, error) {
 		var errs []error
 		if opts.Object == nil {
 			errs = append(errs, errors.New("options.Object is nil; pass an empty object of the claimed type"))
@@ -124,7 +124,7 @@ func Backend(opts Options) claim.BackendFactory {
 		if err != nil {
 			return nil, fmt.Errorf("annotation backend: %w", err)
 		}
-		return &store{reader: reader, writer: writer, cfg: cfg, proto: opts.Object, list: list, kind: gvk.Kind, target: opts.Target}, nil
+		return &store{reader: reader, writer: writer, cfg: cfg.WithDefaults(), proto: opts.Object, list: list, kind: gvk.Kind, target: opts.Target}, nil
 	}
 }
 
@@ -155,7 +155,7 @@ func newList(proto client.Object, gvk schema.GroupVersionKind, scheme *runtime.S
 type store struct {
 	reader client.Reader
 	writer client.Client
-	cfg    claim.Config
+	cfg    backends.Config
 	proto  client.Object
 	list   client.ObjectList
 	kind   string
@@ -176,48 +176,48 @@ func (s *store) object(ref types.NamespacedName) (client.Object, error) {
 func (s *store) ref(key string) (types.NamespacedName, error) {
 	ref, err := s.target(key)
 	if err != nil {
-		return ref, fmt.Errorf("%w: mapping key %q to its %s: %w", claim.ErrInvalidKey, key, s.kind, err)
+		return ref, fmt.Errorf("%w: mapping key %q to its %s: %w", backends.ErrInvalidKey, key, s.kind, err)
 	}
 	return ref, nil
 }
 
-func (s *store) Get(ctx context.Context, key string) (claim.Record, error) {
+func (s *store) Get(ctx context.Context, key string) (backends.Record, error) {
 	ref, err := s.ref(key)
 	if err != nil {
-		return claim.Record{}, err
+		return backends.Record{}, err
 	}
 	obj, err := s.object(ref)
 	if err != nil {
-		return claim.Record{}, err
+		return backends.Record{}, err
 	}
 	if err := s.reader.Get(ctx, ref, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return claim.Record{}, fmt.Errorf("getting %s %s, which stores the claim of key %q: %w", s.kind, ref, key, claim.ErrNoTarget)
+			return backends.Record{}, fmt.Errorf("getting %s %s, which stores the claim of key %q: %w", s.kind, ref, key, backends.ErrNoTarget)
 		}
-		return claim.Record{}, fmt.Errorf("getting %s %s: %w", s.kind, ref, err)
+		return backends.Record{}, fmt.Errorf("getting %s %s: %w", s.kind, ref, err)
 	}
 	return Decode(s.cfg, key, obj), nil
 }
 
-func (s *store) Create(ctx context.Context, prev, next claim.Record) (claim.Record, error) {
+func (s *store) Create(ctx context.Context, prev, next backends.Record) (backends.Record, error) {
 	if prev.Version == "" {
 		// Without the version of the read, the grant could not be fenced.
-		return claim.Record{}, fmt.Errorf("creating the claim of key %q on %s %s: the record read has no resourceVersion; pass the record Get returned", next.Key, s.kind, prev.Ref)
+		return backends.Record{}, fmt.Errorf("creating the claim of key %q on %s %s: the record read has no resourceVersion; pass the record Get returned", next.Key, s.kind, prev.Ref)
 	}
 	return s.write(ctx, "creating", prev, next)
 }
 
-func (s *store) Update(ctx context.Context, prev, next claim.Record) (claim.Record, error) {
+func (s *store) Update(ctx context.Context, prev, next backends.Record) (backends.Record, error) {
 	return s.write(ctx, "updating", prev, next)
 }
 
 // write patches next's annotations and labels onto the object prev was read
 // from, removing whatever of prev's claim keys next does not carry.
-func (s *store) write(ctx context.Context, verb string, prev, next claim.Record) (claim.Record, error) {
+func (s *store) write(ctx context.Context, verb string, prev, next backends.Record) (backends.Record, error) {
 	if next.Holder.APIVersion == "" || next.Holder.Kind == "" {
-		// Decode makes such a record Foreign (claim.Stored.Shared): writing
+		// Decode makes such a record Foreign (backends.Stored.Shared): writing
 		// it would leave a record its own holder could not re-enter.
-		return claim.Record{}, fmt.Errorf("%s the claim of key %q on %s %s: %w: holder %s has no apiVersion or kind, which records on a claimed object need (Claimer.HolderOf fills them)", verb, next.Key, s.kind, prev.Ref, claim.ErrInvalidHolder, next.Holder)
+		return backends.Record{}, fmt.Errorf("%s the claim of key %q on %s %s: %w: holder %s has no apiVersion or kind, which records on a claimed object need (Claimer.HolderOf fills them)", verb, next.Key, s.kind, prev.Ref, backends.ErrInvalidHolder, next.Holder)
 	}
 	annotations := removals(s.cfg.Annotations.Owned())
 	for k, v := range s.cfg.Annotations.Encode(next) {
@@ -232,15 +232,15 @@ func (s *store) write(ctx context.Context, verb string, prev, next claim.Record)
 	}
 	obj, err := s.patch(ctx, prev, annotations, labels)
 	if err != nil {
-		if errors.Is(err, claim.ErrConflict) || apierrors.IsNotFound(err) {
-			return claim.Record{}, fmt.Errorf("%s the claim of key %q on %s %s: %w: %w", verb, next.Key, s.kind, prev.Ref, claim.ErrConflict, err)
+		if errors.Is(err, backends.ErrConflict) || apierrors.IsNotFound(err) {
+			return backends.Record{}, fmt.Errorf("%s the claim of key %q on %s %s: %w: %w", verb, next.Key, s.kind, prev.Ref, backends.ErrConflict, err)
 		}
-		return claim.Record{}, fmt.Errorf("%s the claim of key %q on %s %s: %w", verb, next.Key, s.kind, prev.Ref, err)
+		return backends.Record{}, fmt.Errorf("%s the claim of key %q on %s %s: %w", verb, next.Key, s.kind, prev.Ref, err)
 	}
 	return Decode(s.cfg, next.Key, obj), nil
 }
 
-func (s *store) Delete(ctx context.Context, prev claim.Record) error {
+func (s *store) Delete(ctx context.Context, prev backends.Record) error {
 	labels := map[string]*string{}
 	if prev.Ours() {
 		labels = removals(keys(s.cfg.SelectorLabels(prev.Holder)))
@@ -268,9 +268,9 @@ type mergePatch struct {
 }
 
 // patch sends the guarded merge patch and returns the object as written. A
-// refused precondition is an error wrapping claim.ErrConflict; a missing
+// refused precondition is an error wrapping backends.ErrConflict; a missing
 // object is the API server's NotFound.
-func (s *store) patch(ctx context.Context, prev claim.Record, annotations, labels map[string]*string) (client.Object, error) {
+func (s *store) patch(ctx context.Context, prev backends.Record, annotations, labels map[string]*string) (client.Object, error) {
 	var p mergePatch
 	p.Metadata.UID, p.Metadata.ResourceVersion = prev.UID, prev.Version
 	p.Metadata.Annotations, p.Metadata.Labels = annotations, labels
@@ -287,7 +287,7 @@ func (s *store) patch(ctx context.Context, prev claim.Record, annotations, label
 	case err == nil:
 		return obj, nil
 	case apierrors.IsConflict(err), uidChanged(err):
-		return nil, fmt.Errorf("patching %s %s at resourceVersion %s: %w: %w", s.kind, prev.Ref, prev.Version, claim.ErrConflict, err)
+		return nil, fmt.Errorf("patching %s %s at resourceVersion %s: %w: %w", s.kind, prev.Ref, prev.Version, backends.ErrConflict, err)
 	}
 	return nil, fmt.Errorf("patching %s %s: %w", s.kind, prev.Ref, err)
 }
@@ -308,7 +308,7 @@ func uidChanged(err error) bool {
 	return false
 }
 
-func (s *store) List(ctx context.Context, holder claim.Holder) ([]claim.Record, error) {
+func (s *store) List(ctx context.Context, holder backends.Holder) ([]backends.Record, error) {
 	list, ok := s.list.DeepCopyObject().(client.ObjectList)
 	if !ok {
 		return nil, fmt.Errorf("listing %s of %s: copying the list prototype %T", s.kind, holder, s.list)
@@ -320,7 +320,7 @@ func (s *store) List(ctx context.Context, holder claim.Holder) ([]claim.Record, 
 	if err := s.reader.List(ctx, list, opts...); err != nil {
 		return nil, fmt.Errorf("listing %s of %s: %w", s.kind, holder, err)
 	}
-	var recs []claim.Record
+	var recs []backends.Record
 	err := meta.EachListItem(list, func(item runtime.Object) error {
 		obj, ok := item.(client.Object)
 		if !ok {
@@ -352,14 +352,15 @@ func (s *store) List(ctx context.Context, holder claim.Holder) ([]claim.Record, 
 // any claim annotation holds no record (Exists false) but still reports its
 // UID and resourceVersion; partial annotations, or annotations written for
 // another key, are a foreign record.
-func Decode(cfg claim.Config, key string, obj client.Object) claim.Record {
+func Decode(cfg backends.Config, key string, obj client.Object) backends.Record {
+	cfg = cfg.WithDefaults()
 	ref := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	if _, present, _ := cfg.Annotations.Decode(key, obj.GetAnnotations()); !present {
-		return claim.Record{Key: key, Ref: ref, UID: obj.GetUID(), Version: obj.GetResourceVersion()}
+		return backends.Record{Key: key, Ref: ref, UID: obj.GetUID(), Version: obj.GetResourceVersion()}
 	}
 	// The token is the object's version at the grant or after a later write
 	// of the operator's (see the package comment).
-	return cfg.DecodeStored(key, claim.Stored{Ref: ref, UID: obj.GetUID(), Version: obj.GetResourceVersion(), Annotations: obj.GetAnnotations(), Labels: obj.GetLabels(), Shared: true})
+	return cfg.DecodeStored(key, backends.Stored{Ref: ref, UID: obj.GetUID(), Version: obj.GetResourceVersion(), Annotations: obj.GetAnnotations(), Labels: obj.GetLabels(), Shared: true})
 }
 
 // removals maps every key to nil: removed by a merge patch.

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/annotation"
 	"github.com/ocf-claim/claim/pkg/backends/backendtest"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -30,7 +31,7 @@ var env *envtest.Env
 func TestMain(m *testing.M) { envtest.Main(m, &env) }
 
 // targetName is the claimed object's name for a key in these tests.
-func targetName(key string) string { return claim.HashName("target-", key) }
+func targetName(key string) string { return backends.HashName("target-", key) }
 
 // configMapTargets claims keys on ConfigMaps of namespace ns.
 func configMapTargets(ns string) annotation.Options {
@@ -64,7 +65,7 @@ func annotationHarness(t *testing.T) backendtest.Env {
 		Kill:      kill,
 		SeedForeign: func(t *testing.T, key string) {
 			// A hand-written claim that set only the holder's name.
-			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"someone"}}}`, claim.DefaultHolderNameAnnotation)
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"someone"}}}`, backends.DefaultHolderNameAnnotation)
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: targetName(key)}}
 			if err := writer.Patch(context.Background(), cm, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 				t.Fatalf("seeding a foreign record on %s: %v", cm.Name, err)
@@ -117,16 +118,16 @@ func TestGetReadsTheRecordFromTheClaimedObject(t *testing.T) {
 	}, {
 		name:        "Given an object with only some claim annotations, Then a foreign record",
 		key:         "partial",
-		annotations: map[string]string{claim.DefaultHolderUIDAnnotation: "u-1", claim.DefaultKeyAnnotation: "partial"},
+		annotations: map[string]string{backends.DefaultHolderUIDAnnotation: "u-1", backends.DefaultKeyAnnotation: "partial"},
 		want: func(cm *corev1.ConfigMap) claim.Record {
 			return claim.Record{Key: "partial", Holder: claim.Holder{UID: "u-1"}, Exists: true, Token: claim.Token(cm.ResourceVersion),
-				Foreign: "missing annotations " + claim.DefaultHolderNameAnnotation + ", " + claim.DefaultHolderNamespaceAnnotation,
+				Foreign: "missing annotations " + backends.DefaultHolderNameAnnotation + ", " + backends.DefaultHolderNamespaceAnnotation,
 				Ref:     client.ObjectKeyFromObject(cm), UID: cm.UID, Version: cm.ResourceVersion}
 		},
 	}, {
 		name:    "Given no object, Then an error wrapping ErrNoTarget that names the object",
 		key:     "missing",
-		wantErr: claim.ErrNoTarget,
+		wantErr: backends.ErrNoTarget,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,7 +163,7 @@ func TestReleaseRemovesExactlyTheClaimsKeys(t *testing.T) {
 	ctx, ns := context.Background(), env.Namespace(t)
 	// Given a claimed object with its operator's own annotations and labels,
 	// one of them in the claim's domain
-	own := map[string]string{"team": "storage", claim.Domain + "/note": "kept"}
+	own := map[string]string{"team": "storage", backends.Domain + "/note": "kept"}
 	cm := createTarget(t, env.Client, ns, "k", own)
 	c := newClaimer(t, ns, configMapTargets(ns))
 	h := claim.Holder{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "holder", UID: "u-holder"}
@@ -179,7 +180,7 @@ func TestReleaseRemovesExactlyTheClaimsKeys(t *testing.T) {
 	}
 	// Then while held the object carried the claim's annotations and the
 	// holder label, and after release its metadata is what it was
-	if held.Annotations[claim.DefaultHolderUIDAnnotation] != "u-holder" || held.Labels[claim.DefaultHolderUIDLabel] != "u-holder" {
+	if held.Annotations[backends.DefaultHolderUIDAnnotation] != "u-holder" || held.Labels[backends.DefaultHolderUIDLabel] != "u-holder" {
 		t.Errorf("held object: annotations %v labels %v, want the claim's", held.Annotations, held.Labels)
 	}
 	var after corev1.ConfigMap
@@ -302,7 +303,7 @@ func granted(_ claim.Holder, o claim.Outcome, err error) (bool, error) {
 // object explain (the protocol's write lost to the operator's) from failing
 // a retry loop.
 func ignoreConflict(err error) error {
-	if errors.Is(err, claim.ErrRaced) || errors.Is(err, claim.ErrConflict) {
+	if errors.Is(err, claim.ErrRaced) || errors.Is(err, backends.ErrConflict) {
 		return nil
 	}
 	return err

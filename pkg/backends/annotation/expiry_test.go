@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocf-claim/claim/pkg/backends/annotation"
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
 // TestTimeBasedLivenessIgnoresTheOperatorsWritesToTheClaimedObject: Given a
@@ -38,7 +39,7 @@ func TestTimeBasedLivenessIgnoresTheOperatorsWritesToTheClaimedObject(t *testing
 	}
 	expiring := func() *claim.Claimer {
 		t.Helper()
-		e, err := claim.NewExpiry(30*time.Second, clk)
+		e, err := expiry.New(30*time.Second, clk)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +86,7 @@ func TestTimeBasedLivenessIgnoresTheOperatorsWritesToTheClaimedObject(t *testing
 	cc := expiring()
 	acquire(cc, c, claim.ReasonHeldElsewhere)
 	clk.Step(20 * time.Second)
-	if _, err := cb.Renew(ctx, key, b); err != nil {
+	if _, err := expiry.Renew(ctx, cb, key, b); err != nil {
 		t.Fatal(err)
 	}
 	acquire(cc, c, claim.ReasonHeldElsewhere)

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
@@ -21,12 +22,12 @@ func TestForgedRecordsOnTheClaimedObjectAreForeign(t *testing.T) {
 	ctx, ns := context.Background(), env.Namespace(t)
 	complete := func(key string) map[string]string {
 		return map[string]string{
-			claim.DefaultKeyAnnotation:              key,
-			claim.DefaultHolderAPIVersionAnnotation: "v1",
-			claim.DefaultHolderKindAnnotation:       "ConfigMap",
-			claim.DefaultHolderNamespaceAnnotation:  ns,
-			claim.DefaultHolderNameAnnotation:       "tenant",
-			claim.DefaultHolderUIDAnnotation:        "u-tenant",
+			backends.DefaultKeyAnnotation:              key,
+			backends.DefaultHolderAPIVersionAnnotation: "v1",
+			backends.DefaultHolderKindAnnotation:       "ConfigMap",
+			backends.DefaultHolderNamespaceAnnotation:  ns,
+			backends.DefaultHolderNameAnnotation:       "tenant",
+			backends.DefaultHolderUIDAnnotation:        "u-tenant",
 		}
 	}
 	tests := []struct {
@@ -39,7 +40,7 @@ func TestForgedRecordsOnTheClaimedObjectAreForeign(t *testing.T) {
 		key:  "forged-token",
 		annotations: func(key string) map[string]string {
 			a := complete(key)
-			a[claim.DefaultTokenAnnotation] = "999999999999"
+			a[backends.DefaultTokenAnnotation] = "999999999999"
 			return a
 		},
 		wantForeign: "token annotation 999999999999 is not older than the object's own resourceVersion",
@@ -48,8 +49,8 @@ func TestForgedRecordsOnTheClaimedObjectAreForeign(t *testing.T) {
 		key:  "no-kind",
 		annotations: func(key string) map[string]string {
 			a := complete(key)
-			delete(a, claim.DefaultHolderAPIVersionAnnotation)
-			delete(a, claim.DefaultHolderKindAnnotation)
+			delete(a, backends.DefaultHolderAPIVersionAnnotation)
+			delete(a, backends.DefaultHolderKindAnnotation)
 			return a
 		},
 		wantForeign: "has no apiVersion or kind, so its liveness cannot be judged",

@@ -1,4 +1,4 @@
-// Package backendtest is the contract every claim.Backend must honour, as a
+// Package backendtest is the contract every backends.Backend must honour, as a
 // suite a backend's own tests run. It is exported so that backends outside
 // this module can prove themselves the same way:
 //
@@ -7,7 +7,7 @@
 // Every case drives the backend through claim.Claimer, as an operator would,
 // and checks what the protocol promises on top of it: the first create of a
 // free key wins, re-entry writes nothing, a write given a stale record is
-// refused with claim.ErrConflict, only a dead holder is taken over and only
+// refused with backends.ErrConflict, only a dead holder is taken over and only
 // once, a foreign record blocks and survives, the release sweep keeps what it
 // is told to and never touches another holder's claim nor a claim of another
 // claim set (Config.Set) of the same holder, and the fencing token
@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
@@ -44,7 +45,7 @@ var (
 	// ErrDoubleGrant: two holders were granted one key at once.
 	ErrDoubleGrant = errors.New("key granted to two holders at once")
 	// ErrUnfenced: a backend write given a stale record was not refused with
-	// claim.ErrConflict.
+	// backends.ErrConflict.
 	ErrUnfenced = errors.New("write given a stale record was not refused")
 )
 
@@ -64,7 +65,7 @@ type Env struct {
 	// Config is given to claim.New for every Claimer of the case.
 	Config claim.Config
 	// Backend is the factory under test.
-	Backend claim.BackendFactory
+	Backend backends.Factory
 	// Liveness judges the holders NewHolder makes. Optional; default:
 	// claim.HolderExists(Reader).
 	Liveness claim.Liveness
@@ -165,7 +166,7 @@ type world struct {
 	writes atomic.Int64
 
 	mu  sync.Mutex
-	raw claim.Backend
+	raw backends.Backend
 }
 
 // claimer builds a Claimer over the backend under test whose writes are
@@ -177,7 +178,7 @@ func (w *world) claimer(opts ...claim.Option) (*claim.Claimer, error) {
 // claimerWith is claimer with another Config, for cases about Claimers
 // whose Configs differ.
 func (w *world) claimerWith(cfg claim.Config, opts ...claim.Option) (*claim.Claimer, error) {
-	factory := func(reader client.Reader, writer client.Client, cfg claim.Config) (claim.Backend, error) {
+	factory := func(reader client.Reader, writer client.Client, cfg backends.Config) (backends.Backend, error) {
 		b, err := w.env.Backend(reader, writer, cfg)
 		if err != nil {
 			return nil, err
@@ -216,7 +217,7 @@ func (w *world) liveness() claim.Liveness {
 }
 
 // backend returns the unwrapped backend of the last Claimer built.
-func (w *world) backend() claim.Backend {
+func (w *world) backend() backends.Backend {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.raw
@@ -355,7 +356,7 @@ func (b *barrier) wait(ctx context.Context) {
 
 // countingBackend counts every write the protocol asks of the backend.
 type countingBackend struct {
-	claim.Backend
+	backends.Backend
 	n *atomic.Int64
 }
 

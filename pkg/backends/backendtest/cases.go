@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
@@ -162,8 +163,8 @@ func staleRecordConflicts(w *world) error {
 		op  string
 		err error
 	}{{"Create given the free record", createErr}, {"Update given A's record", updateErr}, {"Delete given A's record", deleteErr}} {
-		if !errors.Is(r.err, claim.ErrConflict) {
-			return fmt.Errorf("%w: %s after B took %q over: got %v, want an error wrapping claim.ErrConflict", ErrUnfenced, r.op, key, errString(r.err))
+		if !errors.Is(r.err, backends.ErrConflict) {
+			return fmt.Errorf("%w: %s after B took %q over: got %v, want an error wrapping backends.ErrConflict", ErrUnfenced, r.op, key, errString(r.err))
 		}
 	}
 	_, err = w.heldBy(c, key, hs[1])
@@ -466,7 +467,7 @@ func tokensRise(w *world) error {
 		if err != nil {
 			return err
 		}
-		if _, err := claim.ParseToken(o.Token.String()); err != nil {
+		if _, err := backends.ParseToken(o.Token.String()); err != nil {
 			return fmt.Errorf("%s grant to %s: %w", want, h, err)
 		}
 		if len(tokens) > 0 {

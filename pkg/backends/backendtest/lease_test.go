@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/backendtest"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -42,7 +43,7 @@ func leaseHarness(t *testing.T) backendtest.Env {
 		SeedForeign: func(t *testing.T, key string) {
 			// A Lease at the key's name that a hand-written claim left,
 			// without the holder annotations.
-			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim.HashName(claim.DefaultPrefix, key)}}
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backends.HashName(backends.DefaultPrefix, key)}}
 			if err := writer.Create(context.Background(), l); err != nil {
 				t.Fatalf("seeding a foreign Lease for %q: %v", key, err)
 			}

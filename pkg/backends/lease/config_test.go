@@ -8,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
@@ -27,7 +26,7 @@ func TestHolderLabelsOfNamespaceAndNameAreWritable(t *testing.T) {
 	cfg := claim.Config{Namespace: ns, HolderLabels: func(h claim.Holder) map[string]string {
 		return map[string]string{"example.com/holder": h.Namespace + "/" + h.Name}
 	}}
-	c, err := lease.NewClaimer(env.APIReader, writer, cfg)
+	c, err := claim.New(env.APIReader, writer, cfg)
 	if err != nil {
 		t.Fatalf("lease.NewClaimer: %v", err)
 	}
@@ -38,7 +37,7 @@ func TestHolderLabelsOfNamespaceAndNameAreWritable(t *testing.T) {
 	}
 
 	var l coordinationv1.Lease
-	err = env.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Config().RecordName(key)}, &l)
+	err = env.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Config().NameFunc(key)}, &l)
 	if !apierrors.IsNotFound(err) {
 		t.Fatalf("Lease after release: %v (labels %v), want it deleted", err, l.Labels)
 	}

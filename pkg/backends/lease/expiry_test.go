@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
 var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -30,7 +31,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func expiryClaimer(t *testing.T, ns string, clk *clocktesting.FakeClock, d time.Duration) *claim.Claimer {
 	t.Helper()
-	e, err := claim.NewExpiry(d, clk)
+	e, err := expiry.New(d, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestTimeBasedLivenessTakesOverOnlyAfterTheDuration(t *testing.T) {
 	// Then a is still alive
 	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
 	// When a renews, the duration starts again from b's sight of it
-	if _, err := ca.Renew(ctx, key, a); err != nil {
+	if _, err := expiry.Renew(ctx, ca, key, a); err != nil {
 		t.Fatal(err)
 	}
 	clk.Step(2 * time.Second)
@@ -73,7 +74,7 @@ func TestTimeBasedLivenessIgnoresTheRemoteRenewTime(t *testing.T) {
 	behind := clocktesting.NewFakeClock(epoch.Add(-time.Hour))
 	ca := newClaimer(t, ns, nil, nil, claim.WithClock(behind))
 	acquire(t, ca, key, a)
-	if _, err := ca.Renew(context.Background(), key, a); err != nil {
+	if _, err := expiry.Renew(context.Background(), ca, key, a); err != nil {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(epoch)
@@ -111,13 +112,13 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 	// from, as the middleware does before holding a key it already held.
 	renewed := func(t *testing.T) claim.Outcome {
 		t.Helper()
-		o, err := c.Renew(context.Background(), key, a)
+		o, err := expiry.Renew(context.Background(), c, key, a)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return o
 	}
-	k, err := claim.NewKeeper(c, claim.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
+	k, err := expiry.NewKeeper(c, expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 		}
 		clk.Step(5 * time.Second)
 		eventually(t, "the hold to end", func() bool { return held.Err() != nil })
-		if !errors.Is(context.Cause(held), claim.ErrRenewDeadline) {
+		if !errors.Is(context.Cause(held), expiry.ErrRenewDeadline) {
 			t.Fatalf("cause = %v, want ErrRenewDeadline", context.Cause(held))
 		}
 	})
@@ -166,7 +167,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 			clk.Step(5 * time.Second)
 		}
 		eventually(t, "the hold to end while a renewal hangs", func() bool { return held.Err() != nil })
-		if !errors.Is(context.Cause(held), claim.ErrRenewDeadline) {
+		if !errors.Is(context.Cause(held), expiry.ErrRenewDeadline) {
 			t.Fatalf("cause = %v, want ErrRenewDeadline", context.Cause(held))
 		}
 	})
@@ -277,7 +278,7 @@ func TestTimeBasedLivenessIgnoresWritesThatAreNotRenewals(t *testing.T) {
 	cc := expiryClaimer(t, ns, clk, 30*time.Second)
 	wantReason(t, acquire(t, cc, key, c), claim.ReasonHeldElsewhere)
 	clk.Step(20 * time.Second)
-	if _, err := cb.Renew(ctx, key, b); err != nil {
+	if _, err := expiry.Renew(ctx, cb, key, b); err != nil {
 		t.Fatal(err)
 	}
 	wantReason(t, acquire(t, cc, key, c), claim.ReasonHeldElsewhere)
@@ -296,7 +297,7 @@ func TestRenewalsOnAFrozenClockStillCount(t *testing.T) {
 	frozen := clocktesting.NewFakeClock(epoch)
 	ca := newClaimer(t, ns, nil, nil, claim.WithClock(frozen))
 	acquire(t, ca, key, a)
-	if _, err := ca.Renew(ctx, key, a); err != nil {
+	if _, err := expiry.Renew(ctx, ca, key, a); err != nil {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(epoch)
@@ -304,7 +305,7 @@ func TestRenewalsOnAFrozenClockStillCount(t *testing.T) {
 	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
 	clk.Step(20 * time.Second)
 	// When a renews again at the same reading of its clock
-	if _, err := ca.Renew(ctx, key, a); err != nil {
+	if _, err := expiry.Renew(ctx, ca, key, a); err != nil {
 		t.Fatal(err)
 	}
 	// Then b counts from that renewal

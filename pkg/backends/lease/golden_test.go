@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
@@ -106,11 +107,10 @@ func TestLeaseWireShape(t *testing.T) {
 }
 
 // mustConfig returns cfg with the defaults a Claimer fills in.
-func mustConfig(t *testing.T, cfg claim.Config) claim.Config {
+func mustConfig(t *testing.T, cfg claim.Config) backends.Config {
 	t.Helper()
-	c, err := lease.NewClaimer(env.APIReader, env.Client, cfg)
-	if err != nil {
+	if _, err := claim.New(env.APIReader, env.Client, cfg); err != nil {
 		t.Fatal(err)
 	}
-	return c.Config()
+	return cfg.Storage()
 }

@@ -1,5 +1,5 @@
 // Package lease stores claim records as coordination.k8s.io/v1 Leases: one
-// Lease per key, in claim.Config.Namespace, named by Config.NameFunc
+// Lease per key, in backends.Config.Namespace, named by Config.NameFunc
 // (default: the prefix and 40 hex characters of sha256(key)).
 //
 // The API server's atomic Create decides between claimants of a free key;
@@ -34,61 +34,56 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/backends"
 )
 
 // HolderIdentityLimit bounds spec.holderIdentity, as client-go's leader
 // election expects of that field.
 const HolderIdentityLimit = 128
 
-// Backend is the claim.BackendFactory of Lease records. It requires
-// Config.Namespace.
-func Backend(reader client.Reader, writer client.Client, cfg claim.Config) (claim.Backend, error) {
+// Backend is the [backends.Factory] of Lease records, and the backend
+// claim.New uses when given none. It requires Config.Namespace.
+func Backend(reader client.Reader, writer client.Client, cfg backends.Config) (backends.Backend, error) {
 	if cfg.Namespace == "" {
 		return nil, errors.New("lease backend: config.Namespace is empty; Leases need a namespace to live in")
 	}
-	return &store{reader: reader, writer: writer, cfg: cfg}, nil
-}
-
-// NewClaimer is claim.New with the Lease backend.
-func NewClaimer(reader client.Reader, writer client.Client, cfg claim.Config, opts ...claim.Option) (*claim.Claimer, error) {
-	return claim.New(reader, writer, cfg, append([]claim.Option{claim.WithBackend(Backend)}, opts...)...)
+	return &store{reader: reader, writer: writer, cfg: cfg.WithDefaults()}, nil
 }
 
 type store struct {
 	reader client.Reader
 	writer client.Client
-	cfg    claim.Config
+	cfg    backends.Config
 }
 
 func (s *store) ref(key string) types.NamespacedName {
 	return types.NamespacedName{Namespace: s.cfg.Namespace, Name: s.cfg.RecordName(key)}
 }
 
-func (s *store) Get(ctx context.Context, key string) (claim.Record, error) {
+func (s *store) Get(ctx context.Context, key string) (backends.Record, error) {
 	ref := s.ref(key)
 	var l coordinationv1.Lease
 	if err := s.reader.Get(ctx, ref, &l); err != nil {
 		if apierrors.IsNotFound(err) {
-			return claim.Record{Key: key, Ref: ref}, nil
+			return backends.Record{Key: key, Ref: ref}, nil
 		}
-		return claim.Record{}, fmt.Errorf("getting Lease %s: %w", ref, err)
+		return backends.Record{}, fmt.Errorf("getting Lease %s: %w", ref, err)
 	}
 	return Decode(s.cfg, key, &l), nil
 }
 
-func (s *store) Create(ctx context.Context, _, next claim.Record) (claim.Record, error) {
+func (s *store) Create(ctx context.Context, _, next backends.Record) (backends.Record, error) {
 	l := Encode(s.cfg, next)
 	if err := s.writer.Create(ctx, l); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return claim.Record{}, fmt.Errorf("creating Lease %s/%s: %w: %w", l.Namespace, l.Name, claim.ErrConflict, err)
+			return backends.Record{}, fmt.Errorf("creating Lease %s/%s: %w: %w", l.Namespace, l.Name, backends.ErrConflict, err)
 		}
-		return claim.Record{}, fmt.Errorf("creating Lease %s/%s: %w", l.Namespace, l.Name, err)
+		return backends.Record{}, fmt.Errorf("creating Lease %s/%s: %w", l.Namespace, l.Name, err)
 	}
 	return Decode(s.cfg, next.Key, l), nil
 }
 
-func (s *store) Update(ctx context.Context, prev, next claim.Record) (claim.Record, error) {
+func (s *store) Update(ctx context.Context, prev, next backends.Record) (backends.Record, error) {
 	l := Encode(s.cfg, next)
 	// UID and resourceVersion in the body are both preconditions of an
 	// Update: a Lease deleted and recreated, or written since prev was read,
@@ -96,31 +91,31 @@ func (s *store) Update(ctx context.Context, prev, next claim.Record) (claim.Reco
 	l.UID, l.ResourceVersion = prev.UID, prev.Version
 	if err := s.writer.Update(ctx, l); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return claim.Record{}, fmt.Errorf("updating Lease %s/%s: %w: %w", l.Namespace, l.Name, claim.ErrConflict, err)
+			return backends.Record{}, fmt.Errorf("updating Lease %s/%s: %w: %w", l.Namespace, l.Name, backends.ErrConflict, err)
 		}
-		return claim.Record{}, fmt.Errorf("updating Lease %s/%s: %w", l.Namespace, l.Name, err)
+		return backends.Record{}, fmt.Errorf("updating Lease %s/%s: %w", l.Namespace, l.Name, err)
 	}
 	return Decode(s.cfg, next.Key, l), nil
 }
 
-func (s *store) Delete(ctx context.Context, prev claim.Record) error {
+func (s *store) Delete(ctx context.Context, prev backends.Record) error {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: prev.Ref.Namespace, Name: prev.Ref.Name}}
 	err := s.writer.Delete(ctx, l, client.Preconditions{UID: ptr.To(prev.UID), ResourceVersion: ptr.To(prev.Version)})
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsConflict(err):
-		return fmt.Errorf("deleting Lease %s: %w: %w", prev.Ref, claim.ErrConflict, err)
+		return fmt.Errorf("deleting Lease %s: %w: %w", prev.Ref, backends.ErrConflict, err)
 	}
 	return fmt.Errorf("deleting Lease %s: %w", prev.Ref, err)
 }
 
-func (s *store) List(ctx context.Context, holder claim.Holder) ([]claim.Record, error) {
+func (s *store) List(ctx context.Context, holder backends.Holder) ([]backends.Record, error) {
 	var list coordinationv1.LeaseList
 	if err := s.reader.List(ctx, &list, client.InNamespace(s.cfg.Namespace), client.MatchingLabels(s.cfg.SelectorLabels(holder))); err != nil {
 		return nil, fmt.Errorf("listing Leases of %s in %s: %w", holder, s.cfg.Namespace, err)
 	}
-	recs := make([]claim.Record, 0, len(list.Items))
+	recs := make([]backends.Record, 0, len(list.Items))
 	for i := range list.Items {
 		l := &list.Items[i]
 		recs = append(recs, withSpec(s.cfg.DecodeListed(stored(l)), l))
@@ -130,7 +125,8 @@ func (s *store) List(ctx context.Context, holder claim.Holder) ([]claim.Record, 
 
 // Encode returns the Lease that stores rec under cfg. It is exported for
 // tools and golden tests that need the exact wire shape.
-func Encode(cfg claim.Config, rec claim.Record) *coordinationv1.Lease {
+func Encode(cfg backends.Config, rec backends.Record) *coordinationv1.Lease {
+	cfg = cfg.WithDefaults()
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   cfg.Namespace,
@@ -157,12 +153,12 @@ func Encode(cfg claim.Config, rec claim.Record) *coordinationv1.Lease {
 
 // Decode reads the record of key from a Lease. A Lease whose annotations do
 // not form a complete record for key is reported Foreign.
-func Decode(cfg claim.Config, key string, l *coordinationv1.Lease) claim.Record {
+func Decode(cfg backends.Config, key string, l *coordinationv1.Lease) backends.Record {
 	return withSpec(cfg.DecodeStored(key, stored(l)), l)
 }
 
-func stored(l *coordinationv1.Lease) claim.Stored {
-	return claim.Stored{
+func stored(l *coordinationv1.Lease) backends.Stored {
+	return backends.Stored{
 		Ref:         types.NamespacedName{Namespace: l.Namespace, Name: l.Name},
 		UID:         l.UID,
 		Version:     l.ResourceVersion,
@@ -172,7 +168,7 @@ func stored(l *coordinationv1.Lease) claim.Stored {
 }
 
 // withSpec fills the record fields the Lease keeps in its spec.
-func withSpec(rec claim.Record, l *coordinationv1.Lease) claim.Record {
+func withSpec(rec backends.Record, l *coordinationv1.Lease) backends.Record {
 	if t := l.Spec.AcquireTime; t != nil {
 		rec.AcquireTime = t.Time
 	}
@@ -190,18 +186,19 @@ func withSpec(rec claim.Record, l *coordinationv1.Lease) claim.Record {
 func (s *store) RecordType() client.Object { return &coordinationv1.Lease{} }
 
 // CacheByObject returns the manager cache option for Leases that restricts
-// the Lease informer to the claim records of cfg: Leases in cfg.Namespace,
-// and of those only the ones carrying cfg.Labels when it has any (so that,
-// for example, a leader-election Lease in the same namespace, which changes
-// every few seconds, is not cached). Use it as
+// the Lease informer to claim records: Leases in namespace (the claim
+// namespace, backends.Config.Namespace), and of those only the ones carrying
+// recordLabels (backends.Config.Labels) when it has any, so that, for example, a
+// leader-election Lease in the same namespace, which changes every few
+// seconds, is not cached. Use it as
 //
 //	cache.Options{ByObject: map[client.Object]cache.ByObject{
-//		&coordinationv1.Lease{}: lease.CacheByObject(cfg),
+//		&coordinationv1.Lease{}: lease.CacheByObject(cfg.Namespace, cfg.Labels),
 //	}}
-func CacheByObject(cfg claim.Config) cache.ByObject {
-	by := cache.ByObject{Namespaces: map[string]cache.Config{cfg.Namespace: {}}}
-	if len(cfg.Labels) > 0 {
-		by.Label = labels.SelectorFromSet(cfg.Labels)
+func CacheByObject(namespace string, recordLabels map[string]string) cache.ByObject {
+	by := cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
+	if len(recordLabels) > 0 {
+		by.Label = labels.SelectorFromSet(recordLabels)
 	}
 	return by
 }

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/ocf-claim/claim/envtest"
-	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
@@ -85,9 +85,9 @@ func newClaimer(t *testing.T, ns string, reader client.Reader, writer client.Cli
 			t.Fatal(err)
 		}
 	}
-	c, err := lease.NewClaimer(reader, writer, claim.Config{Namespace: ns}, opts...)
+	c, err := claim.New(reader, writer, claim.Config{Namespace: ns}, opts...)
 	if err != nil {
-		t.Fatalf("lease.NewClaimer: %v", err)
+		t.Fatalf("claim.New: %v", err)
 	}
 	return c
 }
@@ -112,7 +112,7 @@ func leaseOf(t *testing.T, c *claim.Claimer, k string) *coordinationv1.Lease {
 	t.Helper()
 	cfg := c.Config()
 	var l coordinationv1.Lease
-	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: cfg.Namespace, Name: cfg.RecordName(k)}, &l); err != nil {
+	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: cfg.Namespace, Name: cfg.NameFunc(k)}, &l); err != nil {
 		t.Fatalf("reading Lease of %q: %v", k, err)
 	}
 	return &l
@@ -175,8 +175,8 @@ func TestTakeoverOfADeletedHolder(t *testing.T) {
 		t.Fatalf("takeover token %s not after %s", got.Token, first.Token)
 	}
 	l := leaseOf(t, c, key)
-	if *l.Spec.LeaseTransitions != 1 || l.Annotations[claim.DefaultHolderUIDAnnotation] != string(b.UID) {
-		t.Fatalf("Lease after takeover: transitions %d, holder %s", *l.Spec.LeaseTransitions, l.Annotations[claim.DefaultHolderUIDAnnotation])
+	if *l.Spec.LeaseTransitions != 1 || l.Annotations[backends.DefaultHolderUIDAnnotation] != string(b.UID) {
+		t.Fatalf("Lease after takeover: transitions %d, holder %s", *l.Spec.LeaseTransitions, l.Annotations[backends.DefaultHolderUIDAnnotation])
 	}
 }
 
@@ -224,10 +224,10 @@ func TestTakeoverLosesToAChangeOfTheLeaseBetweenReadAndWrite(t *testing.T) {
 	_, o, err := c.Acquire(context.Background(), key, b)
 	// Then the fenced write is refused, reported as a conflict, and a keeps
 	// the claim
-	if !errors.Is(err, claim.ErrConflict) {
+	if !errors.Is(err, backends.ErrConflict) {
 		t.Fatalf("Acquire: outcome %s, error %v; want ErrConflict", o.Reason, err)
 	}
-	if got := leaseOf(t, c, key).Annotations[claim.DefaultHolderUIDAnnotation]; got != string(a.UID) {
+	if got := leaseOf(t, c, key).Annotations[backends.DefaultHolderUIDAnnotation]; got != string(a.UID) {
 		t.Fatalf("holder after refused takeover = %s, want %s", got, a.UID)
 	}
 }
@@ -250,7 +250,7 @@ func TestAHolderThatReappearsBetweenLivenessAndWriteKeepsItsClaim(t *testing.T) 
 	_, _, err := cb.Acquire(context.Background(), key, b)
 	// Then b's write, fenced on the old Lease's UID and version, is refused
 	// and a keeps its claim
-	if !errors.Is(err, claim.ErrConflict) {
+	if !errors.Is(err, backends.ErrConflict) {
 		t.Fatalf("Acquire: %v, want ErrConflict", err)
 	}
 	if held, err := ca.Holds(context.Background(), key, a); err != nil || !held {
@@ -377,7 +377,7 @@ func TestALaggingCacheNeverDecides(t *testing.T) {
 	}
 	lagging.Freeze()
 	acquire(t, newClaimer(t, ns, nil, nil), key, a)
-	name := claim.HashName(claim.DefaultPrefix, key)
+	name := backends.HashName(backends.DefaultPrefix, key)
 	if err := lagging.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &coordinationv1.Lease{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("lagging cache sees the Lease (%v); the test needs it to lag", err)
 	}
@@ -480,7 +480,7 @@ func TestReleaseOfAChangedLeaseIsAnError(t *testing.T) {
 	err := c.Release(context.Background(), a)
 	// Then it fails with a conflict (a finalizer keeps its place) and the
 	// Lease survives
-	if !errors.Is(err, claim.ErrConflict) {
+	if !errors.Is(err, backends.ErrConflict) {
 		t.Fatalf("Release error = %v, want ErrConflict", err)
 	}
 	if held, _ := base.Holds(context.Background(), key, a); !held {
@@ -493,10 +493,10 @@ func TestForeignLeasesBlockAndSurvive(t *testing.T) {
 	a := holder(t, ns, "a")
 	c := newClaimer(t, ns, nil, nil)
 	full := map[string]string{
-		claim.DefaultKeyAnnotation:             key,
-		claim.DefaultHolderNamespaceAnnotation: ns,
-		claim.DefaultHolderNameAnnotation:      "x",
-		claim.DefaultHolderUIDAnnotation:       string(a.UID),
+		backends.DefaultKeyAnnotation:             key,
+		backends.DefaultHolderNamespaceAnnotation: ns,
+		backends.DefaultHolderNameAnnotation:      "x",
+		backends.DefaultHolderUIDAnnotation:       string(a.UID),
 	}
 	without := func(k string) map[string]string {
 		m := map[string]string{}
@@ -508,28 +508,28 @@ func TestForeignLeasesBlockAndSurvive(t *testing.T) {
 		return m
 	}
 	wrongKey := without("")
-	wrongKey[claim.DefaultKeyAnnotation] = "another-key"
+	wrongKey[backends.DefaultKeyAnnotation] = "another-key"
 	tests := []struct {
 		name        string
 		annotations map[string]string
 		identity    string
 	}{
 		{"given no annotations then it is foreign", nil, "a"},
-		{"given a missing holder UID then it is foreign", without(claim.DefaultHolderUIDAnnotation), ""},
-		{"given a missing holder namespace then it is foreign", without(claim.DefaultHolderNamespaceAnnotation), ""},
+		{"given a missing holder UID then it is foreign", without(backends.DefaultHolderUIDAnnotation), ""},
+		{"given a missing holder namespace then it is foreign", without(backends.DefaultHolderNamespaceAnnotation), ""},
 		{"given another key (a hash collision or a hand-made Lease) then it is foreign", wrongKey, ""},
 		{"given only a holderIdentity spelling our format then it is foreign", nil, "ConfigMap/" + ns + "/a"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			k := fmt.Sprintf("%s-%d", key, i)
-			if tt.annotations != nil && tt.annotations[claim.DefaultKeyAnnotation] == key {
-				tt.annotations[claim.DefaultKeyAnnotation] = k
+			if tt.annotations != nil && tt.annotations[backends.DefaultKeyAnnotation] == key {
+				tt.annotations[backends.DefaultKeyAnnotation] = k
 			}
 			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-				Namespace: ns, Name: claim.HashName(claim.DefaultPrefix, k), Annotations: tt.annotations,
+				Namespace: ns, Name: backends.HashName(backends.DefaultPrefix, k), Annotations: tt.annotations,
 				// Labelled as a's so that a's sweep finds it.
-				Labels: map[string]string{claim.DefaultHolderUIDLabel: string(a.UID)},
+				Labels: map[string]string{backends.DefaultHolderUIDLabel: string(a.UID)},
 			}}
 			if tt.identity != "" {
 				l.Spec.HolderIdentity = ptr.To(tt.identity)
@@ -568,7 +568,7 @@ func TestAMigratedOperatorKeepsItsExistingLeases(t *testing.T) {
 	legacy := claim.Config{
 		Namespace: ns,
 		Prefix:    "camunda-storage-",
-		Annotations: claim.Annotations{
+		Annotations: backends.Annotations{
 			Key:             "camunda.io/claim-key",
 			HolderNamespace: "camunda.io/holder-namespace",
 			HolderName:      "camunda.io/holder-name",
@@ -579,7 +579,7 @@ func TestAMigratedOperatorKeepsItsExistingLeases(t *testing.T) {
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ns,
-			Name:      claim.HashName("camunda-storage-", key),
+			Name:      backends.HashName("camunda-storage-", key),
 			Labels:    map[string]string{"camunda.io/holder": "a"},
 			Annotations: map[string]string{
 				"camunda.io/claim-key":        key,
@@ -594,7 +594,7 @@ func TestAMigratedOperatorKeepsItsExistingLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	writer, _ := env.NewClient()
-	c, err := lease.NewClaimer(env.APIReader, writer, legacy)
+	c, err := claim.New(env.APIReader, writer, legacy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,8 +614,52 @@ func TestAMigratedOperatorKeepsItsExistingLeases(t *testing.T) {
 
 func TestNewRejectsBadConfiguration(t *testing.T) {
 	writer, _ := env.NewClient()
-	_, err := lease.NewClaimer(env.APIReader, writer, claim.Config{})
+	_, err := claim.New(env.APIReader, writer, claim.Config{})
 	if err == nil || !strings.Contains(err.Error(), "Namespace") {
 		t.Fatalf("NewClaimer without namespace: %v, want an error naming Namespace", err)
 	}
+}
+
+// TestTheSeedConstructorStoresLeases (issue 14, item 2): Given the call the
+// proposal shows, claim.New(reader, writer, Config{Namespace, Normalize,
+// Prefix, Labels}) with no backend option, When a holder acquires a key and
+// a second holder contends for it, Then the Claimer works on a real API
+// server: the record is one Lease in the namespace, named from the prefix
+// and the normalized key, carrying the labels, and the second holder is
+// refused.
+func TestTheSeedConstructorStoresLeases(t *testing.T) {
+	ns := env.Namespace(t)
+	lower := func(k string) (string, error) { return strings.ToLower(k), nil }
+	c, err := claim.New(env.APIReader, env.Client, claim.Config{
+		Namespace: ns,
+		Normalize: lower,
+		Prefix:    "seed-",
+		Labels:    map[string]string{"app.kubernetes.io/managed-by": "seed-operator"},
+	})
+	if err != nil {
+		t.Fatalf("claim.New without a backend option: %v", err)
+	}
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	wantReason(t, acquire(t, c, "Elasticsearch|HTTPS://ES.data.svc:9200", a), claim.ReasonAcquired)
+	wantReason(t, acquire(t, c, "elasticsearch|https://es.data.svc:9200", b), claim.ReasonHeldElsewhere)
+
+	var leases coordinationv1.LeaseList
+	if err := env.APIReader.List(context.Background(), &leases, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	want := backends.HashName("seed-", "elasticsearch|https://es.data.svc:9200")
+	if len(leases.Items) != 1 || leases.Items[0].Name != want {
+		t.Fatalf("Leases in %s: %v, want exactly %s", ns, leaseNames(leases), want)
+	}
+	if got := leases.Items[0].Labels["app.kubernetes.io/managed-by"]; got != "seed-operator" {
+		t.Fatalf("Lease label managed-by = %q, want seed-operator", got)
+	}
+}
+
+func leaseNames(l coordinationv1.LeaseList) []string {
+	out := make([]string, 0, len(l.Items))
+	for _, i := range l.Items {
+		out = append(out, i.Name)
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
@@ -91,7 +92,7 @@ func TestCommitAfterTheRecordChangedFails(t *testing.T) {
 	})
 	cc = newClaimer(t, ns, nil, editing)
 	// Then the commit is refused as a conflict, not half-applied
-	if _, err := cc.Commit(ctx, key, a, third); !errors.Is(err, claim.ErrConflict) {
+	if _, err := cc.Commit(ctx, key, a, third); !errors.Is(err, backends.ErrConflict) {
 		t.Fatalf("Commit over an edited Lease: %v, want ErrConflict", err)
 	}
 	if held, _ := c.Holds(ctx, key, third); held {

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/backends"
 )
 
 // watchRetry spaces re-established watches after a failure.
@@ -20,12 +20,12 @@ const watchRetry = time.Second
 
 // Watch streams key's record; it needs a writer that can watch
 // (client.WithWatch, as client.NewWithWatch returns).
-func (s *store) Watch(ctx context.Context, key string) (<-chan claim.Record, error) {
+func (s *store) Watch(ctx context.Context, key string) (<-chan backends.Record, error) {
 	w, ok := s.writer.(client.WithWatch)
 	if !ok {
-		return nil, fmt.Errorf("%w: the writer (%T) cannot watch; build it with client.NewWithWatch", claim.ErrWatchUnsupported, s.writer)
+		return nil, fmt.Errorf("%w: the writer (%T) cannot watch; build it with client.NewWithWatch", backends.ErrWatchUnsupported, s.writer)
 	}
-	out := make(chan claim.Record)
+	out := make(chan backends.Record)
 	go func() {
 		defer close(out)
 		for ctx.Err() == nil {
@@ -43,7 +43,7 @@ func (s *store) Watch(ctx context.Context, key string) (<-chan claim.Record, err
 
 // watchOnce sends the current record, then every change until the watch
 // ends.
-func (s *store) watchOnce(ctx context.Context, w client.WithWatch, key string, out chan<- claim.Record) error {
+func (s *store) watchOnce(ctx context.Context, w client.WithWatch, key string, out chan<- backends.Record) error {
 	rec, err := s.Get(ctx, key)
 	if err != nil {
 		return err
@@ -75,7 +75,7 @@ func (s *store) watchOnce(ctx context.Context, w client.WithWatch, key string, o
 			case ev.Type == watch.Error || !isLease:
 				return fmt.Errorf("watching Lease %s: %v", ref, ev.Object)
 			case ev.Type == watch.Deleted:
-				rec = claim.Record{Key: key, Ref: ref}
+				rec = backends.Record{Key: key, Ref: ref}
 			case ev.Type == watch.Added || ev.Type == watch.Modified:
 				rec = Decode(s.cfg, key, l)
 			default:
@@ -88,7 +88,7 @@ func (s *store) watchOnce(ctx context.Context, w client.WithWatch, key string, o
 	}
 }
 
-func send(ctx context.Context, out chan<- claim.Record, rec claim.Record) bool {
+func send(ctx context.Context, out chan<- backends.Record, rec backends.Record) bool {
 	select {
 	case out <- rec:
 		return true

@@ -1,4 +1,4 @@
-// Package memory is an in-memory claim.Backend for consumers' fast unit
+// Package memory is an in-memory backends.Backend for consumers' fast unit
 // tests. It is test-only: records live in one process and vanish with it, so
 // it can never exclude a second replica of an operator. Use the lease or
 // annotation backend in anything that runs against a cluster.
@@ -6,12 +6,12 @@
 // A [Store] behaves like the API server as far as the claim protocol can
 // tell: every stored object has a UID (a new one per create) and a numeric
 // resourceVersion drawn from one counter shared by every object of the store,
-// so tokens compare with claim.Token.Compare and keep rising across delete
+// so tokens compare with backends.Token.Compare and keep rising across delete
 // and re-create, as Kubernetes resourceVersions do (KEP-5504). Create fails
 // when the object exists; Update and Delete compare the UID and version they
 // were given with the stored ones and fail with an error wrapping
-// claim.ErrConflict when either differs. Records are stored as a Lease
-// would store them (annotations through claim.Annotations, holder labels
+// backends.ErrConflict when either differs. Records are stored as a Lease
+// would store them (annotations through backends.Annotations, holder labels
 // through Config.RecordLabels), so foreign and hash-colliding records behave
 // as they do on the Lease backend.
 //
@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
@@ -91,10 +92,10 @@ func New() *Store {
 	return &Store{history: []state{{}}, dead: map[types.UID]bool{}}
 }
 
-// Backend is the claim.BackendFactory of s. It ignores reader and writer:
+// Backend is the backends.Factory of s. It ignores reader and writer:
 // records live in s. Config.Namespace is optional and only names the records.
-func (s *Store) Backend(_ client.Reader, _ client.Client, cfg claim.Config) (claim.Backend, error) {
-	return &backend{store: s, cfg: cfg}, nil
+func (s *Store) Backend(_ client.Reader, _ client.Client, cfg backends.Config) (backends.Backend, error) {
+	return &backend{store: s, cfg: cfg.WithDefaults()}, nil
 }
 
 // NewClaimer returns a Claimer whose records live in s and whose liveness is
@@ -109,21 +110,21 @@ func NewClaimer(s *Store, cfg claim.Config, opts ...claim.Option) (*claim.Claime
 }
 
 // Alive reports whether h is alive: every holder is, until [Store.Kill].
-func (s *Store) Alive(_ context.Context, rec claim.Record) (bool, error) {
+func (s *Store) Alive(_ context.Context, rec backends.Record) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.dead[rec.Holder.UID], nil
 }
 
 // Kill makes h dead for [Store.Alive], as if its object were deleted.
-func (s *Store) Kill(h claim.Holder) {
+func (s *Store) Kill(h backends.Holder) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dead[h.UID] = true
 }
 
 // Revive makes a killed holder alive again.
-func (s *Store) Revive(h claim.Holder) {
+func (s *Store) Revive(h backends.Holder) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.dead, h.UID)
@@ -267,51 +268,51 @@ func (s *Store) newUID() types.UID {
 // backend is one Claimer's view of a Store.
 type backend struct {
 	store *Store
-	cfg   claim.Config
+	cfg   backends.Config
 }
 
 func (b *backend) ref(key string) types.NamespacedName {
 	return types.NamespacedName{Namespace: b.cfg.Namespace, Name: b.cfg.RecordName(key)}
 }
 
-func (b *backend) Get(_ context.Context, key string) (claim.Record, error) {
+func (b *backend) Get(_ context.Context, key string) (backends.Record, error) {
 	ref := b.ref(key)
 	b.store.mu.Lock()
 	defer b.store.mu.Unlock()
 	o, ok := b.store.read()[ref]
 	if !ok {
-		return claim.Record{Key: key, Ref: ref}, nil
+		return backends.Record{Key: key, Ref: ref}, nil
 	}
 	return Decode(b.cfg, key, o), nil
 }
 
-func (b *backend) Create(_ context.Context, _, next claim.Record) (claim.Record, error) {
+func (b *backend) Create(_ context.Context, _, next backends.Record) (backends.Record, error) {
 	o := Encode(b.cfg, next)
 	s := b.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	state := s.next()
 	if _, exists := state[o.Ref()]; exists {
-		return claim.Record{}, fmt.Errorf("creating record %s: %w: it already exists", o.Ref(), claim.ErrConflict)
+		return backends.Record{}, fmt.Errorf("creating record %s: %w: it already exists", o.Ref(), backends.ErrConflict)
 	}
 	o.UID = s.newUID()
 	return Decode(b.cfg, next.Key, s.store(state, o)), nil
 }
 
-func (b *backend) Update(_ context.Context, prev, next claim.Record) (claim.Record, error) {
+func (b *backend) Update(_ context.Context, prev, next backends.Record) (backends.Record, error) {
 	o := Encode(b.cfg, next)
 	s := b.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	state := s.next()
 	if err := precondition(state, o.Ref(), prev); err != nil {
-		return claim.Record{}, fmt.Errorf("updating record %s: %w", o.Ref(), err)
+		return backends.Record{}, fmt.Errorf("updating record %s: %w", o.Ref(), err)
 	}
 	o.UID = prev.UID
 	return Decode(b.cfg, next.Key, s.store(state, o)), nil
 }
 
-func (b *backend) Delete(_ context.Context, prev claim.Record) error {
+func (b *backend) Delete(_ context.Context, prev backends.Record) error {
 	s := b.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -327,11 +328,11 @@ func (b *backend) Delete(_ context.Context, prev claim.Record) error {
 	return nil
 }
 
-func (b *backend) List(_ context.Context, holder claim.Holder) ([]claim.Record, error) {
+func (b *backend) List(_ context.Context, holder backends.Holder) ([]backends.Record, error) {
 	selector := b.cfg.SelectorLabels(holder)
 	b.store.mu.Lock()
 	defer b.store.mu.Unlock()
-	var recs []claim.Record
+	var recs []backends.Record
 	for _, o := range b.store.read() {
 		if o.Namespace != b.cfg.Namespace || !matches(o.Labels, selector) {
 			continue
@@ -341,17 +342,17 @@ func (b *backend) List(_ context.Context, holder claim.Holder) ([]claim.Record, 
 	return recs, nil
 }
 
-// precondition reports, wrapping claim.ErrConflict, why the object named ref
+// precondition reports, wrapping backends.ErrConflict, why the object named ref
 // in st is not the one prev was read from.
-func precondition(st state, ref types.NamespacedName, prev claim.Record) error {
+func precondition(st state, ref types.NamespacedName, prev backends.Record) error {
 	cur, ok := st[ref]
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: it no longer exists", claim.ErrConflict)
+		return fmt.Errorf("%w: it no longer exists", backends.ErrConflict)
 	case cur.UID != prev.UID:
-		return fmt.Errorf("%w: UID is %s, was %s when read", claim.ErrConflict, cur.UID, prev.UID)
+		return fmt.Errorf("%w: UID is %s, was %s when read", backends.ErrConflict, cur.UID, prev.UID)
 	case cur.Version != prev.Version:
-		return fmt.Errorf("%w: version is %s, was %s when read", claim.ErrConflict, cur.Version, prev.Version)
+		return fmt.Errorf("%w: version is %s, was %s when read", backends.ErrConflict, cur.Version, prev.Version)
 	}
 	return nil
 }
@@ -367,7 +368,8 @@ func matches(labels, selector map[string]string) bool {
 
 // Encode returns the object that stores rec under cfg, without UID and
 // version.
-func Encode(cfg claim.Config, rec claim.Record) Object {
+func Encode(cfg backends.Config, rec backends.Record) Object {
+	cfg = cfg.WithDefaults()
 	return Object{
 		Namespace:   cfg.Namespace,
 		Name:        cfg.RecordName(rec.Key),
@@ -381,16 +383,16 @@ func Encode(cfg claim.Config, rec claim.Record) Object {
 
 // Decode reads the record of key from o. An object whose annotations do not
 // form a complete record for key is reported Foreign.
-func Decode(cfg claim.Config, key string, o Object) claim.Record {
+func Decode(cfg backends.Config, key string, o Object) backends.Record {
 	return withTimes(cfg.DecodeStored(key, o.stored()), o)
 }
 
-func (o Object) stored() claim.Stored {
-	return claim.Stored{Ref: o.Ref(), UID: o.UID, Version: o.Version, Annotations: o.Annotations, Labels: o.Labels}
+func (o Object) stored() backends.Stored {
+	return backends.Stored{Ref: o.Ref(), UID: o.UID, Version: o.Version, Annotations: o.Annotations, Labels: o.Labels}
 }
 
 // withTimes fills the record fields an Object keeps beside its annotations.
-func withTimes(rec claim.Record, o Object) claim.Record {
+func withTimes(rec backends.Record, o Object) backends.Record {
 	rec.AcquireTime, rec.RenewTime, rec.Transitions = o.AcquireTime, o.RenewTime, o.Transitions
 	return rec
 }

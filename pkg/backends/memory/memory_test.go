@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/backendtest"
 	"github.com/ocf-claim/claim/pkg/backends/memory"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -23,7 +24,7 @@ const recordNamespace = "claims"
 
 // harness runs the contract against a fresh Store per case; wrap, when not
 // nil, decorates every backend built (to break it on purpose).
-func harness(wrap func(claim.Backend) claim.Backend) backendtest.Harness {
+func harness(wrap func(backends.Backend) backends.Backend) backendtest.Harness {
 	return func(*testing.T) backendtest.Env {
 		s := memory.New()
 		c := fake.NewClientBuilder().Build() // never read: the store is the liveness
@@ -32,7 +33,7 @@ func harness(wrap func(claim.Backend) claim.Backend) backendtest.Harness {
 			Reader: c,
 			Writer: c,
 			Config: claim.Config{Namespace: recordNamespace},
-			Backend: func(r client.Reader, w client.Client, cfg claim.Config) (claim.Backend, error) {
+			Backend: func(r client.Reader, w client.Client, cfg backends.Config) (backends.Backend, error) {
 				b, err := s.Backend(r, w, cfg)
 				if err != nil || wrap == nil {
 					return b, err
@@ -47,7 +48,7 @@ func harness(wrap func(claim.Backend) claim.Backend) backendtest.Harness {
 			Kill: func(_ *testing.T, h claim.Holder) { s.Kill(h) },
 			SeedForeign: func(_ *testing.T, key string) {
 				// A record at the key's name without the holder annotations.
-				s.Put(memory.Object{Namespace: recordNamespace, Name: claim.HashName(claim.DefaultPrefix, key),
+				s.Put(memory.Object{Namespace: recordNamespace, Name: backends.HashName(backends.DefaultPrefix, key),
 					Annotations: map[string]string{"example.com/owner": "someone else"}})
 			},
 		}
@@ -63,21 +64,30 @@ func TestMemoryBackendHonoursTheContract(t *testing.T) {
 }
 
 // lastWriterWins is the broken backend: its Update writes over whatever is
-// stored, whatever version the protocol read.
-type lastWriterWins struct{ claim.Backend }
+// stored, whatever version the protocol read. It retries its own read and
+// write until they meet, so that it is broken on every run: a broken backend
+// that sometimes behaves would make the suite's proof below flaky (it did:
+// another writer slipped in between its read and its write).
+type lastWriterWins struct{ backends.Backend }
 
 func (b lastWriterWins) Update(ctx context.Context, prev, next claim.Record) (claim.Record, error) {
-	cur, err := b.Get(ctx, prev.Key)
-	if err != nil {
-		return claim.Record{}, err
+	for range 100 {
+		cur, err := b.Get(ctx, prev.Key)
+		if err != nil {
+			return claim.Record{}, err
+		}
+		prev.UID, prev.Version = cur.UID, cur.Version
+		got, err := b.Backend.Update(ctx, prev, next)
+		if !errors.Is(err, backends.ErrConflict) {
+			return got, err
+		}
 	}
-	prev.UID, prev.Version = cur.UID, cur.Version
-	return b.Backend.Update(ctx, prev, next)
+	return claim.Record{}, fmt.Errorf("overwriting %q: %w", prev.Key, backends.ErrConflict)
 }
 
 func TestSuiteCatchesABackendThatSkipsTheVersionCheckOnUpdate(t *testing.T) {
 	// Given a memory backend whose Update skips the version check
-	broken := harness(func(b claim.Backend) claim.Backend { return lastWriterWins{b} })
+	broken := harness(func(b backends.Backend) backends.Backend { return lastWriterWins{b} })
 	tests := []struct {
 		caseName string
 		want     error
@@ -214,7 +224,7 @@ func TestTakeoverJudgedOnAStaleReadIsRefused(t *testing.T) {
 	// When C, whose reads still show A, takes the key over
 	_, o, err := c.Acquire(ctx, "k", cc)
 	// Then the takeover is refused with ErrConflict and B keeps the key
-	if !errors.Is(err, claim.ErrConflict) || o.Granted() {
+	if !errors.Is(err, backends.ErrConflict) || o.Granted() {
 		t.Fatalf("C on a stale read: reason %s err %v, want ErrConflict and no grant", o.Reason, err)
 	}
 	s.Unfreeze()

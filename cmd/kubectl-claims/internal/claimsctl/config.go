@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -37,9 +37,9 @@ type Published struct {
 	// Prefix starts every Lease record name (claim.Config.Prefix).
 	Prefix string `json:"prefix,omitempty"`
 	// HolderUIDLabel is the label whose value is the holder's UID on every
-	// record. Default: claim.DefaultHolderUIDLabel.
+	// record. Default: backends.DefaultHolderUIDLabel.
 	HolderUIDLabel string `json:"holderUIDLabel,omitempty"`
-	// Annotations are the record's annotation keys (claim.Annotations).
+	// Annotations are the record's annotation keys (backends.Annotations).
 	Annotations AnnotationKeys `json:"annotations,omitempty"`
 	// ConditionType is the claim condition's type on the holders.
 	// Default: Claimed.
@@ -50,7 +50,7 @@ type Published struct {
 	AnnotationBackend string `json:"annotationBackend,omitempty"`
 }
 
-// AnnotationKeys are claim.Annotations in published form.
+// AnnotationKeys are backends.Annotations in published form.
 type AnnotationKeys struct {
 	Key              string `json:"key,omitempty"`
 	HolderAPIVersion string `json:"holderAPIVersion,omitempty"`
@@ -101,10 +101,10 @@ func (p Published) override(o Published) Published {
 	return p
 }
 
-// settings is a resolved claim configuration: a defaulted claim.Config and
-// what the plugin needs beyond it.
+// settings is a resolved claim configuration: the storage part of a
+// defaulted claim.Config and what the plugin needs beyond it.
 type settings struct {
-	cfg            claim.Config
+	cfg            backends.Config
 	holderUIDLabel string
 	conditionType  string
 	annotationRes  string
@@ -118,7 +118,7 @@ type settings struct {
 func resolve(reader client.Reader, writer client.Client, p Published) (settings, error) {
 	uidLabel := p.HolderUIDLabel
 	if uidLabel == "" {
-		uidLabel = claim.DefaultHolderUIDLabel
+		uidLabel = backends.DefaultHolderUIDLabel
 	}
 	a := p.Annotations
 	cfg := claim.Config{
@@ -129,18 +129,17 @@ func resolve(reader client.Reader, writer client.Client, p Published) (settings,
 		HolderLabels: func(h claim.Holder) map[string]string {
 			return map[string]string{uidLabel: string(h.UID)}
 		},
-		Annotations: claim.Annotations{
+		Annotations: backends.Annotations{
 			Key: a.Key, HolderAPIVersion: a.HolderAPIVersion, HolderKind: a.HolderKind,
 			HolderNamespace: a.HolderNamespace, HolderName: a.HolderName, HolderUID: a.HolderUID,
 			Token: a.Token, Successor: a.Successor,
 		},
 	}
-	c, err := lease.NewClaimer(reader, writer, cfg)
-	if err != nil {
+	if _, err := claim.New(reader, writer, cfg); err != nil {
 		return settings{}, fmt.Errorf("reading the claim configuration: %w", err)
 	}
 	s := settings{
-		cfg:             c.Config(),
+		cfg:             cfg.Storage(),
 		holderUIDLabel:  uidLabel,
 		conditionType:   p.ConditionType,
 		annotationRes:   p.AnnotationBackend,

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -48,7 +49,7 @@ func TestPublishedConfig(t *testing.T) {
 		c := claimer(t, claim.Config{
 			Namespace: ns, Prefix: published.Prefix,
 			HolderLabels: func(h claim.Holder) map[string]string { return map[string]string{uidLabel: string(h.UID)} },
-			Annotations:  claim.Annotations{Key: a.Key, HolderNamespace: a.HolderNamespace, HolderName: a.HolderName, HolderUID: a.HolderUID},
+			Annotations:  backends.Annotations{Key: a.Key, HolderNamespace: a.HolderNamespace, HolderName: a.HolderName, HolderUID: a.HolderUID},
 		})
 		acquire(t, n, c, "storage|orders", w, "3001")
 	}

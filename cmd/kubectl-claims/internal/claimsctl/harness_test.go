@@ -213,7 +213,7 @@ func writer(t *testing.T) client.Client {
 // claimer is a Lease claimer whose grants are stamped at t0.
 func claimer(t *testing.T, cfg claim.Config) *claim.Claimer {
 	t.Helper()
-	c, err := lease.NewClaimer(env.APIReader, writer(t), cfg, claim.WithClock(clocktesting.NewFakePassiveClock(t0)))
+	c, err := claim.New(env.APIReader, writer(t), cfg, claim.WithClock(clocktesting.NewFakePassiveClock(t0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func acquire(t *testing.T, n *names, c *claim.Claimer, key string, self *unstruc
 // protocol has no call for yet (a pending successor), and names its token.
 func createLease(t *testing.T, n *names, cfg claim.Config, rec claim.Record, token string) *coordinationv1.Lease {
 	t.Helper()
-	l := lease.Encode(cfg, rec)
+	l := lease.Encode(cfg.Storage(), rec)
 	if err := writer(t).Create(context.Background(), l); err != nil {
 		t.Fatalf("creating Lease for %q: %v", rec.Key, err)
 	}
@@ -311,7 +311,7 @@ func buildFixture(t *testing.T) *fixture {
 
 	// A Lease someone made by hand under the name of keyLegacy.
 	foreign := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: cfg.RecordName(keyLegacy), Labels: labels,
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: cfg.Storage().RecordName(keyLegacy), Labels: labels,
 			Annotations: map[string]string{cfg.Annotations.Key: keyLegacy, cfg.Annotations.HolderName: "orders"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("orders"), AcquireTime: ptr.To(metav1.NewMicroTime(t0.Add(-2 * time.Hour)))},
 	}

@@ -297,7 +297,7 @@ func (rc *releaseCase) takeOver(t *testing.T, name string) {
 	t.Helper()
 	other := widget(t, rc.ns, name, conditions.ReasonClaimed, "")
 	l := rc.get(t)
-	next := lease.Encode(rc.cfg, claim.Record{Key: releaseKey, Holder: claim.HolderOf(other), Token: claim.Token(l.ResourceVersion)})
+	next := lease.Encode(rc.cfg.Storage(), claim.Record{Key: releaseKey, Holder: claim.HolderOf(other), Token: claim.Token(l.ResourceVersion)})
 	next.UID, next.ResourceVersion = l.UID, l.ResourceVersion
 	if err := writer(t).Update(context.Background(), next); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@
 //     checked it.
 //
 // The plugin reads records with the claim package's own decoders
-// (claim.Annotations.Decode, lease.Decode) under the configuration the
+// (backends.Annotations.Decode, lease.Decode) under the configuration the
 // operator uses, taken from flags or from the ConfigMap the operator
 // publishes ([ConfigMapName]). Every read is uncached; the plugin writes
 // nothing but the Delete of release.

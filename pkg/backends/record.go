@@ -1,4 +1,4 @@
-package claim
+package backends
 
 import (
 	"context"
@@ -9,23 +9,26 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Errors a caller can test for with errors.Is. Contention is never an error:
-// it is an [Outcome].
+// Errors a backend reports, for callers to test with errors.Is.
 var (
-	// ErrInvalidKey marks a key that [ValidateKey] or Config.Normalize rejected.
+	// ErrInvalidKey marks a key that cannot be claimed: one the protocol's
+	// validation refused (claim.ErrInvalidKey is this error), or one a
+	// backend cannot map to where its record would live.
 	ErrInvalidKey = errors.New("invalid claim key")
-	// ErrInvalidHolder marks a Holder without a name or UID.
+	// ErrInvalidHolder marks a Holder that cannot be recorded: without a
+	// name or UID (claim.ErrInvalidHolder is this error), or without the
+	// apiVersion and kind a backend needs.
 	ErrInvalidHolder = errors.New("invalid claim holder")
 	// ErrConflict marks a conditional backend write whose precondition no
 	// longer held: the record changed (or appeared, or vanished) since it was
 	// read. Backends wrap it; the protocol re-reads and decides again.
 	ErrConflict = errors.New("claim record changed since it was read")
-	// ErrRaced marks an Acquire that lost every round of a bounded number of
-	// re-reads to concurrent writers. Retrying later is safe.
-	ErrRaced = errors.New("claim record kept changing")
 	// ErrNoTarget marks a backend that has nowhere to store a key's record,
 	// such as an annotation backend whose claimed object does not exist.
 	ErrNoTarget = errors.New("claim target does not exist")
+	// ErrWatchUnsupported marks a Watch on a backend that cannot stream
+	// records.
+	ErrWatchUnsupported = errors.New("claim backend cannot watch records")
 )
 
 // Record is one key's claim record as a backend stores it. The protocol
@@ -49,8 +52,8 @@ type Record struct {
 	AcquireTime time.Time
 	// RenewTime is when the holder was last granted the key or renewed it,
 	// by its own clock. It is the protocol's renew marker: every grant and
-	// every renewal writes a new one, later than the last, and [Expiry]
-	// judges by its changes, never by comparing it with another clock.
+	// every renewal writes a new one, later than the last, and time-based
+	// liveness (pkg/expiry) judges by its changes, never by comparing it with another clock.
 	RenewTime time.Time
 	// Transitions counts how often the key changed holders.
 	Transitions int32
@@ -88,7 +91,8 @@ type Record struct {
 func (r Record) Ours() bool { return r.Exists && r.Foreign == "" }
 
 // Backend stores claim records and writes them only conditionally. It makes
-// no decision about who may hold a key; a [Claimer] does. Reads must not be
+// no decision about who may hold a key; the claim protocol (claim.Claimer)
+// does. Reads must not be
 // served from a cache that can lag the API server.
 //
 // The contract suite in pkg/backends/backendtest states the behaviour every
@@ -116,6 +120,17 @@ type Backend interface {
 	List(ctx context.Context, holder Holder) ([]Record, error)
 }
 
-// BackendFactory builds a Backend from the arguments given to [New]. Backend
-// packages export one; pass it with [WithBackend].
-type BackendFactory func(reader client.Reader, writer client.Client, cfg Config) (Backend, error)
+// Factory builds a Backend for claim.New from its reader and writer and the
+// storage part of its configuration, every default filled in. Backend
+// packages export one; claim.WithBackend selects it.
+type Factory func(reader client.Reader, writer client.Client, cfg Config) (Backend, error)
+
+// Watcher is implemented by backends that can stream a key's record as it
+// changes.
+type Watcher interface {
+	// Watch sends key's record now and after every change until ctx ends,
+	// then closes the channel. A record that is deleted is sent with Exists
+	// false. Transient watch failures are retried inside; consecutive sends
+	// may be equal.
+	Watch(ctx context.Context, key string) (<-chan Record, error)
+}

@@ -1,4 +1,4 @@
-package claim_test
+package expiry_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/ocf-claim/claim/pkg/backends/memory"
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
 // waitFor polls cond until it holds or a real-time limit passes. Time in the
@@ -38,7 +39,7 @@ func TestAKeeperCountsTheRenewDeadlineFromTheGrantNotFromHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := claim.NewKeeper(c, claim.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 15 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
+	k, err := expiry.NewKeeper(c, expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 15 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestAKeeperCountsTheRenewDeadlineFromTheGrantNotFromHold(t *testing.T) {
 	clk.Step(time.Second)
 	// Then the hold has ended at the deadline
 	waitFor(t, "the hold to end at the deadline", func() bool { return held.Err() != nil })
-	if !errors.Is(context.Cause(held), claim.ErrRenewDeadline) {
+	if !errors.Is(context.Cause(held), expiry.ErrRenewDeadline) {
 		t.Fatalf("cause = %v, want ErrRenewDeadline", context.Cause(held))
 	}
 }
@@ -81,7 +82,7 @@ func TestAKeeperRefusesAnOutcomeThatWroteNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := claim.NewKeeper(c, claim.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second})
+	k, err := expiry.NewKeeper(c, expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestAKeeperRefusesAnOutcomeThatWroteNothing(t *testing.T) {
 	held, stop := k.Hold(ctx, "queue/orders", again)
 	defer stop()
 
-	if !errors.Is(context.Cause(held), claim.ErrRenewDeadline) {
+	if !errors.Is(context.Cause(held), expiry.ErrRenewDeadline) {
 		t.Fatalf("cause = %v, want ErrRenewDeadline at once", context.Cause(held))
 	}
 }

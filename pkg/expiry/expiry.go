@@ -1,4 +1,4 @@
-package claim
+package expiry
 
 import (
 	"context"
@@ -9,27 +9,31 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/ocf-claim/claim/internal/claimhook"
+	"github.com/ocf-claim/claim/pkg/claim"
 )
 
-// Expiry is a time-based Liveness for holders that are processes, or that
-// may hang without disappearing: a holder is dead once its claim has not been
-// renewed for the lease duration.
+// Liveness is a time-based claim.Liveness for holders that are processes,
+// or that may hang without disappearing: a holder is dead once its claim has
+// not been renewed for the lease duration.
 //
 // It judges the client-go way: from the local clock's time at which this
 // process last saw the claim renewed, never by comparing the record's
 // renewTime, written by another machine's clock, with the local clock. A
 // renewal is a change of the protocol's renew marker: a new holder, a new
-// grant, or a new RenewTime, which every grant and every [Claimer.Renew]
-// writes and which only the protocol writes. Other writes to the object
-// that stores the record do not count: a label edited on a Lease, or, on the
-// annotation backend, the operator writing the claimed object, change its
-// resourceVersion but renew nothing, so a dead holder still expires. So a holder whose clock is skewed is not taken over early,
-// and a fresh process waits a whole duration before it takes over anything,
-// since it has never seen the record change. With the real clock the
-// comparison uses Go's monotonic clock, which a wall-clock jump does not move.
+// grant, or a new RenewTime, which every grant and every [Renew] writes and
+// which only the protocol writes. Other writes to the object that stores the
+// record do not count: a label edited on a Lease, or, on the annotation
+// backend, the operator writing the claimed object, change its
+// resourceVersion but renew nothing, so a dead holder still expires. So a
+// holder whose clock is skewed is not taken over early, and a fresh process
+// waits a whole duration before it takes over anything, since it has never
+// seen the record change. With the real clock the comparison uses Go's
+// monotonic clock, which a wall-clock jump does not move.
 //
-// Holders renew their records with [Claimer.Renew], or with a [Keeper].
-type Expiry struct {
+// Holders renew their records with [Renew], or with a [Keeper].
+type Liveness struct {
 	duration time.Duration
 	clock    clock.PassiveClock
 
@@ -50,27 +54,27 @@ type renewMarker struct {
 	renewed  time.Time
 }
 
-func markerOf(rec Record) renewMarker {
+func markerOf(rec claim.Record) renewMarker {
 	// Times as stored: the monotonic reading and location do not survive a
 	// round trip through a backend, and must not make equal marks differ.
 	return renewMarker{holder: rec.Holder.UID, acquired: rec.AcquireTime.Round(0).UTC(), renewed: rec.RenewTime.Round(0).UTC()}
 }
 
-// NewExpiry returns an Expiry with the given lease duration, on clk (the real
+// New returns a Liveness with the given lease duration, on clk (the real
 // clock when nil). The duration must be positive.
-func NewExpiry(duration time.Duration, clk clock.PassiveClock) (*Expiry, error) {
+func New(duration time.Duration, clk clock.PassiveClock) (*Liveness, error) {
 	if duration <= 0 {
 		return nil, fmt.Errorf("configuring expiry: duration %v is not positive", duration)
 	}
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Expiry{duration: duration, clock: clk, seen: map[string]observation{}}, nil
+	return &Liveness{duration: duration, clock: clk, seen: map[string]observation{}}, nil
 }
 
 // Alive reports whether rec's claim was granted or renewed within the lease
 // duration, as seen by this process.
-func (e *Expiry) Alive(_ context.Context, rec Record) (bool, error) {
+func (e *Liveness) Alive(_ context.Context, rec claim.Record) (bool, error) {
 	now := e.clock.Now()
 	mark := markerOf(rec)
 	e.mu.Lock()
@@ -83,52 +87,20 @@ func (e *Expiry) Alive(_ context.Context, rec Record) (bool, error) {
 	return now.Sub(last.at) < e.duration, nil
 }
 
-// Renew records that self, which holds key, is still alive: one write that
-// keeps the grant and its token. It fails with ErrNotHolder when self no
-// longer holds key, and with an error wrapping ErrConflict when the record
-// changed between the read and the write.
-func (c *Claimer) Renew(ctx context.Context, key string, self Holder) (Outcome, error) {
-	key, rec, err := c.readHeld(ctx, "renewing", key, self)
-	if err != nil {
-		return Outcome{}, err
-	}
-	sent := c.clock.Now()
-	next := rec.claimFields()
-	next.RenewTime = nextRenewTime(rec.RenewTime, sent)
-	got, err := c.write(ctx, rec, next)
-	if err != nil {
-		return Outcome{}, fmt.Errorf("renewing claim %q: %w", key, err)
-	}
-	return c.outcome(Outcome{Reason: ReasonHeld, Key: key, Holder: self, Token: got.Token, Sent: sent, Record: got}), nil
-}
-
-// nextRenewTime is the RenewTime a renewal at now writes: now as stored (to
-// the microsecond), but always after the previous one, so that every renewal
-// changes the record even when the holder's clock has not moved (a coarse or
-// frozen clock) and contenders see it. The API server does not even store an
-// update that changes nothing.
-func nextRenewTime(previous, now time.Time) time.Time {
-	next := now.Round(0).UTC().Truncate(time.Microsecond)
-	if !next.After(previous) {
-		next = previous.Round(0).UTC().Truncate(time.Microsecond).Add(time.Microsecond)
-	}
-	return next
-}
-
 // ErrRenewDeadline is the cause of a Keeper's context when the holder could
 // not renew its claim before its renew deadline: it must stop acting, as
 // another process may judge it dead soon.
 var ErrRenewDeadline = errors.New("claim not renewed before the renew deadline")
 
 // KeeperConfig times a Keeper. RenewEvery < RenewDeadline < Duration, where
-// Duration is the lease duration the contenders' Expiry uses.
+// Duration is the lease duration the contenders' Liveness uses.
 type KeeperConfig struct {
 	Duration      time.Duration
 	RenewEvery    time.Duration
 	RenewDeadline time.Duration
 	// Clock drives the renew ticker and the deadline. It must be the clock
-	// of the Claimer, whose readings [Outcome.Sent] carries. Default: the
-	// Claimer's clock when it has a ticker ([WithClock] of a
+	// of the Claimer, whose readings [claim.Outcome.Sent] carries. Default:
+	// the Claimer's clock when it has a ticker (claim.WithClock of a
 	// clock.WithTicker), otherwise the real one.
 	Clock clock.WithTicker
 }
@@ -136,12 +108,12 @@ type KeeperConfig struct {
 // Keeper keeps time-bound claims alive and tells the holder when to stop
 // acting.
 type Keeper struct {
-	claimer *Claimer
+	claimer *claim.Claimer
 	cfg     KeeperConfig
 }
 
 // NewKeeper validates cfg and returns a Keeper renewing through c.
-func NewKeeper(c *Claimer, cfg KeeperConfig) (*Keeper, error) {
+func NewKeeper(c *claim.Claimer, cfg KeeperConfig) (*Keeper, error) {
 	var errs []error
 	if c == nil {
 		errs = append(errs, errors.New("claimer: nil"))
@@ -154,11 +126,26 @@ func NewKeeper(c *Claimer, cfg KeeperConfig) (*Keeper, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
-		if withTicker, ok := c.clock.(clock.WithTicker); ok {
+		if withTicker, ok := claimhook.Clock(c).(clock.WithTicker); ok {
 			cfg.Clock = withTicker
 		}
 	}
 	return &Keeper{claimer: c, cfg: cfg}, nil
+}
+
+// Renew records that self, which holds key, is still alive: one write of a
+// new renew marker that keeps the grant and its token, sent through c.
+// Its Outcome (ReasonHeld, with [claim.Outcome.Sent]) may be given to
+// [Keeper.Hold]. It fails with an error wrapping claim.ErrNotHolder when self
+// no longer holds key, and with one wrapping backends.ErrConflict when the
+// record changed between the read and the write.
+func Renew(ctx context.Context, c *claim.Claimer, key string, self claim.Holder) (claim.Outcome, error) {
+	if c == nil {
+		return claim.Outcome{}, errors.New("renewing claim: claimer is nil")
+	}
+	o, err := claimhook.Renew(ctx, c, key, self)
+	out, _ := o.(claim.Outcome)
+	return out, err
 }
 
 // Hold keeps the claim that granted reports: it renews granted.Holder's
@@ -167,25 +154,25 @@ func NewKeeper(c *Claimer, cfg KeeperConfig) (*Keeper, error) {
 // caller has it, as given to Acquire: every Claimer method normalizes it.
 //
 // granted is the Outcome of the write that granted or last renewed the key:
-// an Acquire that wrote (Acquired, TakenOver), a Commit, or a [Claimer.Renew].
+// an Acquire that wrote (Acquired, TakenOver), a Commit, or a [Renew].
 // The held context is cancelled, with cause ErrRenewDeadline, once
 // RenewDeadline has passed since the last successful write was sent, the
-// first being granted's ([Outcome.Sent]), not the call to Hold: a contender
+// first being granted's ([claim.Outcome.Sent]), not the call to Hold: a contender
 // counts its lease duration from the moment it saw that write, which can be
 // no earlier than its sending, so time spent between the write and Hold
 // counts against the holder. It is cancelled also while a renewal hangs; and
-// at once, with a cause wrapping ErrNotHolder, when a renewal finds that the
+// at once, with a cause wrapping claim.ErrNotHolder, when a renewal finds that the
 // holder lost the claim.
 //
 // An Outcome that is not granted, or that wrote nothing (a re-entry, Held
 // from Acquire), cannot say when the deadline started: the held context is
 // cancelled at once. Renew first and hold the Renew's Outcome.
-func (k *Keeper) Hold(ctx context.Context, key string, granted Outcome) (held context.Context, stop func()) {
+func (k *Keeper) Hold(ctx context.Context, key string, granted claim.Outcome) (held context.Context, stop func()) {
 	self := granted.Holder
 	held, cancel := context.WithCancelCause(ctx)
 	switch {
 	case !granted.Granted():
-		cancel(fmt.Errorf("holding claim %q: %w: the outcome is %s", key, ErrNotHolder, granted.Reason))
+		cancel(fmt.Errorf("holding claim %q: %w: the outcome is %s", key, claim.ErrNotHolder, granted.Reason))
 		return held, func() {}
 	case granted.Sent.IsZero():
 		cancel(fmt.Errorf("%w: key %q, holder %s: the outcome wrote nothing, so the deadline's start is unknown; renew first", ErrRenewDeadline, key, self))
@@ -234,7 +221,7 @@ func (k *Keeper) Hold(ctx context.Context, key string, granted Outcome) (held co
 				inflight = true
 				sent := clk.Now()
 				go func() {
-					_, err := k.claimer.Renew(held, key, self)
+					_, err := Renew(held, k.claimer, key, self)
 					results <- result{sent: sent, err: err}
 				}()
 			case r := <-results:
@@ -249,7 +236,7 @@ func (k *Keeper) Hold(ctx context.Context, key string, granted Outcome) (held co
 						return
 					}
 					deadline.Reset(left)
-				case errors.Is(r.err, ErrNotHolder):
+				case errors.Is(r.err, claim.ErrNotHolder):
 					cancel(r.err)
 					return
 				}

@@ -1,4 +1,4 @@
-package claim
+package backends
 
 import (
 	"encoding/json"
@@ -150,7 +150,7 @@ type Stored struct {
 // beat every real grant), and, on a Shared object, a record without the
 // holder's apiVersion or kind.
 func (cfg Config) DecodeStored(key string, s Stored) Record {
-	rec, _, foreign := cfg.Annotations.Decode(key, s.Annotations)
+	rec, _, foreign := cfg.Annotations.WithDefaults().Decode(key, s.Annotations)
 	rec.Exists = true
 	rec.Foreign = foreign
 	rec.Ref, rec.UID, rec.Version = s.Ref, s.UID, s.Version
@@ -193,7 +193,7 @@ func impossible(rec Record, s Stored) string {
 // that key was not made by a Claimer under cfg (a hand-made or renamed
 // object) and is Foreign.
 func (cfg Config) DecodeListed(s Stored) Record {
-	key := s.Annotations[cfg.Annotations.Key]
+	key := s.Annotations[cfg.Annotations.WithDefaults().Key]
 	rec := cfg.DecodeStored(key, s)
 	if rec.Foreign == "" && cfg.RecordName(key) != s.Ref.Name {
 		rec.Foreign = fmt.Sprintf("name %q is not the record name of key %q", s.Ref.Name, key)

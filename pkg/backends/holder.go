@@ -1,12 +1,10 @@
-package claim
+package backends
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Holder identifies the object that holds, or wants to hold, a key.
@@ -15,7 +13,7 @@ import (
 // holder whatever their names say, and an object deleted and recreated under
 // the same name is a different holder. Name and UID are required; Namespace is
 // empty for cluster-scoped holders. APIVersion and Kind are recorded so that
-// the default [Liveness] can read the holder back and so that holders of
+// the default liveness can read the holder back and so that holders of
 // several kinds can share one key space.
 type Holder struct {
 	APIVersion string
@@ -25,23 +23,8 @@ type Holder struct {
 	UID        types.UID
 
 	// Created orders sibling claimants for the fairness pre-filter (see
-	// [WithSiblings]). It is not stored in the record.
+	// claim.WithSiblings). It is not stored in the record.
 	Created time.Time
-}
-
-// HolderOf builds the Holder of obj from its metadata and its TypeMeta.
-// Objects read through a typed client often carry no TypeMeta; use
-// [Claimer.HolderOf] to fill APIVersion and Kind from the client's scheme.
-func HolderOf(obj client.Object) Holder {
-	gvk := obj.GetObjectKind().GroupVersionKind()
-	return Holder{
-		APIVersion: gvk.GroupVersion().String(),
-		Kind:       gvk.Kind,
-		Namespace:  obj.GetNamespace(),
-		Name:       obj.GetName(),
-		UID:        obj.GetUID(),
-		Created:    obj.GetCreationTimestamp().Time,
-	}
 }
 
 // Is reports whether h and other are the same holder, which is decided by UID
@@ -81,18 +64,4 @@ func (h Holder) Identity(limit int) string {
 	}
 	parts = append(parts, h.Name)
 	return Bound(strings.Join(parts, "/"), limit)
-}
-
-func (h Holder) validate() error {
-	var problems []string
-	if h.Name == "" {
-		problems = append(problems, "name is empty")
-	}
-	if h.UID == "" {
-		problems = append(problems, "UID is empty")
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: holder %q: %s", ErrInvalidHolder, h.String(), strings.Join(problems, ", "))
-	}
-	return nil
 }

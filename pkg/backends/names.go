@@ -1,0 +1,74 @@
+package backends
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// hashLen is how many hex characters of sha256(key) name a record by default.
+const hashLen = 40
+
+// boundSuffixLen is the number of hex characters [Bound] appends.
+const boundSuffixLen = 10
+
+// Bound returns s unchanged when it fits in limit bytes. Otherwise it cuts s
+// to limit-11 bytes (never inside a UTF-8 sequence), trims trailing '-' and
+// '.' so the result stays a valid DNS name when s was one, and appends '-' and
+// the first 10 hex characters of sha256(s), so that distinct long inputs stay
+// distinct. The result is at most limit bytes. limit must be at least 12.
+func Bound(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit - boundSuffixLen - 1
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	head := strings.TrimRight(s[:cut], "-.")
+	sum := sha256.Sum256([]byte(s))
+	return head + "-" + hex.EncodeToString(sum[:])[:boundSuffixLen]
+}
+
+// HashName returns prefix followed by the first 40 hex characters of
+// sha256(key): a valid DNS-1123 name for any key when prefix is a valid name
+// prefix. It is the default record name of the Lease backend.
+func HashName(prefix, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return prefix + hex.EncodeToString(sum[:])[:hashLen]
+}
+
+// LabelValue makes any v a valid label value: at most 63 bytes of
+// alphanumerics, '-', '_' and '.', starting and ending with an alphanumeric.
+// A value that is one already is returned unchanged. Characters a label value
+// cannot hold (the '/' of "namespace/name", spaces, non-ASCII) become '-' and
+// the first 10 hex characters of sha256(v) are appended, so that values that
+// differ only in those characters stay distinct; a value too long is cut
+// with [Bound]; leading and trailing '-', '_', '.' are trimmed.
+//
+// Values made only of label characters come out as earlier releases made
+// them, so records written then keep matching their holder's selector.
+func LabelValue(v string) string {
+	if len(validation.IsValidLabelValue(v)) == 0 {
+		return v
+	}
+	clean := strings.Map(func(r rune) rune {
+		if isLabelChar(r) {
+			return r
+		}
+		return '-'
+	}, v)
+	if clean != v {
+		sum := sha256.Sum256([]byte(v))
+		clean += "-" + hex.EncodeToString(sum[:])[:boundSuffixLen]
+	}
+	return strings.Trim(Bound(clean, validation.LabelValueMaxLength), "-._")
+}
+
+// isLabelChar reports whether r may appear in a label value.
+func isLabelChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
+}
