@@ -34,6 +34,9 @@ type specSwapper struct {
 	patch  []byte
 	newGen atomic.Int64
 	err    atomic.Pointer[error]
+	// done is closed when swap has returned: disarming happens before the
+	// swap's patch, so the test must not read newGen or err before this.
+	done chan struct{}
 }
 
 func (s *specSwapper) newClient(cfg *rest.Config, o client.Options) (client.Client, error) {
@@ -53,6 +56,7 @@ func (s *specSwapper) newClient(cfg *rest.Config, o client.Options) (client.Clie
 }
 
 func (s *specSwapper) swap(ctx context.Context, cached client.Reader, key client.ObjectKey) {
+	defer close(s.done)
 	w := *s.writer.Load()
 	db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	if err := w.Patch(ctx, db, client.RawPatch(types.MergePatchType, s.patch)); err != nil {
@@ -83,7 +87,7 @@ func TestReadyIsNeverTrueForAGenerationWhoseKeyTheClaimDidNotJudge(t *testing.T)
 		urlOrders  = "postgres://pg.data.svc/orders"
 		urlBilling = "postgres://pg.data.svc/billing"
 	)
-	s := &specSwapper{name: "db"}
+	s := &specSwapper{name: "db", done: make(chan struct{})}
 	ns, c := startManager(t, func(o *ctrl.Options) { o.NewClient = s.newClient })
 	s.writer.Store(&c)
 	ctx := context.Background()
@@ -117,6 +121,11 @@ func TestReadyIsNeverTrueForAGenerationWhoseKeyTheClaimDidNotJudge(t *testing.T)
 	}
 	if s.armed.Load() {
 		t.Fatal("no inner pass of db read it after the kick")
+	}
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the spec swap never finished")
 	}
 	if p := s.err.Load(); p != nil {
 		t.Fatal(*p)
