@@ -37,6 +37,9 @@ func TestClaimedIsNeverTrueForAGenerationWhoseKeyIsHeldElsewhere(t *testing.T) {
 	var writer atomic.Pointer[client.Client]
 	var newGen atomic.Int64
 	var swapErr atomic.Pointer[error]
+	// swapped is closed when the swap has run: disarming happens before its
+	// patch, so newGen and swapErr are read only after this.
+	swapped := make(chan struct{})
 	newClient := func(cfg *rest.Config, o client.Options) (client.Client, error) {
 		base, err := client.NewWithWatch(cfg, o)
 		if err != nil {
@@ -54,6 +57,7 @@ func TestClaimedIsNeverTrueForAGenerationWhoseKeyIsHeldElsewhere(t *testing.T) {
 						swapErr.Store(&err)
 					}
 					newGen.Store(sw.Generation)
+					close(swapped)
 				}
 				return c.Patch(ctx, obj, p, opts...)
 			},
@@ -85,6 +89,11 @@ func TestClaimedIsNeverTrueForAGenerationWhoseKeyIsHeldElsewhere(t *testing.T) {
 	}
 	if armed.Load() {
 		t.Fatal("the middleware never patched db")
+	}
+	select {
+	case <-swapped:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the spec swap never finished")
 	}
 	if p := swapErr.Load(); p != nil && !apierrors.IsConflict(*p) {
 		t.Fatal(*p)
