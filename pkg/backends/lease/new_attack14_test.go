@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,4 +29,42 @@ func TestAttack14_NewRefusesANameFuncThatMakesInvalidLeaseNames(t *testing.T) {
 	a := holder(t, ns, "a")
 	_, _, acqErr := c.Acquire(context.Background(), "orders", a)
 	t.Fatalf("claim.New accepted a NameFunc that makes invalid Lease names; the first Acquire then failed with: %v", acqErr)
+}
+
+// TestAttack14_TheLeaseOfAGrantIsTheOneDocsBackendsShows (docs/backends.md,
+// "What each one stores", the Lease YAML): Given the seed constructor with
+// defaults, When a holder acquires a key, Then the Lease carries the
+// annotations and spec fields the document shows for it, and no others. It
+// carries two more: the claim set annotation (claim.ocf.io/set, written on
+// every write since sets exist) and spec.renewTime (every grant writes the
+// renew marker); the document, and the "acquired" golden file it matches,
+// show neither, so a reader porting or inspecting records is told a wire
+// shape no grant produces.
+func TestAttack14_TheLeaseOfAGrantIsTheOneDocsBackendsShows(t *testing.T) {
+	ns := env.Namespace(t)
+	c, err := claim.New(env.APIReader, env.Client, claim.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := holder(t, ns, "a")
+	if _, o, err := c.Acquire(context.Background(), "elasticsearch|https://es.search.svc:9200", a); err != nil || o.Reason != claim.ReasonAcquired {
+		t.Fatalf("Acquire = %s, %v", o.Reason, err)
+	}
+	l := leaseOf(t, c, "elasticsearch|https://es.search.svc:9200")
+	documented := []string{ // docs/backends.md, the Lease example
+		"claim.ocf.io/key", "claim.ocf.io/holder-api-version", "claim.ocf.io/holder-kind",
+		"claim.ocf.io/holder-namespace", "claim.ocf.io/holder-name", "claim.ocf.io/holder-uid",
+	}
+	var extra []string
+	for k := range l.Annotations {
+		if !slices.Contains(documented, k) {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) > 0 {
+		t.Errorf("the granted Lease carries annotations docs/backends.md does not show: %v", extra)
+	}
+	if l.Spec.RenewTime != nil {
+		t.Errorf("the granted Lease carries spec.renewTime %v, which docs/backends.md does not show", l.Spec.RenewTime)
+	}
 }
