@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
 // TestAttack14_NewRefusesANameFuncThatMakesInvalidLeaseNames (issue 14, item
@@ -66,5 +68,44 @@ func TestAttack14_TheLeaseOfAGrantIsTheOneDocsBackendsShows(t *testing.T) {
 	}
 	if l.Spec.RenewTime != nil {
 		t.Errorf("the granted Lease carries spec.renewTime %v, which docs/backends.md does not show", l.Spec.RenewTime)
+	}
+}
+
+// TestAttack14_RenewKeepsTheGrantsTokenAfterALabelEdit (issue 14, item 3:
+// "expiry.Renew(ctx, claimer, key, self) writes a new renew marker keeping
+// the grant and token"; docs/backends.md: the Lease's token is "the Lease's
+// resourceVersion at the grant"): Given a key granted on the Lease backend
+// with token T, When someone edits a label of the Lease (an unrelated write)
+// and the holder renews, Then the renewal reports, and stores, T. It reports
+// and stores the version of the label edit instead: the grant wrote no token
+// annotation, so the token is read back as whatever the Lease's version is,
+// and Renew then freezes that later version as the grant's token.
+func TestAttack14_RenewKeepsTheGrantsTokenAfterALabelEdit(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	c, err := claim.New(env.APIReader, env.Client, claim.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := holder(t, ns, "a")
+	_, granted, err := c.Acquire(ctx, "orders", a)
+	if err != nil || granted.Reason != claim.ReasonAcquired {
+		t.Fatalf("Acquire = %s, %v", granted.Reason, err)
+	}
+	// an unrelated write: someone labels the Lease
+	l := leaseOf(t, c, "orders")
+	l.Labels["team"] = "ops"
+	if err := env.Client.Update(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := expiry.Renew(ctx, c, "orders", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if renewed.Token != granted.Token {
+		t.Errorf("Renew after a label edit reports token %s, the grant's token was %s", renewed.Token, granted.Token)
+	}
+	if got := leaseOf(t, c, "orders").Annotations[backends.DefaultTokenAnnotation]; got != granted.Token.String() {
+		t.Errorf("the Lease stores token %q after the renewal, the grant's token was %s", got, granted.Token)
 	}
 }
