@@ -51,9 +51,11 @@ type Record struct {
 	// AcquireTime is when the current holder was granted the key.
 	AcquireTime time.Time
 	// RenewTime is when the holder was last granted the key or renewed it,
-	// by its own clock. It is the protocol's renew marker: every grant and
-	// every renewal writes a new one, later than the last, and time-based
-	// liveness (pkg/expiry) judges by its changes, never by comparing it with another clock.
+	// by its own clock. It is the protocol's renew marker: every grant writes
+	// one (a takeover, and every renewal, one later than the record's last,
+	// even on a clock that has not moved), and time-based liveness
+	// (pkg/expiry) judges by its changes, never by comparing it with another
+	// clock.
 	RenewTime time.Time
 	// Transitions counts how often the key changed holders.
 	Transitions int32

@@ -101,10 +101,14 @@ func WithMessages(f MessageFunc) Option { return func(o *options) { o.message = 
 // no call re-validates them.
 func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option) (*Claimer, error) {
 	var o options
-	for _, opt := range opts {
+	var errs []error
+	for i, opt := range opts {
+		if opt == nil {
+			errs = append(errs, fmt.Errorf("options[%d]: nil", i))
+			continue
+		}
 		opt(&o)
 	}
-	var errs []error
 	if reader == nil {
 		errs = append(errs, errors.New("reader: nil; pass the manager's API reader"))
 	}
@@ -126,18 +130,18 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 			errs = append(errs, err)
 		}
 	}
+	// The backend is asked even when cfg has problems, so that one error
+	// names them all; only without clients is there nothing to build it on.
+	var backend, cached backends.Backend
+	if reader != nil && writer != nil {
+		backend = buildBackend(o.backend, reader, writer, cfg, "backend", &errs)
+		cached = backend
+		if o.cached != nil {
+			cached = buildBackend(o.backend, o.cached, writer, cfg, "backend on the cached reader", &errs)
+		}
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("configuring claimer: %w", errors.Join(errs...))
-	}
-	backend, err := o.backend(reader, writer, cfg.Storage())
-	if err != nil {
-		return nil, fmt.Errorf("configuring claimer: backend: %w", err)
-	}
-	cached := backend
-	if o.cached != nil {
-		if cached, err = o.backend(o.cached, writer, cfg.Storage()); err != nil {
-			return nil, fmt.Errorf("configuring claimer: backend on the cached reader: %w", err)
-		}
 	}
 	c := &Claimer{
 		cfg:      cfg,
@@ -160,6 +164,19 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 		c.message = DefaultMessage
 	}
 	return c, nil
+}
+
+// buildBackend calls factory and adds its problem, or the lack of a
+// backend, to errs under name.
+func buildBackend(factory backends.Factory, reader client.Reader, writer client.Client, cfg Config, name string, errs *[]error) backends.Backend {
+	b, err := factory(reader, writer, cfg.Storage())
+	switch {
+	case err != nil:
+		*errs = append(*errs, fmt.Errorf("%s: %w", name, err))
+	case b == nil:
+		*errs = append(*errs, fmt.Errorf("%s: the factory returned no backend and no error", name))
+	}
+	return b
 }
 
 // Config returns the Claimer's configuration with every default filled in.
@@ -321,6 +338,9 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 
 	next := granting(key, self, c.clock.Now())
 	next.Transitions = rec.Transitions + 1
+	// A takeover replaces a record it read: its marker must differ from that
+	// record's even on a clock that has not moved.
+	next.RenewTime = nextRenewTime(rec.RenewTime, next.RenewTime)
 	sent := next.AcquireTime
 	got, err := c.write(ctx, rec, next)
 	if err == nil {

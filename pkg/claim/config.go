@@ -133,6 +133,13 @@ func (cfg Config) validate() error {
 		}
 		seen[f.key] = f.name
 	}
+	// NameFunc is a function too; a name it makes of a typical key must be
+	// a valid object name, or every first write of a key fails.
+	const probeKey = "probe|https://probe.example.com:443/a_b"
+	name := cfg.NameFunc(probeKey)
+	for _, msg := range validation.IsDNS1123Subdomain(name) {
+		errs = append(errs, fmt.Errorf("config.NameFunc(%q) = %q: %s", probeKey, name, msg))
+	}
 	// HolderLabels is a function; check what it makes of a typical holder so
 	// that a bad label fails here, not on the first write. Values are written
 	// through LabelValue, so the value to check is what it makes of them.

@@ -13,9 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
-// nopBackend lets construction tests run without storage.
+// nopBackend lets construction tests run without storage: a backend that
+// counts calls into a counter nobody reads.
 func nopBackend(client.Reader, client.Client, backends.Config) (backends.Backend, error) {
-	return nil, nil
+	return countingBackend{n: new(int)}, nil
 }
 
 func TestNewValidatesOnceAndReportsEveryProblem(t *testing.T) {
@@ -82,6 +83,18 @@ func TestNewValidatesOnceAndReportsEveryProblem(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNewRefusesAFactoryThatReturnsNothing: Given a backend factory that
+// returns neither a backend nor an error, When New is called, Then it is an
+// error at construction, not a nil pointer on the first Acquire.
+func TestNewRefusesAFactoryThatReturnsNothing(t *testing.T) {
+	c := fake.NewClientBuilder().Build()
+	nothing := func(client.Reader, client.Client, backends.Config) (backends.Backend, error) { return nil, nil }
+	_, err := New(c, c, Config{}, WithBackend(nothing))
+	if err == nil || !strings.Contains(err.Error(), "the factory returned no backend and no error") {
+		t.Fatalf("New() = %v, want the empty factory named", err)
 	}
 }
 
@@ -170,7 +183,7 @@ func TestNewAcceptsHolderLabelsWhoseValuesLabelValueMakesValid(t *testing.T) {
 	var storage backends.Config
 	seeing := func(_ client.Reader, _ client.Client, cfg backends.Config) (backends.Backend, error) {
 		storage = cfg
-		return nil, nil
+		return countingBackend{n: new(int)}, nil
 	}
 	if _, err := New(c, c, Config{HolderLabels: byName}, WithBackend(seeing)); err != nil {
 		t.Fatalf("New() = %v", err)

@@ -38,7 +38,15 @@ type Liveness struct {
 	clock    clock.PassiveClock
 
 	mu   sync.Mutex
-	seen map[string]observation
+	seen map[recordID]observation
+}
+
+// recordID names one stored record: one Liveness may judge records of one
+// key kept by several Claimers (two claim namespaces, two prefixes), whose
+// renew markers must not be taken for each other's changes.
+type recordID struct {
+	key string
+	ref types.NamespacedName
 }
 
 type observation struct {
@@ -69,7 +77,7 @@ func New(duration time.Duration, clk clock.PassiveClock) (*Liveness, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Liveness{duration: duration, clock: clk, seen: map[string]observation{}}, nil
+	return &Liveness{duration: duration, clock: clk, seen: map[recordID]observation{}}, nil
 }
 
 // Alive reports whether rec's claim was granted or renewed within the lease
@@ -79,9 +87,10 @@ func (e *Liveness) Alive(_ context.Context, rec claim.Record) (bool, error) {
 	mark := markerOf(rec)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	last, ok := e.seen[rec.Key]
+	id := recordID{key: rec.Key, ref: rec.Ref}
+	last, ok := e.seen[id]
 	if !ok || last.marker != mark {
-		e.seen[rec.Key] = observation{marker: mark, at: now}
+		e.seen[id] = observation{marker: mark, at: now}
 		return true, nil
 	}
 	return now.Sub(last.at) < e.duration, nil
@@ -134,7 +143,9 @@ func NewKeeper(c *claim.Claimer, cfg KeeperConfig) (*Keeper, error) {
 }
 
 // Renew records that self, which holds key, is still alive: one write of a
-// new renew marker that keeps the grant and its token, sent through c.
+// new renew marker that keeps the grant and passes its token on, sent
+// through c. (The token it reports is the grant's, or higher when someone
+// else wrote the record's object since; see claim.Token.)
 // Its Outcome (ReasonHeld, with [claim.Outcome.Sent]) may be given to
 // [Keeper.Hold]. It fails with an error wrapping claim.ErrNotHolder when self
 // no longer holds key, and with one wrapping backends.ErrConflict when the
@@ -163,6 +174,9 @@ func Renew(ctx context.Context, c *claim.Claimer, key string, self claim.Holder)
 // counts against the holder. It is cancelled also while a renewal hangs; and
 // at once, with a cause wrapping claim.ErrNotHolder, when a renewal finds that the
 // holder lost the claim.
+//
+// The first renewal is sent RenewEvery after Hold is called: call Hold right
+// after the grant, or time spent before it shortens the hold.
 //
 // An Outcome that is not granted, or that wrote nothing (a re-entry, Held
 // from Acquire), cannot say when the deadline started: the held context is

@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
@@ -8,7 +9,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
@@ -38,6 +44,7 @@ func TestLeaseWireShape(t *testing.T) {
 				Key:         "elasticsearch|https://es.data.svc:9200",
 				Holder:      claim.Holder{APIVersion: "camunda.io/v1", Kind: "CamundaCluster", Namespace: "team-a", Name: "orders", UID: "6f1c1d2e-8b51-4c1e-9a57-2a3b4c5d6e7f"},
 				AcquireTime: acquired,
+				RenewTime:   acquired,
 			},
 		},
 		{
@@ -47,6 +54,7 @@ func TestLeaseWireShape(t *testing.T) {
 				Key:         "rdbms|postgres.db.svc:5432/orders",
 				Holder:      claim.Holder{APIVersion: "camunda.io/v1", Kind: "CamundaCluster", Namespace: ns63, Name: long, UID: "0a1b2c3d-0000-4000-8000-000000000001"},
 				AcquireTime: acquired,
+				RenewTime:   acquired.Add(30 * time.Second),
 				Transitions: 3,
 				Token:       "48213",
 				Successor:   &claim.Holder{APIVersion: "camunda.io/v1", Kind: "CamundaCluster", Namespace: "team-b", Name: "orders-v2", UID: "0a1b2c3d-0000-4000-8000-000000000002"},
@@ -67,6 +75,10 @@ func TestLeaseWireShape(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := mustConfig(t, tt.cfg)
+			if tt.rec.Set == "" {
+				// Every write of the protocol stamps the Claimer's set.
+				tt.rec.Set = cfg.Set
+			}
 			l := lease.Encode(cfg, tt.rec)
 			// Given any holder, the Lease is a valid object
 			if errs := validation.IsDNS1123Subdomain(l.Name); len(errs) > 0 {
@@ -107,6 +119,49 @@ func TestLeaseWireShape(t *testing.T) {
 }
 
 // mustConfig returns cfg with the defaults a Claimer fills in.
+// TestAGrantWritesTheAcquiredGoldenShape: Given the seed constructor on a
+// real API server, its clock at the golden file's acquire time, When a holder
+// is granted a free key, Then the Lease the server stores, apart from the
+// fields the server sets, is exactly testdata/acquired.golden.yaml: the
+// golden file is what a grant writes, not only what Encode makes of a
+// hand-built record.
+func TestAGrantWritesTheAcquiredGoldenShape(t *testing.T) {
+	ctx := t.Context()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "camunda-system"}}
+	if err := env.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	acquired := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	c, err := claim.New(env.APIReader, env.Client,
+		claim.Config{Namespace: "camunda-system", Labels: map[string]string{"app.kubernetes.io/managed-by": "camunda-operator"}},
+		claim.WithClock(clocktesting.NewFakePassiveClock(acquired)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := claim.Holder{APIVersion: "camunda.io/v1", Kind: "CamundaCluster", Namespace: "team-a", Name: "orders", UID: "6f1c1d2e-8b51-4c1e-9a57-2a3b4c5d6e7f"}
+	const k = "elasticsearch|https://es.data.svc:9200"
+	_, o, err := c.Acquire(ctx, k, self)
+	if err != nil || o.Reason != claim.ReasonAcquired {
+		t.Fatalf("Acquire = %s, %v", o.Reason, err)
+	}
+	t.Cleanup(func() { _ = c.Release(context.Background(), self) })
+	l := leaseOf(t, c, k)
+	// The fields the API server sets, which no golden file can hold.
+	l.ObjectMeta = metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name, Labels: l.Labels, Annotations: l.Annotations}
+	l.TypeMeta = metav1.TypeMeta{}
+	got, err := yaml.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "acquired.golden.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Fatalf("a grant writes another Lease than the golden file (-golden +granted):\n%s", diff)
+	}
+}
+
 func mustConfig(t *testing.T, cfg claim.Config) backends.Config {
 	t.Helper()
 	if _, err := claim.New(env.APIReader, env.Client, cfg); err != nil {

@@ -370,7 +370,7 @@ func matches(labels, selector map[string]string) bool {
 // version.
 func Encode(cfg backends.Config, rec backends.Record) Object {
 	cfg = cfg.WithDefaults()
-	return Object{
+	o := Object{
 		Namespace:   cfg.Namespace,
 		Name:        cfg.RecordName(rec.Key),
 		Labels:      cfg.RecordLabels(rec.Holder),
@@ -379,6 +379,9 @@ func Encode(cfg backends.Config, rec backends.Record) Object {
 		RenewTime:   rec.RenewTime,
 		Transitions: rec.Transitions,
 	}
+	// As the Lease: the renew time has a field of its own.
+	delete(o.Annotations, cfg.Annotations.RenewTime)
+	return o
 }
 
 // Decode reads the record of key from o. An object whose annotations do not

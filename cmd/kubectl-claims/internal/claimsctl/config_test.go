@@ -2,6 +2,7 @@ package claimsctl
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -128,5 +129,23 @@ func TestParsePublished(t *testing.T) {
 	want := Published{Namespace: "ops", Prefix: "b-", Annotations: AnnotationKeys{Key: "a.io/k", Token: "b.io/t"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("override (-want +got):\n%s", diff)
+	}
+}
+
+// TestEveryRecordAnnotationCanBePublished: Given the annotation keys a
+// claim.Config can rename (backends.Annotations), Then the published
+// configuration and the --annotation-keys flag can name each of them, so
+// that the plugin can follow an operator that renamed any one.
+func TestEveryRecordAnnotationCanBePublished(t *testing.T) {
+	published := reflect.TypeFor[AnnotationKeys]()
+	flagged := (&AnnotationKeys{}).fields()
+	for f := range reflect.TypeFor[backends.Annotations]().Fields() {
+		if _, ok := published.FieldByName(f.Name); !ok {
+			t.Errorf("backends.Annotations.%s has no field in the published AnnotationKeys", f.Name)
+		}
+		flag := strings.ToLower(f.Name[:1]) + f.Name[1:]
+		if _, ok := flagged[flag]; !ok {
+			t.Errorf("backends.Annotations.%s cannot be given to --annotation-keys as %q", f.Name, flag)
+		}
 	}
 }
