@@ -23,7 +23,7 @@ type successorWire struct {
 // Owned returns the annotation keys a Claimer writes; a backend that stores
 // records beside other annotations removes exactly these on release.
 func (a Annotations) Owned() []string {
-	return []string{a.Key, a.HolderAPIVersion, a.HolderKind, a.HolderNamespace, a.HolderName, a.HolderUID, a.Token, a.Successor, a.Set, a.RenewTime}
+	return []string{a.Key, a.HolderAPIVersion, a.HolderKind, a.HolderNamespace, a.HolderName, a.HolderUID, a.Token, a.Successor, a.HandedOverBy, a.Set, a.RenewTime}
 }
 
 // Encode returns the annotations that carry rec's claim fields. Optional
@@ -50,6 +50,9 @@ func (a Annotations) Encode(rec Record) map[string]string {
 	}
 	if !rec.RenewTime.IsZero() {
 		out[a.RenewTime] = rec.RenewTime.UTC().Format(metav1.RFC3339Micro)
+	}
+	if rec.HandedOverBy != "" {
+		out[a.HandedOverBy] = string(rec.HandedOverBy)
 	}
 	if s := rec.Successor; s != nil {
 		b, _ := json.Marshal(successorWire{APIVersion: s.APIVersion, Kind: s.Kind, Namespace: s.Namespace, Name: s.Name, UID: s.UID}) //nolint:errchkjson // plain strings always marshal
@@ -86,6 +89,7 @@ func (a Annotations) Decode(key string, annotations map[string]string) (rec Reco
 	rec.Token = Token(get(a.Token, false))
 	rec.Set = get(a.Set, false)
 	successor := get(a.Successor, false)
+	rec.HandedOverBy = types.UID(get(a.HandedOverBy, false))
 	renewTime := get(a.RenewTime, false)
 	switch {
 	case len(missing) > 0:

@@ -14,6 +14,7 @@ const (
 	DefaultHolderUIDAnnotation        = Domain + "/holder-uid"
 	DefaultTokenAnnotation            = Domain + "/token"
 	DefaultSuccessorAnnotation        = Domain + "/successor"
+	DefaultHandedOverByAnnotation     = Domain + "/handed-over-by"
 	DefaultSetAnnotation              = Domain + "/set"
 	DefaultRenewTimeAnnotation        = Domain + "/renew-time"
 
@@ -38,6 +39,8 @@ type Annotations struct {
 	HolderUID        string
 	Token            string
 	Successor        string
+	// HandedOverBy carries Record.HandedOverBy.
+	HandedOverBy string
 	// Set names the claim set that wrote the record (see claim.Config.Set).
 	Set string
 	// RenewTime carries Record.RenewTime, the protocol's renew marker, for
@@ -60,6 +63,7 @@ func (a Annotations) WithDefaults() Annotations {
 		{&a.HolderUID, DefaultHolderUIDAnnotation},
 		{&a.Token, DefaultTokenAnnotation},
 		{&a.Successor, DefaultSuccessorAnnotation},
+		{&a.HandedOverBy, DefaultHandedOverByAnnotation},
 		{&a.Set, DefaultSetAnnotation},
 		{&a.RenewTime, DefaultRenewTimeAnnotation},
 	} {

@@ -43,14 +43,18 @@ func HashName(prefix, key string) string {
 
 // LabelValue makes any v a valid label value: at most 63 bytes of
 // alphanumerics, '-', '_' and '.', starting and ending with an alphanumeric.
-// A value that is one already is returned unchanged. Characters a label value
+// A value that is one already is returned unchanged. Distinct values stay
+// distinct (up to a collision of 40 bits of sha256): characters a label value
 // cannot hold (the '/' of "namespace/name", spaces, non-ASCII) become '-' and
-// the first 10 hex characters of sha256(v) are appended, so that values that
-// differ only in those characters stay distinct; a value too long is cut
-// with [Bound]; leading and trailing '-', '_', '.' are trimmed.
+// the first 10 hex characters of sha256(v) are appended; a value too long is
+// cut with [Bound], which appends its own hash; leading and trailing '-',
+// '_', '.' are trimmed, and a value that only trimming changed also gets the
+// hash of v, so that "-abc" and "abc" differ.
 //
-// Values made only of label characters come out as earlier releases made
-// them, so records written then keep matching their holder's selector.
+// Values of label characters that are only too long come out as earlier
+// releases made them, so records written then keep matching their holder's
+// selector. (Earlier releases trimmed "-abc" to "abc"; a record so labelled
+// is relabelled at its holder's next Acquire, see Record.Unlabelled.)
 func LabelValue(v string) string {
 	if len(validation.IsValidLabelValue(v)) == 0 {
 		return v
@@ -61,11 +65,27 @@ func LabelValue(v string) string {
 		}
 		return '-'
 	}, v)
-	if clean != v {
-		sum := sha256.Sum256([]byte(v))
-		clean += "-" + hex.EncodeToString(sum[:])[:boundSuffixLen]
+	replaced := clean != v
+	if replaced {
+		clean += "-" + hashHex(v)
 	}
-	return strings.Trim(Bound(clean, validation.LabelValueMaxLength), "-._")
+	out := strings.Trim(Bound(clean, validation.LabelValueMaxLength), "-._")
+	if !replaced && len(v) <= validation.LabelValueMaxLength {
+		// Only trimming changed v: without a hash it would be another
+		// value's label.
+		base := out
+		if cut := validation.LabelValueMaxLength - boundSuffixLen - 1; len(base) > cut {
+			base = strings.TrimRight(base[:cut], "-._")
+		}
+		out = strings.TrimLeft(base+"-"+hashHex(v), "-._")
+	}
+	return out
+}
+
+// hashHex is the first boundSuffixLen hex characters of sha256(s).
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:boundSuffixLen]
 }
 
 // isLabelChar reports whether r may appear in a label value.

@@ -57,6 +57,11 @@ type Record struct {
 	// (pkg/expiry) judges by its changes, never by comparing it with another
 	// clock.
 	RenewTime time.Time
+	// HandedOverBy is the UID of the holder that handed the key to Holder by
+	// a committed handover (claim.Claimer.Commit), empty after any other
+	// grant. It lets a Commit retried after a lost answer tell its own
+	// handover from a grant it had no part in.
+	HandedOverBy types.UID
 	// Transitions counts how often the key changed holders.
 	Transitions int32
 	// Set is the claim set of the Claimer that wrote the record (see

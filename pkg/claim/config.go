@@ -19,13 +19,16 @@ import (
 // (the Lease backend) require.
 type Config struct {
 	// Namespace holds the records of backends that create their own objects.
-	// It is the whole exclusion boundary: a key is exclusive only among
-	// Claimers that store its record in the same namespace. Two installs
-	// with different claim namespaces hand one key to two holders without
-	// any error (kubectl claims list -A warns about a key recorded in more
-	// than one namespace).
+	// With the record name it is the whole exclusion boundary: a key is
+	// exclusive only among Claimers that store its record under the same
+	// name (Prefix, NameFunc) in the same namespace. Two installs with
+	// different claim namespaces, or two Claimers of one namespace with
+	// different Prefixes, hand one key to two holders without any error
+	// (kubectl claims list -A warns about a key recorded in more than one
+	// namespace, or under more than one name).
 	Namespace string
-	// Prefix starts every record name made by the default NameFunc.
+	// Prefix starts every record name made by the default NameFunc; every
+	// Claimer of a key must use the same one (see Namespace).
 	// Default: backends.DefaultPrefix ("claim-").
 	Prefix string
 	// Labels are added to every record a backend writes.
@@ -123,7 +126,7 @@ func (cfg Config) validate() error {
 	for _, f := range []struct{ name, key string }{
 		{"Key", a.Key}, {"HolderAPIVersion", a.HolderAPIVersion}, {"HolderKind", a.HolderKind},
 		{"HolderNamespace", a.HolderNamespace}, {"HolderName", a.HolderName}, {"HolderUID", a.HolderUID},
-		{"Token", a.Token}, {"Successor", a.Successor}, {"Set", a.Set}, {"RenewTime", a.RenewTime},
+		{"Token", a.Token}, {"Successor", a.Successor}, {"HandedOverBy", a.HandedOverBy}, {"Set", a.Set}, {"RenewTime", a.RenewTime},
 	} {
 		for _, msg := range validation.IsQualifiedName(f.key) {
 			errs = append(errs, fmt.Errorf("config.Annotations.%s %q: %s", f.name, f.key, msg))

@@ -85,7 +85,9 @@ var ErrKindNotServed = errors.New("holder kind not served")
 // version their holder had when it acquired, and a CRD may stop serving that
 // version later. When the server does not serve it, the holder is read at
 // each other version reader's RESTMapper knows for the group and kind (a
-// client.Client has one; the manager's API reader does); an object keeps its
+// client.Client has one; the manager's API reader does), and, when none is
+// served, at the versions the mapper learns when asked again (a mapper that
+// learnt the group before the CRD changed its versions); an object keeps its
 // UID across versions. When no version is served (or reader has no
 // RESTMapper), the holder is kept alive and the error wraps
 // [ErrKindNotServed], so the key is not taken over.
@@ -121,23 +123,47 @@ func holderAlive(ctx context.Context, reader client.Reader, gvk schema.GroupVers
 	if !ok {
 		return true, fmt.Errorf("judging liveness of holder %s (it keeps the claim): %w: %s is not served and the reader has no RESTMapper to find another version", h, ErrKindNotServed, gvk)
 	}
-	mappings, err := withMapper.RESTMapper().RESTMappings(gvk.GroupKind())
-	if err != nil && !meta.IsNoMatchError(err) {
-		return true, fmt.Errorf("judging liveness of holder %s (it keeps the claim): finding the served versions of %s: %w", h, gvk.GroupKind(), err)
-	}
-	for _, m := range mappings {
-		v := m.GroupVersionKind.Version
-		if slices.Contains(tried, v) {
-			continue
+	mapper := withMapper.RESTMapper()
+	for attempt := range 2 {
+		if attempt == 1 {
+			// The mapper may have learnt the group's versions before the
+			// CRD changed them; make it learn them again (see
+			// relearnGroup) and try the versions it did not know.
+			relearnGroup(mapper, gvk.Group)
 		}
-		tried = append(tried, v)
-		alive, err := metadataAlive(ctx, reader, m.GroupVersionKind, h)
-		if errors.Is(err, errNotServed) {
-			continue
+		mappings, err := mapper.RESTMappings(gvk.GroupKind())
+		if err != nil && !meta.IsNoMatchError(err) {
+			return true, fmt.Errorf("judging liveness of holder %s (it keeps the claim): finding the served versions of %s: %w", h, gvk.GroupKind(), err)
 		}
-		return alive, err
+		for _, m := range mappings {
+			v := m.GroupVersionKind.Version
+			if slices.Contains(tried, v) {
+				continue
+			}
+			tried = append(tried, v)
+			alive, err := metadataAlive(ctx, reader, m.GroupVersionKind, h)
+			if errors.Is(err, errNotServed) {
+				continue
+			}
+			return alive, err
+		}
 	}
 	return true, fmt.Errorf("judging liveness of holder %s (it keeps the claim): %w: %s is served at none of the versions %s", h, ErrKindNotServed, gvk.GroupKind(), strings.Join(tried, ", "))
+}
+
+// relearnKind is a kind no API group serves.
+const relearnKind = "OcfClaimRelearnGroupVersions"
+
+// relearnGroup makes a lazily learning RESTMapper, as controller-runtime's
+// dynamic one is, forget what it learnt of group when that is stale. It
+// learns a group once, and asks the server again only when asked for a kind
+// it does not know; asked for one, it re-reads the versions it learnt, and
+// drops the group when one of them is no longer served, so that the next
+// lookup learns the group's versions as they are now. The answer to this
+// lookup is never found, and is ignored. A mapper that learns otherwise is
+// only asked one lookup more.
+func relearnGroup(mapper meta.RESTMapper, group string) {
+	_, _ = mapper.RESTMapping(schema.GroupKind{Group: group, Kind: relearnKind})
 }
 
 // errNotServed marks a read of a version the server does not serve.

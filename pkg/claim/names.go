@@ -85,7 +85,13 @@ func redactKey(key string) string {
 			break
 		}
 		start := i + len("//")
-		run := urlRun(rest[start:])
+		// The run of a redaction ends only at a '|', not at a "//": a
+		// password may hold "//" (base64 does), and redacting too much of
+		// a message is the safe side.
+		run := rest[start:]
+		if bar := strings.IndexByte(run, '|'); bar >= 0 {
+			run = run[:bar]
+		}
 		at := strings.LastIndexByte(run, '@')
 		if at < 0 {
 			b.WriteString(rest[:start+len(run)])

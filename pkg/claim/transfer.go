@@ -72,8 +72,9 @@ func (c *Claimer) Commit(ctx context.Context, key string, self, successor Holder
 		return Outcome{}, fmt.Errorf("committing handover of claim %q: reading record: %w", key, err)
 	}
 	switch {
-	case rec.Ours() && rec.Holder.Is(successor) && rec.Successor == nil:
-		// Our earlier Commit landed and its answer was lost.
+	case rec.Ours() && rec.Holder.Is(successor) && rec.Successor == nil && rec.HandedOverBy == self.UID && self.UID != "" && (rec.Set == "" || rec.Set == c.cfg.Set):
+		// Our earlier Commit landed and its answer was lost: the record
+		// says self handed it over.
 		return c.outcome(Outcome{Reason: ReasonTakenOver, Key: key, Holder: successor, Previous: self, Token: rec.Token, Record: rec}), nil
 	case !c.mine(rec, self):
 		return Outcome{}, fmt.Errorf("committing handover of claim %q: %w: it is held by %s", key, ErrNotHolder, describeHolder(rec))
@@ -82,6 +83,8 @@ func (c *Claimer) Commit(ctx context.Context, key string, self, successor Holder
 	}
 	next := granting(key, *rec.Successor, c.clock.Now())
 	next.Transitions = rec.Transitions + 1
+	next.HandedOverBy = self.UID
+	next.RenewTime = nextRenewTime(rec.RenewTime, next.RenewTime)
 	got, err := c.write(ctx, rec, next)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("committing handover of claim %q to %s: %w", key, successor, err)
@@ -148,7 +151,7 @@ func granting(key string, holder Holder, now time.Time) Record {
 // grant: the token is passed on so the grant keeps it.
 func claimFields(r Record) Record {
 	return Record{
-		Key: r.Key, Holder: r.Holder, Successor: r.Successor, Token: r.Token,
+		Key: r.Key, Holder: r.Holder, Successor: r.Successor, Token: r.Token, HandedOverBy: r.HandedOverBy,
 		AcquireTime: r.AcquireTime, RenewTime: r.RenewTime, Transitions: r.Transitions, Set: r.Set,
 	}
 }

@@ -33,6 +33,13 @@ const (
 // objects. Default: [DiscloseSameNamespace].
 func WithDisclosure(d Disclosure) Option { return func(c *config) { c.disclosure = d } }
 
+// Message is the message of o as the condition of self shows it under d
+// (o.Message, or its redacted form), for tools that recognise conditions the
+// middleware wrote, such as kubectl claims.
+func (d Disclosure) Message(o claim.Outcome, self claim.Holder) string {
+	return redact(d, o, self).Message
+}
+
 // redact rewrites o's message for self's eyes under d. Only the message
 // changes: the decision is the same whatever it may say.
 func redact(d Disclosure, o claim.Outcome, self claim.Holder) claim.Outcome {

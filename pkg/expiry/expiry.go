@@ -183,19 +183,26 @@ func Renew(ctx context.Context, c *claim.Claimer, key string, self claim.Holder)
 // cancelled at once. Renew first and hold the Renew's Outcome.
 func (k *Keeper) Hold(ctx context.Context, key string, granted claim.Outcome) (held context.Context, stop func()) {
 	self := granted.Holder
+	// Causes end up in logs: name the key as the grant normalized it, and
+	// never with the user info of a URL in it.
+	shown := key
+	if granted.Key != "" {
+		shown = granted.Key
+	}
+	shown = claim.Redact(shown)
 	held, cancel := context.WithCancelCause(ctx)
 	switch {
 	case !granted.Granted():
-		cancel(fmt.Errorf("holding claim %q: %w: the outcome is %s", key, claim.ErrNotHolder, granted.Reason))
+		cancel(fmt.Errorf("holding claim %q: %w: the outcome is %s", shown, claim.ErrNotHolder, granted.Reason))
 		return held, func() {}
 	case granted.Sent.IsZero():
-		cancel(fmt.Errorf("%w: key %q, holder %s: the outcome wrote nothing, so the deadline's start is unknown; renew first", ErrRenewDeadline, key, self))
+		cancel(fmt.Errorf("%w: key %q, holder %s: the outcome wrote nothing, so the deadline's start is unknown; renew first", ErrRenewDeadline, shown, self))
 		return held, func() {}
 	}
 	clk := k.cfg.Clock
 	left := k.cfg.RenewDeadline - clk.Since(granted.Sent)
 	if left <= 0 {
-		cancel(fmt.Errorf("%w: key %q, holder %s: %v passed since the grant was sent", ErrRenewDeadline, key, self, clk.Since(granted.Sent)))
+		cancel(fmt.Errorf("%w: key %q, holder %s: %v passed since the grant was sent", ErrRenewDeadline, shown, self, clk.Since(granted.Sent)))
 		return held, func() {}
 	}
 	ticker := clk.NewTicker(k.cfg.RenewEvery)
@@ -224,7 +231,7 @@ func (k *Keeper) Hold(ctx context.Context, key string, granted claim.Outcome) (h
 			case <-held.Done():
 				return
 			case <-deadline.C():
-				cancel(fmt.Errorf("%w: key %q, holder %s", ErrRenewDeadline, key, self))
+				cancel(fmt.Errorf("%w: key %q, holder %s", ErrRenewDeadline, shown, self))
 				return
 			case <-ticker.C():
 				if inflight {
@@ -246,7 +253,7 @@ func (k *Keeper) Hold(ctx context.Context, key string, granted claim.Outcome) (h
 					// saw the record change no earlier than that.
 					left := k.cfg.RenewDeadline - clk.Since(r.sent)
 					if left <= 0 {
-						cancel(fmt.Errorf("%w: key %q, holder %s: the last renewal took until its deadline", ErrRenewDeadline, key, self))
+						cancel(fmt.Errorf("%w: key %q, holder %s: the last renewal took until its deadline", ErrRenewDeadline, shown, self))
 						return
 					}
 					deadline.Reset(left)

@@ -86,7 +86,7 @@ func TestAttack14bHolderAliveAtANewVersionTheReaderLearnedTooLate(t *testing.T) 
 		obj := &unstructured.Unstructured{}
 		obj.SetGroupVersionKind(gizmoV1beta1)
 		if err := fresh.Get(ctx, client.ObjectKeyFromObject(g), obj); err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // not served yet: poll again
 		}
 		old := &unstructured.Unstructured{}
 		old.SetGroupVersionKind(gizmoV1alpha1)

@@ -60,6 +60,7 @@ type AnnotationKeys struct {
 	HolderUID        string `json:"holderUID,omitempty"`
 	Token            string `json:"token,omitempty"`
 	Successor        string `json:"successor,omitempty"`
+	HandedOverBy     string `json:"handedOverBy,omitempty"`
 	Set              string `json:"set,omitempty"`
 	RenewTime        string `json:"renewTime,omitempty"`
 }
@@ -70,7 +71,7 @@ func (a *AnnotationKeys) fields() map[string]*string {
 	return map[string]*string{
 		"key": &a.Key, "holderAPIVersion": &a.HolderAPIVersion, "holderKind": &a.HolderKind,
 		"holderNamespace": &a.HolderNamespace, "holderName": &a.HolderName, "holderUID": &a.HolderUID,
-		"token": &a.Token, "successor": &a.Successor, "set": &a.Set, "renewTime": &a.RenewTime,
+		"token": &a.Token, "successor": &a.Successor, "handedOverBy": &a.HandedOverBy, "set": &a.Set, "renewTime": &a.RenewTime,
 	}
 }
 
@@ -134,7 +135,7 @@ func resolve(reader client.Reader, writer client.Client, p Published) (settings,
 		Annotations: backends.Annotations{
 			Key: a.Key, HolderAPIVersion: a.HolderAPIVersion, HolderKind: a.HolderKind,
 			HolderNamespace: a.HolderNamespace, HolderName: a.HolderName, HolderUID: a.HolderUID,
-			Token: a.Token, Successor: a.Successor, Set: a.Set, RenewTime: a.RenewTime,
+			Token: a.Token, Successor: a.Successor, HandedOverBy: a.HandedOverBy, Set: a.Set, RenewTime: a.RenewTime,
 		},
 	}
 	if _, err := claim.New(reader, writer, cfg); err != nil {

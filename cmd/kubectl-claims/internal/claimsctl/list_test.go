@@ -1,6 +1,8 @@
 package claimsctl
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -99,6 +101,10 @@ func TestMarkSplitKeys(t *testing.T) {
 	rec := func(key, ns, holder string, state State) record {
 		return record{rec: claim.Record{Key: key, Ref: types.NamespacedName{Namespace: ns, Name: "r"}, Holder: claim.Holder{Kind: "Widget", Namespace: "t", Name: holder}}, state: state}
 	}
+	named := func(r record, name string) record {
+		r.rec.Ref.Name = name
+		return r
+	}
 	tests := []struct {
 		name         string
 		recs         []record
@@ -108,7 +114,9 @@ func TestMarkSplitKeys(t *testing.T) {
 		{"one record per key", []record{rec("a", "ops", "x", StateHeld), rec("b", "ops-b", "y", StateHeld)}, [][]string{nil, nil}, 0},
 		{"one key in two namespaces", []record{rec("a", "ops", "x", StateHeld), rec("a", "ops-b", "y", StateHolderGone), rec("b", "ops", "z", StateHeld)},
 			[][]string{{"ops", "ops-b"}, {"ops", "ops-b"}, nil}, 1},
-		{"two records of one key in one namespace", []record{rec("a", "ops", "x", StateHeld), rec("a", "ops", "y", StateForeign)}, [][]string{nil, nil}, 0},
+		{"two records of one object", []record{rec("a", "ops", "x", StateHeld), rec("a", "ops", "y", StateForeign)}, [][]string{nil, nil}, 0},
+		{"one key under two names in one namespace", []record{named(rec("a", "ops", "x", StateHeld), "claim-1"), named(rec("a", "ops", "y", StateForeign), "lock-1")}, [][]string{nil, nil}, 1},
+		{"records without a key", []record{rec("", "ops", "x", StateForeign), named(rec("", "ops-b", "y", StateForeign), "other")}, [][]string{nil, nil}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,5 +132,34 @@ func TestMarkSplitKeys(t *testing.T) {
 				t.Fatalf("want %d warnings, got %q", tt.wantWarnings, warnings)
 			}
 		})
+	}
+}
+
+// TestListFlagsAKeyRecordedUnderTwoNamesInOneNamespace: the attack of issue
+// 14 (two Claimers in one claim namespace, one with the default Prefix and
+// one with Prefix "lock-", each grant the same key: the exclusion boundary
+// is the namespace and the record naming together, see claim.Config). Given
+// such two grants, When list -A runs, Then it warns that the key is recorded
+// under two names in that namespace, naming both holders.
+func TestListFlagsAKeyRecordedUnderTwoNamesInOneNamespace(t *testing.T) {
+	const key = "queue|amqp://mq.svc:5672/prefixes"
+	n := &names{}
+	labels := map[string]string{fixtureLabel: "prefix-operator"}
+	namespace(t, "team-prefix")
+	namespace(t, "prefix-ops")
+	alpha := widget(t, "team-prefix", "alpha", conditions.ReasonClaimed, "")
+	bravo := widget(t, "team-prefix", "bravo", conditions.ReasonClaimed, "")
+	n.add(string(alpha.GetUID()), "0a1b2c3d-3333-4000-8000-000000000001")
+	n.add(string(bravo.GetUID()), "7e8f9a0b-4444-4000-8000-000000000002")
+	acquire(t, n, claimer(t, claim.Config{Namespace: "prefix-ops", Labels: labels}), key, alpha, "6001")
+	acquire(t, n, claimer(t, claim.Config{Namespace: "prefix-ops", Labels: labels, Prefix: "lock-"}), key, bravo, "6002")
+
+	r := run(t, n, nil, "list", "-A", "-l", fixtureLabel+"=prefix-operator")
+	if r.err != nil {
+		t.Fatalf("list: %v\nstderr: %s", r.err, r.errOut)
+	}
+	want := fmt.Sprintf("key %q is recorded under 2 names in namespace prefix-ops", key)
+	if !strings.Contains(r.errOut, want) || !strings.Contains(r.errOut, "team-prefix/alpha") || !strings.Contains(r.errOut, "team-prefix/bravo") {
+		t.Fatalf("list -A stderr does not warn %q naming both holders:\n%s", want, r.errOut)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/ocf-claim/claim/pkg/backends/annotation"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
 )
 
 // State is what the plugin makes of a record. The values are printed and
@@ -233,7 +234,7 @@ func (ss *session) waiters(ctx context.Context, key string, holder claim.Holder)
 		if err != nil {
 			continue // a condition that does not parse names no key
 		}
-		if waitsBehind(cond, key, holder) {
+		if waitsBehind(cond, key, holder, claim.HolderOf(obj)) {
 			out = append(out, waiter{holder: claim.HolderOf(obj), reason: cond.Reason})
 		}
 	}
@@ -241,17 +242,27 @@ func (ss *session) waiters(ctx context.Context, key string, holder claim.Holder)
 }
 
 // waitsBehind reports whether cond is a claim condition written with the
-// claim's default messages (claim.DefaultMessage) for an object parked
-// behind holder on key, or waiting for holder to hand key over. An object
-// waiting for the same key in another install (another claim namespace,
-// another record) names another holder, and does not count.
-func waitsBehind(cond *metav1.Condition, key string, holder claim.Holder) bool {
+// claim's default messages (claim.DefaultMessage), as the middleware shows
+// them to self under either disclosure (a holder in another namespace is
+// not named by default), for an object parked behind holder on key, or
+// waiting for holder to hand key over. An object waiting for the same key in
+// another install (another claim namespace, another record) names another
+// holder, and does not count.
+func waitsBehind(cond *metav1.Condition, key string, holder, self claim.Holder) bool {
 	if cond == nil || cond.Status == metav1.ConditionTrue {
 		return false
 	}
-	parked := claim.DefaultMessage(claim.Outcome{Reason: claim.ReasonHeldElsewhere, Key: key, Holder: holder})
-	waiting := strings.TrimSuffix(claim.DefaultMessage(claim.Outcome{Reason: claim.ReasonWaitingForHandover, Key: key, Previous: holder}), ".")
-	return cond.Message == parked || cond.Message == waiting+"." || strings.HasPrefix(cond.Message, waiting+": ")
+	parked := claim.Outcome{Reason: claim.ReasonHeldElsewhere, Key: key, Holder: holder}
+	parked.Message = claim.DefaultMessage(parked)
+	waiting := claim.Outcome{Reason: claim.ReasonWaitingForHandover, Key: key, Previous: holder}
+	waiting.Message = claim.DefaultMessage(waiting)
+	for _, d := range []claimmw.Disclosure{claimmw.DiscloseAll, claimmw.DiscloseSameNamespace} {
+		wait := strings.TrimSuffix(d.Message(waiting, self), ".")
+		if cond.Message == d.Message(parked, self) || cond.Message == wait+"." || strings.HasPrefix(cond.Message, wait+": ") {
+			return true
+		}
+	}
+	return false
 }
 
 // markSplitKeys finds the keys recorded in more than one namespace among
@@ -259,11 +270,17 @@ func waitsBehind(cond *metav1.Condition, key string, holder claim.Holder) bool {
 // per such key, in key order, naming each namespace and its holder. Two
 // installs of an operator with different claim namespaces each grant a key
 // on their own: nothing in the protocol stops both from handing it out, so
-// this is the one place it shows.
+// this is the one place it shows. So do two Claimers in one namespace that
+// name records differently (another Prefix or NameFunc): a key recorded
+// under more than one name in one namespace is flagged too.
 func markSplitKeys(recs []record) []string {
 	byKey := map[string][]int{}
 	var keys []string
 	for i, r := range recs {
+		if r.rec.Key == "" {
+			// A leftover label without a key annotation names no key.
+			continue
+		}
 		if _, ok := byKey[r.rec.Key]; !ok {
 			keys = append(keys, r.rec.Key)
 		}
@@ -278,6 +295,9 @@ func markSplitKeys(recs []record) []string {
 			namespaces[recs[i].rec.Ref.Namespace] = true
 		}
 		if len(namespaces) < 2 {
+			if w := namesSplit(key, recs, idx); w != "" {
+				warnings = append(warnings, w)
+			}
 			continue
 		}
 		list := make([]string, 0, len(namespaces))
@@ -299,4 +319,28 @@ func markSplitKeys(recs []record) []string {
 			key, len(list), strings.Join(where, ", ")))
 	}
 	return warnings
+}
+
+// namesSplit returns the warning for key when its records idx, all in one
+// namespace, are more than one object, or "".
+func namesSplit(key string, recs []record, idx []int) string {
+	objects := map[string]bool{}
+	for _, i := range idx {
+		objects[recs[i].rec.Ref.Name] = true
+	}
+	if len(objects) < 2 {
+		return ""
+	}
+	where := make([]string, 0, len(idx))
+	for _, i := range idx {
+		holder := holderRef(recs[i].rec.Holder)
+		if holder == "" {
+			holder = "no holder"
+		}
+		where = append(where, fmt.Sprintf("%s (%s, %s)", recs[i].rec.Ref.Name, holder, recs[i].state))
+	}
+	sort.Strings(where)
+	return fmt.Sprintf("key %q is recorded under %d names in namespace %s: %s. Claimers exclude each other only when they name "+
+		"a key's record alike: Claimers with another Prefix or NameFunc each grant the key. Give every Claimer of the key one naming.",
+		key, len(objects), recs[idx[0]].rec.Ref.Namespace, strings.Join(where, ", "))
 }

@@ -1,6 +1,7 @@
 package claimsctl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,7 +25,14 @@ func TestAttack14bReleaseNamesAWaiterInAnotherNamespace(t *testing.T) {
 	namespace(t, other)
 	// The condition claimmw writes by default on a Widget parked behind a
 	// holder in another namespace.
-	widget(t, other, "waiter", conditions.ReasonParked, fmt.Sprintf("Key %q is held by another object, outside this namespace.", releaseKey))
+	w := widget(t, other, "waiter", conditions.ReasonParked, fmt.Sprintf("Key %q is held by another object, outside this namespace.", releaseKey))
+	// The other release cases share releaseKey and list Widgets of every
+	// namespace: this waiter must not outlive the case.
+	t.Cleanup(func() {
+		if err := writer(t).Delete(context.Background(), w); err != nil {
+			t.Errorf("deleting the waiter: %v", err)
+		}
+	})
 
 	r := run(t, rc.n, nil, rc.args("--holder-uid", string(rc.holder.UID))...)
 	if !errors.Is(r.err, ErrRefused) {

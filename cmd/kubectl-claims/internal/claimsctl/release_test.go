@@ -393,24 +393,33 @@ func TestWaitsBehind(t *testing.T) {
 	cond := func(status metav1.ConditionStatus, message string) *metav1.Condition {
 		return &metav1.Condition{Type: "Claimed", Status: status, Message: message}
 	}
+	sameNS := claim.Holder{Kind: "Widget", Namespace: "team-a", Name: "waiter", UID: "u2"}
+	otherNS := claim.Holder{Kind: "Widget", Namespace: "team-b", Name: "waiter", UID: "u3"}
 	tests := []struct {
 		name string
+		self claim.Holder
 		cond *metav1.Condition
 		want bool
 	}{
-		{"parked behind the holder", cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" is held by Widget team-a/holder.`), true},
-		{"waiting for its handover", cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" waits for Widget team-a/holder to hand over.`), true},
-		{"waiting for its handover, with the gate's detail", cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" waits for Widget team-a/holder to hand over: pods still run.`), true},
-		{"parked behind another holder of the key (another install)", cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" is held by Widget team-b/holder.`), false},
-		{"parked behind a holder whose name only starts the same", cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" is held by Widget team-a/holder.v2.`), false},
-		{"parked on another key", cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/other" is held by Widget team-a/holder.`), false},
-		{"granted", cond(metav1.ConditionTrue, `Key "rdbms|pg.db.svc:5432/release" is held by Widget team-a/holder.`), false},
-		{"a message the operator words itself", cond(metav1.ConditionFalse, "Storage already attached to team-a/holder."), false},
-		{"no condition", nil, false},
+		{"parked behind the holder, in another namespace (the default disclosure names no holder there)", otherNS,
+			cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" is held by another object, outside this namespace.`), true},
+		{"waiting for its handover, in another namespace", otherNS,
+			cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" waits for its previous holder, outside this namespace, to hand over.`), true},
+		{"parked on another key, in another namespace", otherNS,
+			cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/other" is held by another object, outside this namespace.`), false},
+		{"parked behind the holder", sameNS, cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" is held by Widget team-a/holder.`), true},
+		{"waiting for its handover", sameNS, cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" waits for Widget team-a/holder to hand over.`), true},
+		{"waiting for its handover, with the gate's detail", sameNS, cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" waits for Widget team-a/holder to hand over: pods still run.`), true},
+		{"parked behind another holder of the key (another install)", sameNS, cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" is held by Widget team-b/holder.`), false},
+		{"parked behind a holder whose name only starts the same", sameNS, cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/release" is held by Widget team-a/holder.v2.`), false},
+		{"parked on another key", sameNS, cond(metav1.ConditionFalse, `Key "rdbms|pg.db.svc:5432/other" is held by Widget team-a/holder.`), false},
+		{"granted", sameNS, cond(metav1.ConditionTrue, `Key "rdbms|pg.db.svc:5432/release" is held by Widget team-a/holder.`), false},
+		{"a message the operator words itself", sameNS, cond(metav1.ConditionFalse, "Storage already attached to team-a/holder."), false},
+		{"no condition", sameNS, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := waitsBehind(tt.cond, key, holder); got != tt.want {
+			if got := waitsBehind(tt.cond, key, holder, tt.self); got != tt.want {
 				t.Fatalf("waitsBehind(%q) = %v, want %v", tt.cond, got, tt.want)
 			}
 		})
