@@ -43,8 +43,12 @@ func HashName(prefix, key string) string {
 
 // LabelValue makes any v a valid label value: at most 63 bytes of
 // alphanumerics, '-', '_' and '.', starting and ending with an alphanumeric.
-// A value that is one already is returned unchanged. Distinct values stay
-// distinct (up to a collision of 40 bits of sha256): characters a label value
+// A value that is one already is returned unchanged. Other values stay
+// distinct from each other (up to a collision of 40 bits of sha256), but not
+// from a valid value crafted to equal their label: the label of
+// "team-a/alpha" is itself a valid value. A label only selects; the protocol
+// narrows every selection by the holder's UID, so two holders with one
+// label never release or list each other's records. Characters a label value
 // cannot hold (the '/' of "namespace/name", spaces, non-ASCII) become '-' and
 // the first 10 hex characters of sha256(v) are appended; a value too long is
 // cut with [Bound], which appends its own hash; leading and trailing '-',

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -109,6 +110,19 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 		}
 		opt(&o)
 	}
+	for _, opt := range []struct {
+		name  string
+		value any
+	}{
+		{"WithLiveness", o.liveness}, {"WithHandoverGate", o.gate}, {"WithSiblings", o.siblings},
+		{"WithClock", o.clock}, {"WithServerVersion", o.server}, {"WithCachedReader", o.cached},
+	} {
+		// A typed nil (a *T that is nil, as a constructor returns beside its
+		// error) is not nil as an interface and would panic on first use.
+		if opt.value != nil && isNil(opt.value) {
+			errs = append(errs, fmt.Errorf("%s: a nil %T", opt.name, opt.value))
+		}
+	}
 	if reader == nil {
 		errs = append(errs, errors.New("reader: nil; pass the manager's API reader"))
 	}
@@ -164,6 +178,16 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 		c.message = DefaultMessage
 	}
 	return c, nil
+}
+
+// isNil reports whether v, a non-nil interface, holds a nil pointer, map,
+// func, channel, slice or interface.
+func isNil(v any) bool {
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }
 
 // buildBackend calls factory and adds its problem, or the lack of a

@@ -136,18 +136,39 @@ func (cfg Config) validate() error {
 		}
 		seen[f.key] = f.name
 	}
-	// NameFunc is a function too; a name it makes of a typical key must be
-	// a valid object name, or every first write of a key fails.
+	// NameFunc is a function too; a name it makes of a typical key, as
+	// Normalize hands keys on, must be a valid object name, or every first
+	// write of a key fails. A function that panics on the sample is an
+	// error here, not a crash of the operator.
 	const probeKey = "probe|https://probe.example.com:443/a_b"
-	name := cfg.NameFunc(probeKey)
-	for _, msg := range validation.IsDNS1123Subdomain(name) {
-		errs = append(errs, fmt.Errorf("config.NameFunc(%q) = %q: %s", probeKey, name, msg))
+	if err := probing("config.Normalize", func() error {
+		key, err := cfg.Normalize(probeKey)
+		if err != nil {
+			// A normalizer may refuse the sample; NameFunc is then not
+			// probed (its keys are the normalizer's).
+			return nil //nolint:nilerr // the sample, not the Config, is refused
+		}
+		var name string
+		if err := probing("config.NameFunc", func() error { name = cfg.NameFunc(key); return nil }); err != nil {
+			return err
+		}
+		var bad []error
+		for _, msg := range validation.IsDNS1123Subdomain(name) {
+			bad = append(bad, fmt.Errorf("config.NameFunc(%q) = %q: %s", key, name, msg))
+		}
+		return errors.Join(bad...)
+	}); err != nil {
+		errs = append(errs, err)
 	}
 	// HolderLabels is a function; check what it makes of a typical holder so
 	// that a bad label fails here, not on the first write. Values are written
 	// through LabelValue, so the value to check is what it makes of them.
 	probe := Holder{APIVersion: "example.com/v1", Kind: "Probe", Namespace: "probe-namespace", Name: "probe", UID: "00000000-0000-0000-0000-000000000000"}
-	for k, v := range cfg.HolderLabels(probe) {
+	var labels map[string]string
+	if err := probing("config.HolderLabels", func() error { labels = cfg.HolderLabels(probe); return nil }); err != nil {
+		errs = append(errs, err)
+	}
+	for k, v := range labels {
 		for _, msg := range validation.IsQualifiedName(k) {
 			errs = append(errs, fmt.Errorf("config.HolderLabels key %q: %s", k, msg))
 		}
@@ -156,6 +177,17 @@ func (cfg Config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// probing runs f, a probe of a function of the Config, and turns a panic in
+// it into an error naming the function.
+func probing(name string, f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s panicked on a sample: %v", name, r)
+		}
+	}()
+	return f()
 }
 
 // setHashLen is how many hex characters of a hash name a default set.

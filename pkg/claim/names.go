@@ -41,18 +41,18 @@ func ValidateKey(key string) error {
 	case hasUserinfo(key):
 		return fmt.Errorf("%w: key %q looks like a URL with credentials (user info); strip them in Config.Normalize", ErrInvalidKey, redactKey(key))
 	case !norm.NFC.IsNormalString(key):
-		return fmt.Errorf("%w: key %q is not in Unicode normalization form C; Claimer.NormalizeKey puts keys in it", ErrInvalidKey, key)
+		return fmt.Errorf("%w: key %q is not in Unicode normalization form C; Claimer.NormalizeKey puts keys in it", ErrInvalidKey, redactKey(key))
 	}
 	for i, r := range key {
 		switch {
 		case unicode.IsControl(r):
-			return fmt.Errorf("%w: key %q has a control character at byte %d", ErrInvalidKey, key, i)
+			return fmt.Errorf("%w: key %q has a control character at byte %d", ErrInvalidKey, redactKey(key), i)
 		case unicode.Is(unicode.Cf, r):
-			return fmt.Errorf("%w: key %q has the invisible format character %U at byte %d", ErrInvalidKey, key, r, i)
+			return fmt.Errorf("%w: key %q has the invisible format character %U at byte %d", ErrInvalidKey, redactKey(key), r, i)
 		case unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r):
 			// Zero-width marks that NFC keeps: two keys that print alike
 			// would be two claims.
-			return fmt.Errorf("%w: key %q has the invisible mark %U at byte %d", ErrInvalidKey, key, r, i)
+			return fmt.Errorf("%w: key %q has the invisible mark %U at byte %d", ErrInvalidKey, redactKey(key), r, i)
 		}
 	}
 	return nil
@@ -75,7 +75,9 @@ const redacted = "REDACTED"
 
 // redactKey returns key with the user info of every URL in it
 // ("scheme://user:password@host") replaced by "REDACTED", for messages and
-// logs. Other keys are returned unchanged.
+// logs: exactly the user info [ValidateKey] refuses, judged by the same rule
+// (userinfoEnd), so that a key is redacted where it would be refused. Other
+// keys are returned unchanged.
 func redactKey(key string) string {
 	var b strings.Builder
 	rest := key
@@ -85,33 +87,22 @@ func redactKey(key string) string {
 			break
 		}
 		start := i + len("//")
-		// The run of a redaction ends only at a '|', not at a "//": a
-		// password may hold "//" (base64 does), and redacting too much of
-		// a message is the safe side.
-		run := rest[start:]
-		if bar := strings.IndexByte(run, '|'); bar >= 0 {
-			run = run[:bar]
-		}
-		at := strings.LastIndexByte(run, '@')
-		if at < 0 {
-			b.WriteString(rest[:start+len(run)])
-			rest = rest[start+len(run):]
+		end, ok := userinfoEnd(rest[start:])
+		if !ok {
+			b.WriteString(rest[:start])
+			rest = rest[start:]
 			continue
 		}
 		b.WriteString(rest[:start])
 		b.WriteString(redacted)
-		b.WriteString(run[at:])
-		rest = rest[start+len(run):]
+		rest = rest[start+end:]
 	}
 	b.WriteString(rest)
 	return b.String()
 }
 
 // hasUserinfo reports whether a URL in s may carry user info, after "//"
-// (with or without a scheme). It is deliberately broader than RFC 3986's
-// authority: a password holding '/', '?', '#' or a space ends the authority
-// early for a parser, yet the whole of it would be stored; refusing a rare
-// "host:port/path@..." is the safe side.
+// (with or without a scheme).
 func hasUserinfo(s string) bool {
 	for {
 		i := strings.Index(s, "//")
@@ -119,22 +110,63 @@ func hasUserinfo(s string) bool {
 			return false
 		}
 		s = s[i+len("//"):]
-		run := urlRun(s)
-		at := strings.LastIndexByte(run, '@')
-		if at < 0 {
-			continue
-		}
-		// An '@' in the authority, or after a "user:..." that a '/', '?',
-		// '#' or space in the password cut short ("admin:p/w@host"). An '@'
-		// further along a path with no ':' before it ("host/image@sha256:x")
-		// is not user info.
-		head := run[:at]
-		if cut := strings.IndexAny(head, "/?# "); cut >= 0 {
-			head = head[:cut]
-		}
-		if strings.IndexByte(authority(s), '@') >= 0 || strings.IndexByte(head, ':') >= 0 {
+		if _, ok := userinfoEnd(s); ok {
 			return true
 		}
+	}
+}
+
+// userinfoEnd judges s, the text after a URL's "//", and returns the index
+// of the '@' that ends its user info when it may carry some. It is
+// deliberately broader than RFC 3986: a password may hold '/', "//", '?',
+// '#', '|' or a space, which end the authority for a parser (or a part of a
+// composite key) while the whole of it would be stored. The URL is taken to
+// run to the '|' before the next URL of a composite key (urlRun), and, when
+// no user info shows there, to the end of the key; its user info ends at the
+// last '@' of that run, and is there when that '@' is in the authority, or
+// when a ':' comes before the first '/', '?', '#' or space preceding it
+// ("admin:p/w@host", "admin:pa|ss@host"). Refusing a rare
+// "host:port/path@..." (or a later "|...@...") is the safe side. An '@'
+// further along a path with no ':' before it ("host/image@sha256:x") is not
+// user info.
+func userinfoEnd(s string) (int, bool) {
+	if at, ok := userinfoIn(urlRun(s)); ok {
+		return at, true
+	}
+	return userinfoIn(s)
+}
+
+// userinfoIn applies userinfoEnd's rule to the run s.
+func userinfoIn(s string) (int, bool) {
+	at := strings.LastIndexByte(s, '@')
+	if at < 0 {
+		return 0, false
+	}
+	head := s[:at]
+	if cut := strings.IndexAny(head, "/?# "); cut >= 0 {
+		head = head[:cut]
+	}
+	if strings.IndexByte(authority(s), '@') >= 0 || strings.IndexByte(head, ':') >= 0 {
+		return at, true
+	}
+	return 0, false
+}
+
+// urlRun returns the leading part of s, the text after a URL's "//", up to
+// the '|' before the next "//" of a composite key ("a://x|b://y"), or all
+// of s. A "//" with no '|' before it is inside this URL (a path, or a
+// password: base64 ones hold "//").
+func urlRun(s string) string {
+	for off := 0; ; {
+		j := strings.Index(s[off:], "//")
+		if j < 0 {
+			return s
+		}
+		j += off
+		if bar := strings.LastIndexByte(s[:j], '|'); bar >= 0 {
+			return s[:bar]
+		}
+		off = j + len("//")
 	}
 }
 
@@ -151,19 +183,6 @@ func authority(s string) string {
 		}
 	}
 	return s
-}
-
-// urlRun returns the leading part of s up to a '|' (which separates the
-// parts of a composite key) or a "//" that starts the next URL.
-func urlRun(s string) string {
-	end := len(s)
-	if i := strings.IndexByte(s, '|'); i >= 0 {
-		end = i
-	}
-	if i := strings.Index(s[:end], "//"); i >= 0 {
-		end = i
-	}
-	return s[:end]
 }
 
 // truncate cuts s to at most n bytes, never inside a UTF-8 sequence.

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/ocf-claim/claim/pkg/claim"
 )
 
 // Everything the plugin prints comes, in part, from the cluster: keys,
@@ -22,12 +24,16 @@ import (
 // (strconv.IsPrint: letters, marks, numbers, punctuation, symbols and the
 // ASCII space) is shown escaped, in every output format.
 
-// printable returns s with every rune that is not printable, and every byte
+// printable returns s, with the user info of every URL in it redacted
+// (claim.Redact), with every rune that is not printable, and every byte
 // that is not valid UTF-8, written as a Go escape: \t, \n, \x1b, \u202e,
 // \xff. Printable runes, the backslash included, are left as they are, so an
 // escape in the output may also be those characters literally; -o json
 // tells the two apart.
 func printable(s string) string {
+	// A key may carry a URL's user info (written by hand, or by a release
+	// before the claim refused such keys): no output shows it.
+	s = claim.Redact(s)
 	if allPrintable(s) {
 		return s
 	}

@@ -69,7 +69,7 @@ func (o *Options) holderView(h *claim.Holder) *HolderView {
 
 func (o *Options) view(r record) ClaimView {
 	v := ClaimView{
-		Key:        r.rec.Key,
+		Key:        claim.Redact(r.rec.Key),
 		Backend:    r.backend,
 		Record:     ObjectRef{Namespace: r.rec.Ref.Namespace, Name: r.rec.Ref.Name},
 		Holder:     o.holderView(&r.rec.Holder),
