@@ -150,7 +150,7 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 	if reader != nil && writer != nil {
 		backend = buildBackend(o.backend, reader, writer, cfg, "backend", &errs)
 		cached = backend
-		if o.cached != nil {
+		if o.cached != nil && !isNil(o.cached) {
 			cached = buildBackend(o.backend, o.cached, writer, cfg, "backend on the cached reader", &errs)
 		}
 	}
@@ -193,11 +193,18 @@ func isNil(v any) bool {
 // buildBackend calls factory and adds its problem, or the lack of a
 // backend, to errs under name.
 func buildBackend(factory backends.Factory, reader client.Reader, writer client.Client, cfg Config, name string, errs *[]error) backends.Backend {
-	b, err := factory(reader, writer, cfg.Storage())
+	var b backends.Backend
+	// A factory may be handed a Config that validation already refused:
+	// its panic is one more problem to name, not a crash.
+	err := probing(name, func() error {
+		var err error
+		b, err = factory(reader, writer, cfg.Storage())
+		return err
+	})
 	switch {
 	case err != nil:
 		*errs = append(*errs, fmt.Errorf("%s: %w", name, err))
-	case b == nil:
+	case b == nil || isNil(b):
 		*errs = append(*errs, fmt.Errorf("%s: the factory returned no backend and no error", name))
 	}
 	return b

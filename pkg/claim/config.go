@@ -184,7 +184,7 @@ func (cfg Config) validate() error {
 func probing(name string, f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%s panicked on a sample: %v", name, r)
+			err = fmt.Errorf("%s panicked: %v", name, r)
 		}
 	}()
 	return f()

@@ -193,3 +193,15 @@ func TestNewAcceptsHolderLabelsWhoseValuesLabelValueMakesValid(t *testing.T) {
 		t.Fatalf("selector label %q is invalid: %v", got["example.com/holder"], errs)
 	}
 }
+
+// TestNewNamesAPanickingFactoryInsteadOfPanicking: Given a backend factory
+// that panics (on a Config validation already refused, say), When New is
+// called, Then it returns an error naming the backend, not a panic.
+func TestNewNamesAPanickingFactoryInsteadOfPanicking(t *testing.T) {
+	c := fake.NewClientBuilder().Build()
+	panicking := func(client.Reader, client.Client, backends.Config) (backends.Backend, error) { panic("no namespace") }
+	_, err := New(c, c, Config{}, WithBackend(panicking))
+	if err == nil || !strings.Contains(err.Error(), "backend panicked: no namespace") {
+		t.Fatalf("New() = %v, want the panicking backend named", err)
+	}
+}
