@@ -65,23 +65,16 @@ type Config struct {
 
 // withDefaults returns cfg with every empty field defaulted.
 func (cfg Config) withDefaults() Config {
-	if cfg.Prefix == "" {
-		cfg.Prefix = backends.DefaultPrefix
-	}
+	// The storage defaults are the backends' own, so that a zero
+	// backends.Config and a defaulted Config name and encode records alike.
+	st := backends.Config{Prefix: cfg.Prefix, NameFunc: cfg.NameFunc, HolderLabels: cfg.HolderLabels, Annotations: cfg.Annotations}.WithDefaults()
+	cfg.Prefix, cfg.NameFunc, cfg.HolderLabels, cfg.Annotations = st.Prefix, st.NameFunc, st.HolderLabels, st.Annotations
 	if cfg.Normalize == nil {
 		cfg.Normalize = func(key string) (string, error) { return key, nil }
-	}
-	if cfg.NameFunc == nil {
-		prefix := cfg.Prefix
-		cfg.NameFunc = func(key string) string { return backends.HashName(prefix, key) }
-	}
-	if cfg.HolderLabels == nil {
-		cfg.HolderLabels = backends.DefaultHolderLabels
 	}
 	if cfg.Set == "" {
 		cfg.Set = defaultSet(cfg.Prefix, cfg.Labels)
 	}
-	cfg.Annotations = cfg.Annotations.WithDefaults()
 	return cfg
 }
 

@@ -32,19 +32,7 @@ func TestAttack17_AnnotationRecordErasedByDeleteAndRecreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Then soon exactly the object the new record names is Claimed
-	eventually(t, lossWithin, func() (bool, string) {
-		rec, err := f.mw.Claimer().Current(ctx, "k")
-		if err != nil || !rec.Ours() {
-			return false, fmt.Sprintf("record of k: %+v, %v", rec, err)
-		}
-		holder, other := rec.Holder.Name, "bravo"
-		if holder == "bravo" {
-			other = "alpha"
-		}
-		hc, oc := f.claimed(t, holder), f.claimed(t, other)
-		return hc.Status == "True" && oc.Status == "False",
-			fmt.Sprintf("record names %s; %s %s/%s; %s %s/%s", holder, holder, hc.Status, hc.Reason, other, oc.Status, oc.Reason)
-	})
+	onlyTheRecordedHolderIsClaimed(ctx, t, f)
 	// And if alpha lost it, a Lost event says so
 	if f.claimed(t, "alpha").Status == "False" {
 		eventually(t, wakeWithin, func() (bool, string) {
@@ -117,6 +105,18 @@ func TestAttack17_AnnotationRecordErasedByDeleteAndRecreateAfterClaimError(t *te
 		t.Fatal(err)
 	}
 	// Then soon exactly the object the new record names is Claimed
+	onlyTheRecordedHolderIsClaimed(ctx, t, f)
+	// And alpha, whose record was erased, is told by a Lost event whether
+	// bravo got the key or alpha acquired it again under a new token
+	eventually(t, wakeWithin, func() (bool, string) {
+		return f.hasEvent(t, "alpha", string(claimmw.EventLost)), fmt.Sprintf("no Lost event on alpha (alpha %s, bravo %s)", f.claimed(t, "alpha").Reason, f.claimed(t, "bravo").Reason)
+	})
+}
+
+// onlyTheRecordedHolderIsClaimed waits until key k's record is ours and
+// exactly the object it names (alpha or bravo) is Claimed, the other not.
+func onlyTheRecordedHolderIsClaimed(ctx context.Context, t *testing.T, f *fixture) {
+	t.Helper()
 	eventually(t, lossWithin, func() (bool, string) {
 		rec, err := f.mw.Claimer().Current(ctx, "k")
 		if err != nil || !rec.Ours() {
@@ -129,10 +129,5 @@ func TestAttack17_AnnotationRecordErasedByDeleteAndRecreateAfterClaimError(t *te
 		hc, oc := f.claimed(t, holder), f.claimed(t, other)
 		return hc.Status == "True" && oc.Status == "False",
 			fmt.Sprintf("record names %s; %s %s/%s; %s %s/%s", holder, holder, hc.Status, hc.Reason, other, oc.Status, oc.Reason)
-	})
-	// And alpha, whose record was erased, is told by a Lost event whether
-	// bravo got the key or alpha acquired it again under a new token
-	eventually(t, wakeWithin, func() (bool, string) {
-		return f.hasEvent(t, "alpha", string(claimmw.EventLost)), fmt.Sprintf("no Lost event on alpha (alpha %s, bravo %s)", f.claimed(t, "alpha").Reason, f.claimed(t, "bravo").Reason)
 	})
 }
