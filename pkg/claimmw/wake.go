@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -80,7 +81,7 @@ func (m *Middleware) index(ctx context.Context, mgr manager.Manager) error {
 	}
 	m.indexed = true
 	m.kind = kindKey{mgr: mgr, gvk: m.cfg.gvk}
-	setUp.add(m.kind)
+	setUp.add(m.kind, m)
 	return nil
 }
 
@@ -90,31 +91,52 @@ type kindKey struct {
 	gvk schema.GroupVersionKind
 }
 
-// setUp counts the middlewares set up per kind and manager: configuration,
-// known once the operator has built its controllers, that no pass decides a
-// claim by.
-var setUp = &kindCount{n: map[kindKey]int{}}
+// setUp lists the middlewares set up per kind and manager: configuration,
+// known once the operator has built its controllers. A pass asks it only
+// whether another middleware of its kind names a key for the same object.
+var setUp = &kindRegistry{m: map[kindKey][]*Middleware{}}
 
-type kindCount struct {
+type kindRegistry struct {
 	mu sync.Mutex
-	n  map[kindKey]int
+	m  map[kindKey][]*Middleware
 }
 
-func (c *kindCount) add(k kindKey) {
+func (c *kindRegistry) add(k kindKey, m *Middleware) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n[k]++
+	c.m[k] = append(c.m[k], m)
 }
 
-func (c *kindCount) get(k kindKey) int {
+func (c *kindRegistry) others(k kindKey, self *Middleware) []*Middleware {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.n[k]
+	var out []*Middleware
+	for _, m := range c.m[k] {
+		if m != self {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
-// sharesKind reports whether another middleware reconciles the same kind in
-// the same manager.
-func (m *Middleware) sharesKind() bool { return m.indexed && setUp.get(m.kind) > 1 }
+// namedByAnother reports whether another middleware of the same kind in the
+// same manager names key (normalized) for obj, or cannot tell: a record
+// without a claim set may then be that middleware's.
+func (m *Middleware) namedByAnother(ctx context.Context, obj client.Object, key string) bool {
+	if !m.indexed {
+		return false
+	}
+	for _, other := range setUp.others(m.kind, m) {
+		keys, err := other.keysOf(ctx, obj)
+		if err != nil {
+			return true
+		}
+		if slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == key }) {
+			return true
+		}
+	}
+	return false
+}
 
 // indexKeys returns the normalized keys obj names; an object whose keys
 // cannot be computed names none.
@@ -247,7 +269,14 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 	}
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil {
+			was, is := m.conditionOf(e.ObjectOld), m.conditionOf(e.ObjectNew)
+			switch {
+			case e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil,
+				// It stopped acting for its keys: an object waiting for a
+				// key it may have acted for asks again.
+				mayAct(was) && !mayAct(is),
+				// It waits for a handover now: its predecessor may commit.
+				was.Reason != string(conditions.ReasonWaitingForHandover) && is.Reason == string(conditions.ReasonWaitingForHandover):
 				wake(ctx, e.ObjectNew, q)
 			}
 		},
