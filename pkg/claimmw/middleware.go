@@ -390,8 +390,8 @@ func (m *Middleware) yields(ctx context.Context, keys []namedKey, self claim.Hol
 //
 // A record without a claim set (written before sets existed) is kept when
 // theirs reports that another middleware of the kind names its key for the
-// object: it may be that middleware's, which stamps it with its set at its
-// next pass. The deletion path releases it either way.
+// object: it may be that middleware's. The deletion path releases it either
+// way.
 func giveUp(holdings []claim.Record, granted []heldKey, theirs func(claim.Record) bool) []claim.Record {
 	var out []claim.Record
 	for _, rec := range holdings {
@@ -530,8 +530,8 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		inner, err := m.inner.Reconcile(m.innerContext(userCtx, state), req)
 		if err != nil {
 			// Still Stopping (or still Claimed, if the write failed): the next
-			// pass tells it again.
-			return inner, errors.Join(err, werr)
+			// pass tells it again, after the controller's backoff.
+			return inner, err
 		}
 		if inner.RequeueAfter > 0 && inner.RequeueAfter < after {
 			res.RequeueAfter = inner.RequeueAfter
