@@ -444,3 +444,35 @@ func TestYieldingToAnOlderObjectWritesNoRecord(t *testing.T) {
 		t.Errorf("a yielding object wrote records: %d created, %d deleted", counts["create Lease"], counts["delete Lease"])
 	}
 }
+
+func TestAKeyDeletedFromOutsideWhileItsHolderCleansUpIsNotGrantedToAWaiter(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	failing := f.failToldPassesOf("alpha")
+	// Given alpha holds k and bravo waits for it
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha is deleted and its deletion pass, given k, keeps failing
+	// (its cleanup of k's workloads is not done)
+	alpha, _ := f.widget(t, "alpha")
+	if err := direct(t).Delete(context.Background(), alpha); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wakeWithin, func() (bool, string) {
+		for _, c := range f.inner.callsOf("alpha") {
+			if c.state.Deleting && len(c.state.Grants) == 1 {
+				return true, ""
+			}
+		}
+		return false, "alpha's deletion pass was never given k"
+	})
+	// And a person deletes k's record while alpha still cleans up
+	f.deleteLease(t, "k")
+	// Then bravo is not granted k while alpha's window for k is open
+	f.neverClaimed(t, "bravo", 2*time.Second)
+	// And once alpha's cleanup succeeds and alpha is gone, bravo gets k
+	failing.Store(false)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
