@@ -14,6 +14,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -475,4 +476,53 @@ func TestAKeyDeletedFromOutsideWhileItsHolderCleansUpIsNotGrantedToAWaiter(t *te
 	// And once alpha's cleanup succeeds and alpha is gone, bravo gets k
 	failing.Store(false)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+func TestAKeyDeletedFromOutsideIsNotGrantedThroughAnotherMiddlewareWhileItsHolderActs(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	// Two middlewares of one kind in one claim namespace: storage claims
+	// spec.keys, network claims spec.handTo; both may name one key.
+	handToKey := func(_ context.Context, obj client.Object) ([]string, error) {
+		if k := obj.(*testcrd.Widget).Spec.HandTo; k != "" {
+			return []string{k}, nil
+		}
+		return nil, nil
+	}
+	fs := atkStart(t, ns,
+		atkMW{keys: specKeys, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
+		atkMW{keys: handToKey, opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
+	)
+	st, nw := fs[0], fs[1]
+	reason := func(f *fixture, name string, ct conditions.Type) metav1.Condition { return f.atkCondition(t, name, ct) }
+	// Given x acts for k through the storage middleware
+	st.createWidget(t, "x", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := reason(st, "x", "StorageClaimed")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v", c)
+	})
+	x, _ := st.widget(t, "x")
+	// And y names k through the network middleware and waits for it
+	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y"}, Spec: testcrd.WidgetSpec{HandTo: "k"}}
+	if err := direct(t).Create(context.Background(), y); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := reason(nw, "y", "NetworkClaimed")
+		return c.Reason == string(conditions.ReasonParked), fmt.Sprintf("y: %+v", c)
+	})
+	for round := range 8 {
+		// When a person deletes k's record while x acts for it
+		st.deleteLease(t, "k")
+		// Then y is never granted k, and x holds it again
+		for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if c := reason(nw, "y", "NetworkClaimed"); c.Status == metav1.ConditionTrue {
+				t.Fatalf("round %d: y was granted k, freed from outside while x acted for it through the other middleware (x now: %+v)", round, reason(st, "x", "StorageClaimed"))
+			}
+		}
+		eventually(t, wakeWithin, func() (bool, string) {
+			rec := st.record(t, "k")
+			return rec.Exists && rec.Holder.UID == x.UID, fmt.Sprintf("round %d: record of k: exists %t, holder %s", round, rec.Exists, rec.Holder)
+		})
+	}
 }
