@@ -14,7 +14,9 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -524,5 +526,60 @@ func TestAKeyDeletedFromOutsideIsNotGrantedThroughAnotherMiddlewareWhileItsHolde
 			rec := st.record(t, "k")
 			return rec.Exists && rec.Holder.UID == x.UID, fmt.Sprintf("round %d: record of k: exists %t, holder %s", round, rec.Exists, rec.Holder)
 		})
+	}
+}
+
+// keysForbiddenLabel makes forbiddenKeys fail with an API error, as a keys
+// function whose read of a referenced object is refused (RBAC) would.
+const keysForbiddenLabel = "keys-forbidden"
+
+// forbiddenKeys is specKeys, failing with Forbidden while the Widget carries
+// keysForbiddenLabel: a claim error, not an invalid key.
+func forbiddenKeys(ctx context.Context, obj client.Object) ([]string, error) {
+	if obj.GetLabels()[keysForbiddenLabel] == "true" {
+		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "storage-credentials", errors.New("injected: the keys function may not read its reference"))
+	}
+	return specKeys(ctx, obj)
+}
+
+func TestAHolderStoppingAfterAClaimErrorKeepsItsRecordRenewedAcrossARestart(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	s := shortRenewal(t)
+	s.opts = append(s.opts, claimmw.WithKeys(forbiddenKeys))
+	// alpha's passes told to stop fail: its workloads cannot be stopped yet
+	s.innerFail = func(name string, c call) error {
+		if name == "alpha" && !c.state.Granted {
+			return errNotStopped
+		}
+		return nil
+	}
+	f, stop := startIn(t, ns, s)
+	// Given alpha holds k on time-based liveness and bravo waits for it
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha's keys function meets an API error: alpha is Stopping, and
+	// its told passes fail
+	f.edit(t, "alpha", func(w *testcrd.Widget) {
+		if w.Labels == nil {
+			w.Labels = map[string]string{}
+		}
+		w.Labels[keysForbiddenLabel] = "true"
+	})
+	f.waitForReason(t, "alpha", conditions.ReasonStopping, wakeWithin)
+	// And the operator restarts
+	stop()
+	f, _ = startIn(t, ns, s)
+	// Then alpha's record of k stays renewed while alpha is Stopping, and
+	// bravo does not take k over, even after two lease durations
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if c := f.claimed(t, "bravo"); c.Status == metav1.ConditionTrue {
+			t.Fatalf("bravo took k over while alpha may still act for it (alpha: %+v)", f.claimed(t, "alpha"))
+		}
+	}
+	if got := f.claimed(t, "alpha").Reason; got != string(conditions.ReasonStopping) {
+		t.Fatalf("alpha: reason %s, want Stopping while its told passes fail", got)
 	}
 }
