@@ -583,3 +583,32 @@ func TestAHolderStoppingAfterAClaimErrorKeepsItsRecordRenewedAcrossARestart(t *t
 		t.Fatalf("alpha: reason %s, want Stopping while its told passes fail", got)
 	}
 }
+
+func TestAClaimedHolderWhoseStatusWritesFailKeepsItsRecordRenewedAcrossARestart(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	s := shortRenewal(t)
+	f, stop := startIn(t, ns, s)
+	// Given alpha holds k on time-based liveness and bravo waits for it
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When the operator restarts, alpha's spec changed meanwhile (its keys
+	// did not), and alpha's status can no longer be written (an admission
+	// policy, RBAC on /status)
+	stop()
+	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "nobody" })
+	s.failStatusOf = "alpha"
+	f, _ = startIn(t, ns, s)
+	eventually(t, wakeWithin, func() (bool, string) {
+		return f.writes.failedStatus.Load() >= 1, "alpha's status write was never refused"
+	})
+	// Then alpha, still Claimed and never told to stop, keeps k renewed, and
+	// bravo does not take k over, even after two lease durations
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if c := f.claimed(t, "bravo"); c.Status == metav1.ConditionTrue {
+			t.Fatalf("bravo took k over while alpha acts for it (alpha: %+v)", f.claimed(t, "alpha"))
+		}
+	}
+}

@@ -235,6 +235,9 @@ type setup struct {
 	// innerFail, when set, is the inner reconciler's fail function from
 	// its first pass on (before the manager starts).
 	innerFail func(name string, c call) error
+	// failStatusOf, when set, refuses the status writes of the Widget of
+	// that name from the manager's start (writes.failStatusOf).
+	failStatusOf string
 }
 
 // newManager returns a manager for one test, its cache restricted to ns, its
@@ -276,6 +279,9 @@ func start(t *testing.T, s setup) *fixture {
 func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
 	t.Helper()
 	f := &fixture{ns: ns, inner: &inner{fail: s.innerFail}, writes: &writes{}}
+	if s.failStatusOf != "" {
+		f.writes.failStatusOf.Store(s.failStatusOf)
+	}
 	cfg := env.Config
 	if s.config != nil {
 		cfg = s.config
