@@ -612,3 +612,31 @@ func TestAClaimedHolderWhoseStatusWritesFailKeepsItsRecordRenewedAcrossARestart(
 		}
 	}
 }
+
+func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderWithUnknownKeysIsStopping(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	failing := f.failToldPassesOf("alpha")
+	// Given alpha holds k and bravo waits for it
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	alpha, _ := f.widget(t, "alpha")
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha's spec, still naming k, gets a reference its keys function
+	// cannot resolve: alpha keeps k, is Stopping, and its told passes fail
+	f.setKeys(t, "alpha", "k", failKeysFuncKey)
+	f.waitForReason(t, "alpha", conditions.ReasonStopping, wakeWithin)
+	if rec := f.record(t, "k"); !rec.Exists || rec.Holder.UID != alpha.UID {
+		t.Fatalf("record of k while alpha's keys are unknown: exists %t, holder %s; want alpha's", rec.Exists, rec.Holder)
+	}
+	// And a person deletes k's record
+	f.deleteLease(t, "k")
+	// Then bravo is not granted k while alpha may still act for it
+	f.neverClaimed(t, "bravo", 2*time.Second)
+	// And once alpha's told pass succeeds, bravo gets k
+	failing.Store(false)
+	f.touch(t, "alpha")
+	f.waitForReason(t, "alpha", conditions.ReasonInvalidKey, wakeWithin)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
