@@ -14,6 +14,9 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -443,4 +446,197 @@ func TestYieldingToAnOlderObjectWritesNoRecord(t *testing.T) {
 	if counts["create Lease"] != 0 || counts["delete Lease"] != 0 {
 		t.Errorf("a yielding object wrote records: %d created, %d deleted", counts["create Lease"], counts["delete Lease"])
 	}
+}
+
+func TestAKeyDeletedFromOutsideWhileItsHolderCleansUpIsNotGrantedToAWaiter(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	failing := f.failToldPassesOf("alpha")
+	// Given alpha holds k and bravo waits for it
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha is deleted and its deletion pass, given k, keeps failing
+	// (its cleanup of k's workloads is not done)
+	alpha, _ := f.widget(t, "alpha")
+	if err := direct(t).Delete(context.Background(), alpha); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wakeWithin, func() (bool, string) {
+		for _, c := range f.inner.callsOf("alpha") {
+			if c.state.Deleting && len(c.state.Grants) == 1 {
+				return true, ""
+			}
+		}
+		return false, "alpha's deletion pass was never given k"
+	})
+	// And a person deletes k's record while alpha still cleans up
+	f.deleteLease(t, "k")
+	// Then bravo is not granted k while alpha's window for k is open
+	f.neverClaimed(t, "bravo", 2*time.Second)
+	// And once alpha's cleanup succeeds and alpha is gone, bravo gets k
+	failing.Store(false)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+func TestAKeyDeletedFromOutsideIsNotGrantedThroughAnotherMiddlewareWhileItsHolderActs(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	// Two middlewares of one kind in one claim namespace: storage claims
+	// spec.keys, network claims spec.handTo; both may name one key.
+	handToKey := func(_ context.Context, obj client.Object) ([]string, error) {
+		if k := obj.(*testcrd.Widget).Spec.HandTo; k != "" {
+			return []string{k}, nil
+		}
+		return nil, nil
+	}
+	fs := atkStart(t, ns,
+		atkMW{keys: specKeys, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
+		atkMW{keys: handToKey, opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
+	)
+	st, nw := fs[0], fs[1]
+	reason := func(f *fixture, name string, ct conditions.Type) metav1.Condition { return f.atkCondition(t, name, ct) }
+	// Given x acts for k through the storage middleware
+	st.createWidget(t, "x", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := reason(st, "x", "StorageClaimed")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v", c)
+	})
+	x, _ := st.widget(t, "x")
+	// And y names k through the network middleware and waits for it
+	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y"}, Spec: testcrd.WidgetSpec{HandTo: "k"}}
+	if err := direct(t).Create(context.Background(), y); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := reason(nw, "y", "NetworkClaimed")
+		return c.Reason == string(conditions.ReasonParked), fmt.Sprintf("y: %+v", c)
+	})
+	for round := range 8 {
+		// When a person deletes k's record while x acts for it
+		st.deleteLease(t, "k")
+		// Then y is never granted k, and x holds it again
+		for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if c := reason(nw, "y", "NetworkClaimed"); c.Status == metav1.ConditionTrue {
+				t.Fatalf("round %d: y was granted k, freed from outside while x acted for it through the other middleware (x now: %+v)", round, reason(st, "x", "StorageClaimed"))
+			}
+		}
+		eventually(t, wakeWithin, func() (bool, string) {
+			rec := st.record(t, "k")
+			return rec.Exists && rec.Holder.UID == x.UID, fmt.Sprintf("round %d: record of k: exists %t, holder %s", round, rec.Exists, rec.Holder)
+		})
+	}
+}
+
+// keysForbiddenLabel makes forbiddenKeys fail with an API error, as a keys
+// function whose read of a referenced object is refused (RBAC) would.
+const keysForbiddenLabel = "keys-forbidden"
+
+// forbiddenKeys is specKeys, failing with Forbidden while the Widget carries
+// keysForbiddenLabel: a claim error, not an invalid key.
+func forbiddenKeys(ctx context.Context, obj client.Object) ([]string, error) {
+	if obj.GetLabels()[keysForbiddenLabel] == "true" {
+		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "storage-credentials", errors.New("injected: the keys function may not read its reference"))
+	}
+	return specKeys(ctx, obj)
+}
+
+func TestAHolderStoppingAfterAClaimErrorKeepsItsRecordRenewedAcrossARestart(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	s := shortRenewal(t)
+	s.opts = append(s.opts, claimmw.WithKeys(forbiddenKeys))
+	// alpha's passes told to stop fail: its workloads cannot be stopped yet
+	s.innerFail = func(name string, c call) error {
+		if name == "alpha" && !c.state.Granted {
+			return errNotStopped
+		}
+		return nil
+	}
+	f, stop := startIn(t, ns, s)
+	// Given alpha holds k on time-based liveness and bravo waits for it
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha's keys function meets an API error: alpha is Stopping, and
+	// its told passes fail
+	f.edit(t, "alpha", func(w *testcrd.Widget) {
+		if w.Labels == nil {
+			w.Labels = map[string]string{}
+		}
+		w.Labels[keysForbiddenLabel] = "true"
+	})
+	f.waitForReason(t, "alpha", conditions.ReasonStopping, wakeWithin)
+	// And the operator restarts
+	stop()
+	f, _ = startIn(t, ns, s)
+	// Then alpha's record of k stays renewed while alpha is Stopping, and
+	// bravo does not take k over, even after two lease durations
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if c := f.claimed(t, "bravo"); c.Status == metav1.ConditionTrue {
+			t.Fatalf("bravo took k over while alpha may still act for it (alpha: %+v)", f.claimed(t, "alpha"))
+		}
+	}
+	if got := f.claimed(t, "alpha").Reason; got != string(conditions.ReasonStopping) {
+		t.Fatalf("alpha: reason %s, want Stopping while its told passes fail", got)
+	}
+}
+
+func TestAClaimedHolderWhoseStatusWritesFailKeepsItsRecordRenewedAcrossARestart(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	s := shortRenewal(t)
+	f, stop := startIn(t, ns, s)
+	// Given alpha holds k on time-based liveness and bravo waits for it
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When the operator restarts, alpha's spec changed meanwhile (its keys
+	// did not), and alpha's status can no longer be written (an admission
+	// policy, RBAC on /status)
+	stop()
+	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "nobody" })
+	s.failStatusOf = "alpha"
+	f, _ = startIn(t, ns, s)
+	eventually(t, wakeWithin, func() (bool, string) {
+		return f.writes.failedStatus.Load() >= 1, "alpha's status write was never refused"
+	})
+	// Then alpha, still Claimed and never told to stop, keeps k renewed, and
+	// bravo does not take k over, even after two lease durations
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if c := f.claimed(t, "bravo"); c.Status == metav1.ConditionTrue {
+			t.Fatalf("bravo took k over while alpha acts for it (alpha: %+v)", f.claimed(t, "alpha"))
+		}
+	}
+}
+
+func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderWithUnknownKeysIsStopping(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	failing := f.failToldPassesOf("alpha")
+	// Given alpha holds k and bravo waits for it
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	alpha, _ := f.widget(t, "alpha")
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha's spec, still naming k, gets a reference its keys function
+	// cannot resolve: alpha keeps k, is Stopping, and its told passes fail
+	f.setKeys(t, "alpha", "k", failKeysFuncKey)
+	f.waitForReason(t, "alpha", conditions.ReasonStopping, wakeWithin)
+	if rec := f.record(t, "k"); !rec.Exists || rec.Holder.UID != alpha.UID {
+		t.Fatalf("record of k while alpha's keys are unknown: exists %t, holder %s; want alpha's", rec.Exists, rec.Holder)
+	}
+	// And a person deletes k's record
+	f.deleteLease(t, "k")
+	// Then bravo is not granted k while alpha may still act for it
+	f.neverClaimed(t, "bravo", 2*time.Second)
+	// And once alpha's told pass succeeds, bravo gets k
+	failing.Store(false)
+	f.touch(t, "alpha")
+	f.waitForReason(t, "alpha", conditions.ReasonInvalidKey, wakeWithin)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }

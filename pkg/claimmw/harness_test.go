@@ -232,6 +232,12 @@ type setup struct {
 	// leaseLabels, when set, restricts the manager's cache of Leases to
 	// those labels, as lease.CacheByObject does with claim.Config.Labels.
 	leaseLabels map[string]string
+	// innerFail, when set, is the inner reconciler's fail function from
+	// its first pass on (before the manager starts).
+	innerFail func(name string, c call) error
+	// failStatusOf, when set, refuses the status writes of the Widget of
+	// that name from the manager's start (writes.failStatusOf).
+	failStatusOf string
 }
 
 // newManager returns a manager for one test, its cache restricted to ns, its
@@ -262,7 +268,20 @@ func newManager(t *testing.T, ns string, funcs *interceptor.Funcs) ctrl.Manager 
 
 func start(t *testing.T, s setup) *fixture {
 	t.Helper()
-	f := &fixture{ns: env.Namespace(t), inner: &inner{}, writes: &writes{}}
+	f, _ := startIn(t, env.Namespace(t), s)
+	return f
+}
+
+// startIn runs one manager (one operator process) restricted to ns, as start
+// does, and returns with the fixture a stop function that ends the manager
+// and waits for it: a restart is a stop followed by another startIn on the
+// same ns.
+func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
+	t.Helper()
+	f := &fixture{ns: ns, inner: &inner{fail: s.innerFail}, writes: &writes{}}
+	if s.failStatusOf != "" {
+		f.writes.failStatusOf.Store(s.failStatusOf)
+	}
 	cfg := env.Config
 	if s.config != nil {
 		cfg = s.config
@@ -317,13 +336,17 @@ func start(t *testing.T, s setup) *fixture {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	return f
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return f, stop
 }
 
 // direct returns an uncached client of its own, as a user's kubectl.
