@@ -78,36 +78,68 @@ func (m *Middleware) couldTake(obj client.Object) bool {
 }
 
 // predecessor names an object that may still be acting for key although key
-// has no record: an object that names key and whose claim condition says it
-// may act for its keys (Claimed, or Stopping: lost, and not yet stopped),
-// read uncached. Such a key was freed by someone other than its holder (a
-// person or tool deleting the record, another writer erasing an annotation
-// record) while the holder still acts; it goes to another object only once
-// the holder's told pass succeeded, or the holder is gone. The holder
-// itself, woken by the same deletion, acquires the key again first, as
-// nobody else may. An object being deleted is no predecessor: its deletion
-// passes act only for the records it still holds. Candidates come from the
-// manager's cache through the key index; only those whose cached condition
-// says they may act are read again, so a free key costs no read while
-// nobody acts for it.
+// has no record: an object whose claim condition says it may act for its
+// keys (Claimed, or Stopping: lost, and not yet stopped), read uncached,
+// that names key, or whose keys cannot be computed now. Such a key was freed
+// by someone other than its holder (a person or tool deleting the record,
+// another writer erasing an annotation record) while the holder still acts;
+// it goes to another object only once the holder's told pass succeeded, or
+// the holder is gone. The holder itself, woken by the same deletion,
+// acquires the key again first, as nobody else may. An object being deleted
+// counts until its deletion pass succeeded (the deletion path then says
+// Released). Every middleware set up on the same manager whose records of
+// key are the same object is asked, so a holder reconciled by another
+// middleware (another kind, another condition type) is seen too.
+// Candidates come from the managers' cache through the key index; only
+// those whose cached condition says they may act are read again, so a free
+// key costs no read while nobody acts for it.
 func (m *Middleware) predecessor(ctx context.Context, key string, self claim.Holder) (claim.Holder, string, bool, error) {
 	if !m.indexed {
 		return claim.Holder{}, "", false, nil
 	}
-	list, err := m.newList()
-	if err != nil {
-		return claim.Holder{}, "", false, err
-	}
-	if err := m.cfg.client.List(ctx, list, client.MatchingFields{m.keysIndex(): key}); err != nil {
-		return claim.Holder{}, "", false, fmt.Errorf("listing the objects that name claim key %q: %w", claim.Redact(key), err)
-	}
-	var candidates []client.Object
-	_ = meta.EachListItem(list, func(o runtime.Object) error {
-		if obj, ok := o.(client.Object); ok && obj.GetUID() != self.UID && obj.GetDeletionTimestamp() == nil && mayAct(m.conditionOf(obj)) {
-			candidates = append(candidates, obj)
+	record := m.claimer.Config().NameFunc(key)
+	ns := m.claimer.Config().Namespace
+	for _, mw := range append([]*Middleware{m}, others(m)...) {
+		if mw != m && (mw.claimer.Config().Namespace != ns || mw.claimer.Config().NameFunc(key) != record) {
+			continue
 		}
-		return nil
-	})
+		h, detail, ok, err := mw.actingFor(ctx, key, self)
+		if err != nil || ok {
+			return h, detail, ok, err
+		}
+	}
+	return claim.Holder{}, "", false, nil
+}
+
+// others returns the other middlewares set up on m's manager.
+func others(m *Middleware) []*Middleware {
+	var out []*Middleware
+	for _, o := range setUp.onManager(m.kind.mgr) {
+		if o != m {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// actingFor is [Middleware.predecessor] among the objects of m's kind.
+func (m *Middleware) actingFor(ctx context.Context, key string, self claim.Holder) (claim.Holder, string, bool, error) {
+	var candidates []client.Object
+	for _, value := range []string{key, unknownKeys} {
+		list, err := m.newList()
+		if err != nil {
+			return claim.Holder{}, "", false, err
+		}
+		if err := m.cfg.client.List(ctx, list, client.MatchingFields{m.keysIndex(): value}); err != nil {
+			return claim.Holder{}, "", false, fmt.Errorf("listing the objects that name claim key %q: %w", claim.Redact(key), err)
+		}
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			if obj, ok := o.(client.Object); ok && obj.GetUID() != self.UID && mayAct(m.conditionOf(obj)) {
+				candidates = append(candidates, obj)
+			}
+			return nil
+		})
+	}
 	for _, cached := range candidates {
 		obj := newObject(m.cfg.prototype)
 		if err := m.cfg.apiReader.Get(ctx, client.ObjectKeyFromObject(cached), obj); err != nil {
@@ -116,7 +148,7 @@ func (m *Middleware) predecessor(ctx context.Context, key string, self claim.Hol
 			}
 			return claim.Holder{}, "", false, fmt.Errorf("reading %s, which may still act for claim key %q: %w", client.ObjectKeyFromObject(cached), claim.Redact(key), err)
 		}
-		if obj.GetUID() != cached.GetUID() || obj.GetDeletionTimestamp() != nil || !mayAct(m.conditionOf(obj)) {
+		if obj.GetUID() != cached.GetUID() || !mayAct(m.conditionOf(obj)) {
 			continue
 		}
 		// The cache may still show a spec that named key: an object that

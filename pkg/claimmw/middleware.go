@@ -412,6 +412,14 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	for i, k := range p.keys {
 		norms[i] = k.norm
 	}
+	// Renewed first: whatever fails below (a status write, a handover
+	// plan), the records it acts for must not expire under it.
+	holds, err := m.renew.ensure(ctx, req.NamespacedName, p.self, p.granted)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	m.renew.keep(ctx, req.NamespacedName, p.self, p.giveUp)
+	m.renew.stopExcept(req.NamespacedName, append(norms, keysOf(p.giveUp)...)...)
 	cond := conditions.ForKeys(m.cfg.condType, norms, p.obj.GetGeneration())
 	if _, err := m.setCondition(ctx, p.obj, cond); err != nil {
 		return reconcile.Result{}, err
@@ -429,12 +437,6 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	holds, err := m.renew.ensure(ctx, req.NamespacedName, p.self, p.granted)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	m.renew.keep(ctx, req.NamespacedName, p.self, p.giveUp)
-	m.renew.stopExcept(req.NamespacedName, append(norms, keysOf(p.giveUp)...)...)
 	innerCtx, stop := guard(userCtx, holds)
 	state := State{Granted: true, Grants: grants, Releasing: grantsOf(p.giveUp), Handovers: handovers, Condition: cond}
 	res, err := m.inner.Reconcile(m.innerContext(innerCtx, state), req)
@@ -648,6 +650,11 @@ func (m *Middleware) invalidMessage(err error) string { return sentence(claim.Re
 // not stay True).
 func (m *Middleware) claimError(ctx, userCtx context.Context, req reconcile.Request, p *pass, err error) (reconcile.Result, error) {
 	cond := conditions.New(m.cfg.condType, conditions.ReasonClaimError, errorMessage(m.cfg.disclosure, err), p.obj.GetGeneration())
+	// Whatever it still holds stays renewed while the claim cannot be
+	// judged: it may still act for it (after a restart, no hold runs yet).
+	if held, herr := m.holdingsOf(ctx, p); herr == nil {
+		m.renew.keep(ctx, req.NamespacedName, p.self, held)
+	}
 	shown := cond
 	if p.was.mayHaveHeld() {
 		shown = stopping(cond)
@@ -770,7 +777,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	// Whether or not the finalizer is still there (a person may have removed
 	// it while another finalizer keeps the object): the inner pass cleans up
 	// only what the object holds.
-	holdings, err := m.claimer.Holdings(ctx, self)
+	holdings, err := m.deletionHoldings(ctx, obj, self)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
 	}
@@ -781,6 +788,14 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	stop()
 	if err != nil {
 		return res, err
+	}
+	if was := m.conditionOf(obj); mayAct(was) {
+		// Its deletion pass succeeded: it acts for no key any more. Said
+		// before the release wakes the waiters, which read it.
+		released := conditions.New(m.cfg.condType, conditions.ReasonReleased, "Being deleted; its deletion pass succeeded and it acts for no key.", was.ObservedGeneration)
+		if _, err := m.setCondition(ctx, obj, released); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	if len(holdings) > 0 {
 		released, err := m.claimer.ReleaseRecords(ctx, self, holdings...)
@@ -809,6 +824,33 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	}
 	m.forget(req)
 	return res, nil
+}
+
+// deletionHoldings returns every record the object being deleted holds, read
+// uncached: one List of its records (by its selector labels), and one Get per
+// key it still names, which finds a record whose labels another writer
+// replaced (an annotation record on an object others edit).
+func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, self claim.Holder) ([]claim.Record, error) {
+	out, err := m.claimer.Holdings(ctx, self)
+	if err != nil {
+		return nil, err
+	}
+	keys, _ := m.keysOf(ctx, obj)
+	set := m.claimer.Config()
+	for _, k := range keys {
+		if slices.ContainsFunc(out, func(r claim.Record) bool { return r.Key == k.norm }) {
+			continue
+		}
+		rec, err := m.claimer.Current(ctx, k.raw)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Ours() && rec.Holder.Is(self) && (rec.Set == "" || rec.Set == set.Set || slices.Contains(set.FormerSets, rec.Set)) {
+			out = append(out, rec)
+		}
+	}
+	slices.SortFunc(out, func(a, b claim.Record) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
 }
 
 // sweepAfterRelease is how long a deleted object that released its keys

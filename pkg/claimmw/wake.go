@@ -57,7 +57,7 @@ func (m *Middleware) index(ctx context.Context, mgr manager.Manager) error {
 		return nil
 	}
 	indexer := mgr.GetFieldIndexer()
-	if err := indexer.IndexField(ctx, newObject(m.cfg.prototype), m.keysIndex(), m.indexKeys); err != nil {
+	if err := indexer.IndexField(ctx, newObject(m.cfg.prototype), m.keysIndex(), m.indexKeyValues); err != nil {
 		return fmt.Errorf("indexing objects by claim key under %q (two claim middlewares for one kind need different names; see claimmw.WithName): %w", m.keysIndex(), err)
 	}
 	if err := indexer.IndexField(ctx, newObject(m.cfg.prototype), m.recordsIndex(), m.indexRecords); err != nil {
@@ -107,6 +107,19 @@ func (c *kindRegistry) add(k kindKey, m *Middleware) {
 	c.m[k] = append(c.m[k], m)
 }
 
+// onManager returns every middleware set up on mgr, of any kind.
+func (c *kindRegistry) onManager(mgr manager.Manager) []*Middleware {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Middleware
+	for k, ms := range c.m {
+		if k.mgr == mgr {
+			out = append(out, ms...)
+		}
+	}
+	return out
+}
+
 func (c *kindRegistry) others(k kindKey, self *Middleware) []*Middleware {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -150,6 +163,20 @@ func (m *Middleware) indexKeys(obj client.Object) []string {
 		out[i] = k.norm
 	}
 	return out
+}
+
+// unknownKeys is the key index's value for an object whose keys cannot be
+// computed now (InvalidKey): it may still act for keys it named before, so
+// the predecessor check must find it. No key equals it: keys have no
+// control characters.
+const unknownKeys = "\x00unknown"
+
+// indexKeyValues is the key index: the keys obj names, or unknownKeys.
+func (m *Middleware) indexKeyValues(obj client.Object) []string {
+	if _, err := m.keysOf(context.Background(), obj); err != nil {
+		return []string{unknownKeys}
+	}
+	return m.indexKeys(obj)
 }
 
 // indexRecords returns the record names of the keys obj names.
@@ -272,18 +299,32 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 			was, is := m.conditionOf(e.ObjectOld), m.conditionOf(e.ObjectNew)
 			switch {
 			case e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil,
-				// It stopped acting for its keys: an object waiting for a
-				// key it may have acted for asks again.
-				mayAct(was) && !mayAct(is),
 				// It waits for a handover now: its predecessor may commit.
 				was.Reason != string(conditions.ReasonWaitingForHandover) && is.Reason == string(conditions.ReasonWaitingForHandover):
 				wake(ctx, e.ObjectNew, q)
+			case mayAct(was) && !mayAct(is):
+				// It stopped acting for its keys: an object waiting for a
+				// key it may have acted for asks again. Its keys may be
+				// unknown now, or another middleware's: every object
+				// waiting for a handover in this manager asks.
+				wake(ctx, e.ObjectNew, q)
+				for _, other := range setUp.onManager(m.kind.mgr) {
+					for _, r := range other.waiting(ctx) {
+						q.Add(r)
+					}
+				}
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			wake(ctx, e.Object, q)
 		},
 	}
+}
+
+// waiting returns a request for every object of the middleware's kind whose
+// claim condition is WaitingForHandover, read from the cache.
+func (m *Middleware) waiting(ctx context.Context) []reconcile.Request {
+	return m.naming(ctx, m.waitingIndex(), "true")
 }
 
 // HandoverEvents returns the event handler that wakes objects waiting for a

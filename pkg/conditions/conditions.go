@@ -69,6 +69,10 @@ const (
 	// While an object is Stopping, a key it may act for is granted to no
 	// other object.
 	ReasonStopping Reason = "Stopping"
+	// ReasonReleased: the object is being deleted; its deletion pass
+	// succeeded, it acts for no key any more, and its records are released
+	// (or are being released).
+	ReasonReleased Reason = "Released"
 )
 
 // Priority ranks reasons when several conditions are folded into one:
@@ -118,7 +122,7 @@ var ocfPriorities = map[string]Priority{
 // Any other reason ranks as [PriorityOf] says.
 func (r Reason) Priority() Priority {
 	switch r {
-	case ReasonClaimed, ReasonNoKeys:
+	case ReasonClaimed, ReasonNoKeys, ReasonReleased:
 		return PriorityOperational
 	case ReasonNotFirst, ReasonParked, ReasonWaitingForHandover, ReasonStopping:
 		return PriorityBlocked
