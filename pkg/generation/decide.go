@@ -157,6 +157,10 @@ func Decide(cur *StoredClaim, req Request, f Facts) (Decision, error) {
 	return Decision{Next: next, Result: rec}, nil
 }
 
+// ValidateClaimName checks a claim name as every request does: not empty,
+// at most 1024 bytes, valid UTF-8. The error wraps ErrInvalidRequest.
+func ValidateClaimName(name string) error { return checkName("claim name", name) }
+
 // checkName refuses an empty, oversized or non-UTF-8 name.
 func checkName(field, v string) error {
 	switch {

@@ -263,7 +263,7 @@ func (b *Backend) WatchClaim(ctx context.Context, name string) (<-chan generatio
 	if err := b.check(ctx); err != nil {
 		return nil, fmt.Errorf("watching claim %q: %w", name, err)
 	}
-	if err := generation.Validate(generation.ReleaseRequest{ClaimName: name, GenerationID: "-"}); err != nil {
+	if err := generation.ValidateClaimName(name); err != nil {
 		return nil, fmt.Errorf("watching claim %q: %w", name, err)
 	}
 	w := &watcher{wake: make(chan struct{}, 1), stop: make(chan struct{})}
