@@ -380,6 +380,30 @@ func hundredAcquirers(w *world) error {
 		bs[i] = w.backend()
 	}
 	claim := w.name("claim")
+	// The first race creates the record; after the winner releases, the
+	// second race writes the existing record.
+	var last generation.FencingToken
+	for round := range 2 {
+		win, rec, err := w.race(bs, claim, g)
+		if err != nil {
+			return fmt.Errorf("race %d: %w", round, err)
+		}
+		if rec.FencingToken <= last {
+			return fmt.Errorf("%w: race %d granted token %d after %d", ErrTokenRegressed, round, rec.FencingToken, last)
+		}
+		last = rec.FencingToken
+		if err := bs[0].ReleaseClaim(w.ctx, generation.ReleaseRequest{ClaimName: claim, GenerationID: g[win], Token: last}); err != nil {
+			return fmt.Errorf("releasing after race %d: %w", round, err)
+		}
+	}
+	return nil
+}
+
+// race makes every generation of g acquire claim at once, spread over the
+// processes bs, and requires exactly one winner, whose index and record it
+// returns.
+func (w *world) race(bs []generation.Backend, claim string, g []string) (int, *generation.ClaimRecord, error) {
+	n := len(g)
 	start := make(chan struct{})
 	recs := make([]*generation.ClaimRecord, n)
 	errs := make([]error, n)
@@ -387,7 +411,7 @@ func hundredAcquirers(w *world) error {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			recs[i], errs[i] = bs[i%processes].AcquireClaim(w.ctx, generation.AcquireRequest{ClaimName: claim, GenerationID: g[i], TTL: ttl})
+			recs[i], errs[i] = bs[i%len(bs)].AcquireClaim(w.ctx, generation.AcquireRequest{ClaimName: claim, GenerationID: g[i], TTL: ttl})
 		})
 	}
 	close(start)
@@ -398,20 +422,21 @@ func hundredAcquirers(w *world) error {
 		case errs[i] == nil:
 			winners = append(winners, i)
 		case !errors.Is(errs[i], generation.ErrClaimHeld):
-			return fmt.Errorf("%w: acquirer %d: %w, want ErrClaimHeld or a grant", ErrWrongOutcome, i, errs[i])
+			return 0, nil, fmt.Errorf("%w: acquirer %d: %w, want ErrClaimHeld or a grant", ErrWrongOutcome, i, errs[i])
 		}
 	}
 	if len(winners) != 1 {
-		return fmt.Errorf("%w: %d of %d concurrent acquirers won: %v", ErrDoubleGrant, len(winners), n, winners)
+		return 0, nil, fmt.Errorf("%w: %d of %d concurrent acquirers won: %v", ErrDoubleGrant, len(winners), n, winners)
 	}
+	win := winners[0]
 	rec, err := w.get(bs[0], claim)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
-	if win := g[winners[0]]; rec.OwnerGeneration != win || rec.FencingToken != recs[winners[0]].FencingToken {
-		return fmt.Errorf("%w: stored owner %q token %d, the winner was %q with token %d", ErrDoubleGrant, rec.OwnerGeneration, rec.FencingToken, win, recs[winners[0]].FencingToken)
+	if rec.OwnerGeneration != g[win] || rec.FencingToken != recs[win].FencingToken {
+		return 0, nil, fmt.Errorf("%w: stored owner %q token %d, the winner was %q with token %d", ErrDoubleGrant, rec.OwnerGeneration, rec.FencingToken, g[win], recs[win].FencingToken)
 	}
-	return nil
+	return win, recs[win], nil
 }
 
 func expiryOnFakeClock(w *world) error {

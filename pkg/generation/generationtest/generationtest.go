@@ -78,7 +78,7 @@ func Cases() []Case {
 		{"AbortRetriedAfterALostResponseHasNoSecondEffect", abortRetried},
 		{"AbortKeepsOwnershipAndToken", abortKeeps},
 		{"TransfersRefuseWhatIsNotPrepared", transferRefusals},
-		{"HundredConcurrentAcquirersOneWinner", hundredAcquirers},
+		{"HundredConcurrentAcquirersOneWinnerOnCreateAndOnUpdate", hundredAcquirers},
 		{"ExpiryIsJudgedOnTheObserversClock", expiryOnFakeClock},
 		{"OperationIDReplaysAfterARestart", replayAfterRestart},
 		{"WatchDeliversEveryChangeInOrder", watchOrder},
