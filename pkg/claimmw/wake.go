@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/conditions"
@@ -193,6 +194,9 @@ func (m *Middleware) SetupWithManager(mgr manager.Manager, b *builder.Builder) e
 		b = b.Watches(t, m.ClaimEvents())
 	}
 	b = b.Watches(newObject(m.cfg.prototype), m.holderEvents())
+	if w := m.cfg.yieldWake; m.cfg.fairness && w != nil {
+		b = b.WatchesRawSource(source.Channel(w.events, &handler.EnqueueRequestForObject{}))
+	}
 	if err := b.Complete(m); err != nil {
 		return fmt.Errorf("setting up claim middleware: %w", err)
 	}

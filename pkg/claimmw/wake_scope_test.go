@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -85,7 +86,7 @@ type tenantRig struct {
 	mw           *claimmw.Middleware
 }
 
-func startTenantRig(t *testing.T, restrictLeases bool) *tenantRig {
+func startTenantRig(t *testing.T, restrictLeases bool, funcs *interceptor.Funcs, extra ...claimmw.Option) *tenantRig {
 	t.Helper()
 	r := &tenantRig{claims: env.Namespace(t), a: env.Namespace(t), b: env.Namespace(t), passes: &passCounter{}, logs: &logLines{}}
 	opts := ctrl.Options{
@@ -94,6 +95,15 @@ func startTenantRig(t *testing.T, restrictLeases bool) *tenantRig {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		Logger:     r.logs.logger(),
 	}
+	if funcs != nil {
+		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return interceptor.NewClient(c, *funcs), nil
+		}
+	}
 	if restrictLeases {
 		opts.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(r.claims, nil)}}
 	}
@@ -101,13 +111,13 @@ func startTenantRig(t *testing.T, restrictLeases bool) *tenantRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.mw, err = claimmw.Wrap(r.passes,
+	r.mw, err = claimmw.Wrap(r.passes, append([]claimmw.Option{
 		claimmw.FromManager(mgr),
 		claimmw.For(&testcrd.Widget{}),
 		claimmw.WithClaim(claim.Config{Namespace: r.claims}, claim.WithBackend(lease.Backend)),
 		claimmw.WithKeys(specKeys),
 		claimmw.WithRequeue(time.Hour, time.Hour),
-	)
+	}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +178,7 @@ func (r *tenantRig) settle(t *testing.T, ns string, quiet time.Duration) {
 // keys, in every namespace: three cycles ran 27-29 passes of 8 holders.
 func TestDeletingANonHolderWakesNoObjectInAnotherNamespace(t *testing.T) {
 	const holders, cycles = 4, 3
-	r := startTenantRig(t, false)
+	r := startTenantRig(t, false, nil)
 	ctx := context.Background()
 	dc := direct(t)
 	// Given holders in namespace b, each holding a key
@@ -220,7 +230,7 @@ func TestDeletingANonHolderWakesNoObjectInAnotherNamespace(t *testing.T) {
 // outside the claim namespace.
 func TestLeasesOutsideTheClaimNamespaceWakeNobody(t *testing.T) {
 	const writes = 10
-	r := startTenantRig(t, false)
+	r := startTenantRig(t, false, nil)
 	ctx := context.Background()
 	dc := direct(t)
 	// Given a victim in namespace b holding a key
@@ -260,11 +270,11 @@ func TestLeasesOutsideTheClaimNamespaceWakeNobody(t *testing.T) {
 // in the manager's log when the Lease cache serves namespaces other than the
 // claim namespace, and is silent when it is restricted to it.
 func TestSetupWarnsWhenTheRecordCacheIsNotRestricted(t *testing.T) {
-	wide := startTenantRig(t, false)
+	wide := startTenantRig(t, false, nil)
 	if !wide.logs.contain(claimmw.RecordCacheNotRestricted) {
 		t.Errorf("a cluster-wide Lease cache was not warned about; log:\n%s", strings.Join(wide.logs.lines, "\n"))
 	}
-	narrow := startTenantRig(t, true)
+	narrow := startTenantRig(t, true, nil)
 	if narrow.logs.contain(claimmw.RecordCacheNotRestricted) {
 		t.Errorf("a Lease cache restricted to the claim namespace was warned about")
 	}
