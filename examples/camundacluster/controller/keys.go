@@ -87,8 +87,14 @@ func StorageKey(namespace, ref string) (string, error) {
 	case StorageRDBMS:
 		return rdbmsKey(namespace, addr)
 	default:
-		return "", fmt.Errorf("%w: secondaryStorage: unknown type (want %s, %s or %s)",
-			ErrInvalidReference, StorageElasticsearch, StorageOpenSearch, StorageRDBMS)
+		// The type is named only when it is a plain word: the reference
+		// may carry a password anywhere.
+		shown := ""
+		if isDatabaseName(typ) && len(typ) <= 32 {
+			shown = fmt.Sprintf(" %q", typ)
+		}
+		return "", fmt.Errorf("%w: secondaryStorage: unknown type%s (want %s, %s or %s)",
+			ErrInvalidReference, shown, StorageElasticsearch, StorageOpenSearch, StorageRDBMS)
 	}
 }
 
