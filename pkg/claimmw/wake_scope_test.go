@@ -65,6 +65,12 @@ func (l *logLines) logger() logr.Logger {
 	}, funcr.Options{})
 }
 
+func (l *logLines) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
 func (l *logLines) contain(s string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -272,7 +278,7 @@ func TestLeasesOutsideTheClaimNamespaceWakeNobody(t *testing.T) {
 func TestSetupWarnsWhenTheRecordCacheIsNotRestricted(t *testing.T) {
 	wide := startTenantRig(t, false, nil)
 	if !wide.logs.contain(claimmw.RecordCacheNotRestricted) {
-		t.Errorf("a cluster-wide Lease cache was not warned about; log:\n%s", strings.Join(wide.logs.lines, "\n"))
+		t.Errorf("a cluster-wide Lease cache was not warned about; log:\n%s", wide.logs.all())
 	}
 	narrow := startTenantRig(t, true, nil)
 	if narrow.logs.contain(claimmw.RecordCacheNotRestricted) {
