@@ -285,3 +285,47 @@ func TestSetupWarnsWhenTheRecordCacheIsNotRestricted(t *testing.T) {
 		t.Errorf("a Lease cache restricted to the claim namespace was warned about")
 	}
 }
+
+// TestRecordsOfAnotherClaimSetWakeOnlyWhatTheyBlock: a record in the claim
+// namespace written by another claim set (another middleware's
+// configuration) wakes only the objects whose key's record it sits at, never
+// the key or the holder its annotations name.
+func TestRecordsOfAnotherClaimSetWakeOnlyWhatTheyBlock(t *testing.T) {
+	const writes = 10
+	r := startTenantRig(t, true, nil)
+	ctx := context.Background()
+	dc := direct(t)
+	// Given a victim in namespace b holding a key
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "victim"}, Spec: testcrd.WidgetSpec{Keys: []string{"victim-key"}}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitReason(t, r.b, "victim", conditions.ReasonClaimed)
+	r.settle(t, r.b, 2*time.Second)
+	before := r.passes.in(r.b)
+	// When another claim set writes, again and again, a record under another name whose annotations copy the victim's
+	cfg := r.mw.Claimer().Config()
+	var rec coordinationv1.Lease
+	if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: r.claims, Name: cfg.NameFunc("victim-key")}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	ann := map[string]string{}
+	for k, v := range rec.Annotations {
+		ann[k] = v
+	}
+	ann[cfg.Annotations.Set] = "another-set"
+	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.claims, Name: "another-set-record", Annotations: ann}}
+	if err := dc.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	for i := range writes {
+		other.Spec.HolderIdentity = ptr.To(fmt.Sprintf("writer-%d", i))
+		if err := dc.Update(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.settle(t, r.b, 2*time.Second)
+	// Then the victim ran no pass
+	if got := r.passes.in(r.b) - before; got != 0 {
+		t.Errorf("%d writes of another claim set's record caused %d passes of the holder it names, want 0", writes+1, got)
+	}
+}
