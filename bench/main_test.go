@@ -296,15 +296,23 @@ type rigOptions struct {
 	// that only a wake-up can explain a quick handover).
 	parkedRequeue time.Duration
 	metrics       bool
+	// tenants are namespaces the manager caches beside the rig's own (which
+	// holds the records), with its Lease cache not restricted to the claim
+	// namespace: objects there are reconciled too.
+	tenants []string
 }
 
 func newRig(t *testing.T, ns string, o rigOptions) *rig {
 	t.Helper()
 	r := &rig{ns: ns, api: &counter{}, calls: &clientCalls{}, inner: &inner{}, passes: &passLog{}}
+	cached := map[string]cache.Config{ns: {}}
+	for _, tenant := range o.tenants {
+		cached[tenant] = cache.Config{}
+	}
 	mgr, err := ctrl.NewManager(r.api.wrap(env.Config), ctrl.Options{
 		Scheme:     env.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:      cache.Options{DefaultNamespaces: cached},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
 			c, err := client.NewWithWatch(cfg, opts)

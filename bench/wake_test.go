@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -272,4 +273,77 @@ func (u *updateClock) lastUpdate() time.Time {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.last
+}
+
+// churnCycles is how many times scenario 7b creates and deletes its
+// non-holder.
+const churnCycles = 3
+
+// Given s.bystanders holders in tenant namespace b, each holding a key of
+// its own, when a tenant in namespace a creates, lets park, and deletes an
+// object naming all their keys, churnCycles times, then no holder in b is
+// reconciled: the churned object holds nothing, so no record names it and
+// its deletion wakes nobody.
+func nonHolderChurn(t *testing.T, s sizes, rep *report) {
+	ctx := context.Background()
+	dc := direct(t)
+	a, b := env.Namespace(t), env.Namespace(t)
+	r := newRig(t, env.Namespace(t), rigOptions{controller: true, wake: true, tenants: []string{a, b}})
+	holders := max(s.bystanders, 1)
+
+	// Given
+	keys := make([]string, holders)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("churn-key-%d", i)
+	}
+	if err := parallel(holders, s.workers, func(i int) error {
+		return dc.Create(ctx, newClaimant(b, fmt.Sprintf("churn-holder-%d", i), keys[i]))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range holders {
+		r.inner.waitGranted(t, fmt.Sprintf("churn-holder-%d", i), 5*time.Minute)
+	}
+	r.passes.waitQuiet(t, s.quiet, 5*time.Minute)
+
+	// When
+	start := time.Now()
+	for c := range churnCycles {
+		name := fmt.Sprintf("churner-%d", c)
+		if err := dc.Create(ctx, newClaimant(a, name, keys...)); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			got := &Claimant{}
+			if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: a, Name: name}, got); err != nil {
+				t.Fatal(err)
+			}
+			if conditionOf(got) == string(conditions.ReasonParked) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not parked after a minute", name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := dc.Delete(ctx, newClaimant(a, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.passes.waitQuiet(t, s.quiet, 5*time.Minute)
+
+	// Then
+	caused := 0
+	for name, n := range r.passes.since(start) {
+		if strings.HasPrefix(name, "churn-holder-") {
+			caused += n
+		}
+	}
+	if caused != 0 {
+		t.Errorf("%d create/delete cycles of a non-holder in another namespace caused %d passes of %d holders", churnCycles, caused, holders)
+	}
+	scen := fmt.Sprintf("7b Churn, a non-holder naming %d held keys of another namespace", holders)
+	rep.add(row{scen, fmt.Sprintf("passes caused in other namespaces by %d create/delete cycles of a non-holder", churnCycles),
+		strconv.Itoa(caused), "", "0", verdict(caused == 0, fmt.Sprintf("%d passes", caused))})
 }

@@ -19,17 +19,24 @@ const hashLen = 40
 
 // ValidateKey reports whether key is acceptable as a claim key: non-empty,
 // at most [MaxKeyLength] bytes, valid UTF-8 in Unicode normalization form C
-// (NFC, which [Claimer.NormalizeKey] applies), free of control characters and
-// of format characters (Unicode category Cf: zero-width spaces and joiners,
-// the byte order mark, bidirectional controls), and not a URL carrying user
-// info ("scheme://user:password@host"). The error wraps [ErrInvalidKey].
+// (NFC, which [Claimer.NormalizeKey] applies), free of characters that do
+// not show (invisibleRune: control and format characters, line and
+// paragraph separators, spaces other than U+0020, private-use code points,
+// unassigned code points and noncharacters, zero-width marks and
+// blank-looking characters such as U+2800), and free of credentials by the
+// secret rule that [Redact] applies: user info with or without a scheme
+// ("scheme://user:password@host", "user:password@host"), and credential
+// parameters in query strings and connection strings ("?password=",
+// "sslpassword=", "token=", "api_key=", libpq's "password=", ADO.NET's
+// ";Password="). The error wraps [ErrInvalidKey].
 //
-// Format characters are invisible, and a key in another normalization form
-// spells a character differently: two keys that print the same would name
-// two claims, and a bidi control can make a key read as another one. User
-// info is refused because the key is stored in clear text on the record;
-// strip it in Config.Normalize. Errors never echo user info: a key is quoted
-// with it replaced by "REDACTED".
+// Invisible characters are refused because two keys that print the same
+// would name two claims, and a bidi control or a line separator can make a
+// key read as another one. Credentials are refused because the key is
+// stored in clear text on the record, read by everyone who may read the
+// claim namespace, and quoted in conditions other tenants read; strip them
+// in Config.Normalize. Errors never echo a credential: a key is quoted
+// through [Redact].
 func ValidateKey(key string) error {
 	switch {
 	case key == "":
@@ -38,83 +45,111 @@ func ValidateKey(key string) error {
 		return fmt.Errorf("%w: key is %d bytes long, the limit is %d (key starts %q)", ErrInvalidKey, len(key), MaxKeyLength, truncate(redactKey(key), 32))
 	case !utf8.ValidString(key):
 		return fmt.Errorf("%w: key %q is not valid UTF-8", ErrInvalidKey, redactKey(key))
-	case hasUserinfo(key):
-		return fmt.Errorf("%w: key %q looks like a URL with credentials (user info); strip them in Config.Normalize", ErrInvalidKey, redactKey(key))
-	case !norm.NFC.IsNormalString(key):
+	}
+	if err := secretError(key); err != nil {
+		return err
+	}
+	if !norm.NFC.IsNormalString(key) {
 		return fmt.Errorf("%w: key %q is not in Unicode normalization form C; Claimer.NormalizeKey puts keys in it", ErrInvalidKey, redactKey(key))
 	}
 	for i, r := range key {
-		switch {
-		case unicode.IsControl(r):
+		if unicode.IsControl(r) {
 			return fmt.Errorf("%w: key %q has a control character at byte %d", ErrInvalidKey, redactKey(key), i)
-		case unicode.Is(unicode.Cf, r):
-			return fmt.Errorf("%w: key %q has the invisible format character %U at byte %d", ErrInvalidKey, redactKey(key), r, i)
-		case unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r):
-			// Zero-width marks that NFC keeps: two keys that print alike
-			// would be two claims.
-			return fmt.Errorf("%w: key %q has the invisible mark %U at byte %d", ErrInvalidKey, redactKey(key), r, i)
+		}
+		if what := invisibleRune(r); what != "" {
+			return fmt.Errorf("%w: key %q has %s %U at byte %d", ErrInvalidKey, redactKey(key), what, r, i)
 		}
 	}
 	return nil
 }
 
-// Redact returns s with the user info of every URL in it
-// ("scheme://user:password@host") replaced by "REDACTED", for messages,
-// events and logs that may quote a key or an error about one.
+// secretError is ValidateKey's error for a key the secret rule finds a
+// credential in, naming its form; nil for a key without one.
+func secretError(key string) error {
+	switch {
+	case len(urlUserinfoSpans(key)) > 0:
+		return fmt.Errorf("%w: key %q looks like a URL with credentials (user info); strip them in Config.Normalize", ErrInvalidKey, redactKey(key))
+	case len(bareUserinfoSpans(key)) > 0:
+		return fmt.Errorf("%w: key %q looks like credentials without a scheme (user:password@host); strip them in Config.Normalize", ErrInvalidKey, redactKey(key))
+	case len(parameterSpans(key)) > 0:
+		return fmt.Errorf("%w: key %q carries a credential parameter (password=, token=, api_key= and the like, in a query or connection string); strip it in Config.Normalize", ErrInvalidKey, redactKey(key))
+	}
+	return nil
+}
+
+// blankRunes are characters of visible categories that print as nothing
+// (Braille's blank pattern, the Hangul fillers): a key holding one prints
+// as another key.
+var blankRunes = map[rune]bool{
+	'\u2800': true, // BRAILLE PATTERN BLANK
+	'\u115F': true, // HANGUL CHOSEONG FILLER
+	'\u1160': true, // HANGUL JUNGSEONG FILLER
+	'\u3164': true, // HANGUL FILLER
+	'\uFFA0': true, // HALFWIDTH HANGUL FILLER
+}
+
+// invisibleRune names the kind of character r is when a key may not hold
+// it because it does not show, or is "" for a character that does.
+func invisibleRune(r rune) string {
+	switch {
+	case unicode.IsControl(r):
+		return "a control character"
+	case unicode.Is(unicode.Cf, r):
+		return "the invisible format character"
+	case unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r):
+		return "the line-breaking character"
+	case unicode.Is(unicode.Zs, r) && r != ' ':
+		return "the space character"
+	case unicode.Is(unicode.Co, r):
+		return "the private-use character"
+	case isNoncharacter(r):
+		return "the noncharacter"
+	case unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r):
+		// Zero-width marks that NFC keeps: two keys that print alike
+		// would be two claims.
+		return "the invisible mark"
+	case blankRunes[r]:
+		return "the blank-looking character"
+	case !assigned(r):
+		return "the unassigned code point"
+	}
+	return ""
+}
+
+// isNoncharacter reports whether r is one of Unicode's 66 noncharacters
+// (U+FDD0..U+FDEF and the last two code points of every plane).
+func isNoncharacter(r rune) bool {
+	return r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE
+}
+
+// assigned reports whether r has a Unicode category other than Cn in the
+// tables Go was built with.
+func assigned(r rune) bool {
+	return unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs)
+}
+
+// Redact returns s with every credential the secret rule finds in it
+// replaced by "REDACTED": the user info of a URL, with or without a scheme
+// ("scheme://user:password@host", "user:password@host"), and the values of
+// credential parameters ("?password=", "token=", libpq's "password=",
+// ADO.NET's ";Password="), for messages, events and logs that may quote a
+// key or an error about one. It finds exactly what [ValidateKey] refuses:
+// a text without a credential by that rule is returned unchanged.
 func Redact(s string) string { return redactKey(s) }
 
-// redactedError is err with the user info of every URL in its text
-// redacted; errors.Is and errors.As still see err.
+// redactedError is err with the credentials in its text redacted;
+// errors.Is and errors.As still see err.
 type redactedError struct{ err error }
 
 func (e redactedError) Error() string { return redactKey(e.err.Error()) }
 func (e redactedError) Unwrap() error { return e.err }
 
-// redacted replaces the user info of a URL in a key shown in a message.
+// redacted replaces a credential in a key shown in a message.
 const redacted = "REDACTED"
 
-// redactKey returns key with the user info of every URL in it
-// ("scheme://user:password@host") replaced by "REDACTED", for messages and
-// logs: exactly the user info [ValidateKey] refuses, judged by the same rule
-// (userinfoEnd), so that a key is redacted where it would be refused. Other
-// keys are returned unchanged.
-func redactKey(key string) string {
-	var b strings.Builder
-	rest := key
-	for {
-		i := strings.Index(rest, "//")
-		if i < 0 {
-			break
-		}
-		start := i + len("//")
-		end, ok := userinfoEnd(rest[start:])
-		if !ok {
-			b.WriteString(rest[:start])
-			rest = rest[start:]
-			continue
-		}
-		b.WriteString(rest[:start])
-		b.WriteString(redacted)
-		rest = rest[start+end:]
-	}
-	b.WriteString(rest)
-	return b.String()
-}
-
-// hasUserinfo reports whether a URL in s may carry user info, after "//"
-// (with or without a scheme).
-func hasUserinfo(s string) bool {
-	for {
-		i := strings.Index(s, "//")
-		if i < 0 {
-			return false
-		}
-		s = s[i+len("//"):]
-		if _, ok := userinfoEnd(s); ok {
-			return true
-		}
-	}
-}
+// redactKey applies the secret rule (secretSpans) to key for messages and
+// logs.
+func redactKey(key string) string { return redactSecrets(key) }
 
 // userinfoEnd judges s, the text after a URL's "//", and returns the index
 // of the '@' that ends its user info when it may carry some. It is
@@ -157,17 +192,17 @@ func userinfoIn(s string) (int, bool) {
 // of s. A "//" with no '|' before it is inside this URL (a path, or a
 // password: base64 ones hold "//").
 func urlRun(s string) string {
-	for off := 0; ; {
-		j := strings.Index(s[off:], "//")
-		if j < 0 {
-			return s
-		}
-		j += off
-		if bar := strings.LastIndexByte(s[:j], '|'); bar >= 0 {
-			return s[:bar]
-		}
-		off = j + len("//")
+	// Linear: Redact runs on whole messages, and a run is judged for every
+	// "//" of a text.
+	bar := strings.IndexByte(s, '|')
+	if bar < 0 {
+		return s
 	}
+	j := strings.Index(s[bar:], "//")
+	if j < 0 {
+		return s
+	}
+	return s[:strings.LastIndexByte(s[:bar+j], '|')]
 }
 
 // authority returns the leading run of s made of the characters RFC 3986

@@ -86,28 +86,37 @@ func TestValidateKeyNeverEchoesUserInfo(t *testing.T) {
 	}
 }
 
+// FuzzValidateKey pins the one secret rule: ValidateKey refuses exactly
+// the keys in which it finds a credential, Redact changes exactly those
+// texts, and what Redact shows holds no credential but its "REDACTED"
+// marks (redacting twice changes nothing).
 func FuzzValidateKey(f *testing.F) {
-	for _, seed := range []string{"", "a", "elasticsearch|https://es.data.svc:9200", strings.Repeat("a", 253), strings.Repeat("-.", 100), "ü\x00\xff", "https://u:p@h", "a\u200bb"} {
+	for _, seed := range []string{
+		"", "a", "elasticsearch|https://es.data.svc:9200", strings.Repeat("a", 253), strings.Repeat("-.", 100), "ü\x00\xff",
+		"https://u:p@h", "a\u200bb", "rdbms|admin:pw@host/db", "jdbc:postgresql://h/db?user=u&password=p",
+		"host=h password='a b' dbname=d", "Server=h;Password={p;w}", "a\u2800b", "https://registry.example.com/image@sha256:abc",
+	} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		// One rule refuses and redacts user info: a key that carries none
-		// is shown as it is (and one that may is redacted, which the
-		// table tests pin).
-		if !hasUserinfo(s) && Redact(s) != s {
-			t.Fatalf("hasUserinfo(%q) = false but Redact gives %q", s, Redact(s))
+		if !hasSecret(s) && Redact(s) != s {
+			t.Fatalf("the secret rule finds no credential in %q but Redact gives %q", s, Redact(s))
 		}
-		// A valid key is free of invisible characters and credentials.
+		if r := Redact(s); Redact(r) != r {
+			t.Fatalf("Redact(%q) = %q still shows a credential: redacting it again gives %q", s, r, Redact(r))
+		}
 		if ValidateKey(s) != nil {
 			return
 		}
-		for _, r := range s {
-			if unicode.Is(unicode.Cf, r) {
-				t.Fatalf("ValidateKey accepted %q, which has the format character %U", s, r)
-			}
+		// A valid key is free of credentials and of characters that do
+		// not show.
+		if hasSecret(s) {
+			t.Fatalf("ValidateKey accepted %q, which carries a credential by the secret rule", s)
 		}
-		if hasUserinfo(s) {
-			t.Fatalf("ValidateKey accepted %q, which has user info", s)
+		for _, r := range s {
+			if invisibleRune(r) != "" || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Zs, r) && r != ' ' {
+				t.Fatalf("ValidateKey accepted %q, which has the invisible character %U", s, r)
+			}
 		}
 		if !norm.NFC.IsNormalString(s) {
 			t.Fatalf("ValidateKey accepted %q, which is not NFC", s)

@@ -2,6 +2,7 @@ package claimmw
 
 import (
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -54,7 +55,13 @@ func redact(d Disclosure, o claim.Outcome, self claim.Holder) claim.Outcome {
 		}
 	case claim.ReasonNotFirst:
 		if elsewhere(o.Other) {
+			// Named as far as the rule allows: its kind and age, not its
+			// namespace or name.
 			o.Message = fmt.Sprintf("Key %q is free, but an older object outside this namespace wants it and goes first.", o.Key)
+			if o.Other.Kind != "" && !o.Other.Created.IsZero() {
+				o.Message = fmt.Sprintf("Key %q is free, but an older %s outside this namespace, created %s, wants it and goes first.",
+					o.Key, o.Other.Kind, o.Other.Created.UTC().Format(time.RFC3339))
+			}
 		}
 	case claim.ReasonWaitingForHandover:
 		if elsewhere(o.Previous) {

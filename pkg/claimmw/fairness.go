@@ -4,16 +4,25 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
+
+// DefaultFairnessGrace is how long, by default, a sibling without a claim
+// condition for its current spec counts after it was created or changed,
+// and how long an object yields a free key at most.
+const DefaultFairnessGrace = time.Minute
 
 // WithFairness turns on the fairness pre-filter (claim.WithSiblings) with the
 // middleware's own idea of a sibling: while a key is free, an object yields
@@ -21,11 +30,37 @@ import (
 // object that is being deleted, or whose claim condition (for its current
 // spec) says it waits elsewhere or cannot claim (Parked, NotFirst,
 // WaitingForHandover, Foreign, InvalidKey, ClaimError), is no sibling, so a
-// free key never waits for an object that will not come for it. Siblings are
-// read from the manager's cache through the key index, so it needs
-// [Middleware.SetupWithManager]. Needs [WithClaim]: the Claimer is built with
-// it.
-func WithFairness() Option { return func(c *config) { c.fairness = true } }
+// free key never waits for an object that will not come for it.
+//
+// Yielding is bounded ([WithFairnessGrace]): a sibling with no claim
+// condition for its current spec (its first pass is still to come, or its
+// passes fail before they write one: a finalizer patch refused for the
+// object's size, a policy refusing its updates) counts only for the grace
+// after it was created or last changed, and an object yields a free key for
+// at most the grace after its claim condition turned false. Each object is
+// woken when its grace ends. Siblings are read from the manager's cache
+// through the key index, so it needs [Middleware.SetupWithManager]. Needs
+// [WithClaim]: the Claimer is built with it.
+func WithFairness() Option {
+	return func(c *config) {
+		c.fairness = true
+		if c.yieldWake == nil {
+			c.yieldWake = newYieldWaker()
+		}
+	}
+}
+
+// WithFairnessGrace sets the grace of [WithFairness]. Default:
+// [DefaultFairnessGrace].
+func WithFairnessGrace(d time.Duration) Option { return func(c *config) { c.fairnessGrace = d } }
+
+// grace is the fairness grace in effect.
+func (m *Middleware) grace() time.Duration {
+	if m.cfg.fairnessGrace > 0 {
+		return m.cfg.fairnessGrace
+	}
+	return DefaultFairnessGrace
+}
 
 // blockedReasons are the claim reasons of an object that cannot take a key
 // now.
@@ -38,7 +73,8 @@ var blockedReasons = map[string]bool{
 	string(conditions.ReasonClaimError):         true,
 }
 
-// siblings lists the objects naming key that could take it now.
+// siblings lists the objects naming key that could take it now; none when
+// self has yielded for its whole grace already.
 func (m *Middleware) siblings(ctx context.Context, key string, self claim.Holder) ([]claim.Holder, error) {
 	list, err := m.newList()
 	if err != nil {
@@ -47,10 +83,22 @@ func (m *Middleware) siblings(ctx context.Context, key string, self claim.Holder
 	if err := m.cfg.client.List(ctx, list, client.MatchingFields{m.keysIndex(): key}); err != nil {
 		return nil, fmt.Errorf("listing the objects that name claim key %q: %w", key, err)
 	}
+	now := time.Now()
+	grace := m.grace()
 	var out []claim.Holder
+	var selfObj client.Object
+	wakeAt := time.Time{}
 	err = meta.EachListItem(list, func(o runtime.Object) error {
 		obj, ok := o.(client.Object)
-		if !ok || obj.GetUID() == self.UID || !m.couldTake(obj) {
+		if !ok {
+			return nil
+		}
+		if obj.GetUID() == self.UID {
+			selfObj = obj
+			return nil
+		}
+		counts, until := m.couldTake(obj, grace, now)
+		if !counts {
 			return nil
 		}
 		h, err := m.claimer.HolderOf(obj)
@@ -58,23 +106,124 @@ func (m *Middleware) siblings(ctx context.Context, key string, self claim.Holder
 			return err
 		}
 		out = append(out, h)
+		if !until.IsZero() && (wakeAt.IsZero() || until.Before(wakeAt)) {
+			wakeAt = until
+		}
 		return nil
 	})
-	return out, err
+	if err != nil || selfObj == nil {
+		return out, err
+	}
+	if done, until := yieldedEnough(m.claimCondition(selfObj), selfObj.GetGeneration(), grace, now); done {
+		return nil, nil
+	} else if !until.IsZero() && (wakeAt.IsZero() || until.Before(wakeAt)) {
+		wakeAt = until
+	}
+	if len(out) > 0 && !wakeAt.IsZero() {
+		m.cfg.yieldWake.at(selfObj, wakeAt.Sub(now))
+	}
+	return out, nil
+}
+
+// claimCondition is obj's claim condition, or nil.
+func (m *Middleware) claimCondition(obj client.Object) *metav1.Condition {
+	conds, err := conditionsOf(obj)
+	if err != nil {
+		return nil
+	}
+	return meta.FindStatusCondition(*conds, string(m.cfg.condType))
 }
 
 // couldTake reports whether obj could take a free key now, as far as what
-// it says of itself tells.
-func (m *Middleware) couldTake(obj client.Object) bool {
+// it says of itself tells, and, when it counts only for its grace, until
+// when.
+func (m *Middleware) couldTake(obj client.Object, grace time.Duration, now time.Time) (bool, time.Time) {
 	if obj.GetDeletionTimestamp() != nil {
-		return false
+		return false, time.Time{}
 	}
-	conds, err := conditionsOf(obj)
-	if err != nil {
-		return true
+	return siblingCounts(m.claimCondition(obj), obj.GetGeneration(), changedAt(obj), grace, now)
+}
+
+// siblingCounts decides whether a sibling whose claim condition is c (nil:
+// none) counts, and until when it counts if only for its grace: a sibling
+// without a condition for its current generation counts for grace after
+// changed; one whose condition says it cannot take the key does not count;
+// any other counts.
+func siblingCounts(c *metav1.Condition, generation int64, changed time.Time, grace time.Duration, now time.Time) (bool, time.Time) {
+	if c == nil || c.ObservedGeneration != generation {
+		until := changed.Add(grace)
+		return now.Before(until), until
 	}
-	c := meta.FindStatusCondition(*conds, string(m.cfg.condType))
-	return c == nil || c.Status == metav1.ConditionTrue || c.ObservedGeneration != obj.GetGeneration() || !blockedReasons[c.Reason]
+	if c.Status == metav1.ConditionTrue || !blockedReasons[c.Reason] {
+		return true, time.Time{}
+	}
+	return false, time.Time{}
+}
+
+// yieldedEnough decides whether an object whose claim condition is c has
+// yielded a free key for its whole grace (its condition says NotFirst for
+// its current generation, and turned false at least grace ago), and, when
+// it has not, until when it may still yield.
+func yieldedEnough(c *metav1.Condition, generation int64, grace time.Duration, now time.Time) (bool, time.Time) {
+	if c == nil || c.ObservedGeneration != generation || c.Reason != string(conditions.ReasonNotFirst) || c.LastTransitionTime.IsZero() {
+		return false, time.Time{}
+	}
+	until := c.LastTransitionTime.Add(grace)
+	return !now.Before(until), until
+}
+
+// changedAt is when obj was created or last written: the latest time of
+// its managed fields, or its creation time.
+func changedAt(obj client.Object) time.Time {
+	t := obj.GetCreationTimestamp().Time
+	for _, f := range obj.GetManagedFields() {
+		if f.Time != nil && f.Time.After(t) {
+			t = f.Time.Time
+		}
+	}
+	return t
+}
+
+// yieldWaker wakes an object when its yielding may end: the grace of the
+// sibling it yields to, or its own, runs out. One timer per object, the
+// latest request winning; events go to a channel the controller watches
+// (SetupWithManager), dropped when it is full (the object's requeue still
+// comes).
+type yieldWaker struct {
+	events chan event.GenericEvent
+	mu     sync.Mutex
+	timers map[types.NamespacedName]*time.Timer
+}
+
+// yieldWakeBuffer bounds the wake-ups waiting for the controller.
+const yieldWakeBuffer = 1024
+
+func newYieldWaker() *yieldWaker {
+	return &yieldWaker{events: make(chan event.GenericEvent, yieldWakeBuffer), timers: map[types.NamespacedName]*time.Timer{}}
+}
+
+// at wakes obj after d (plus a moment, so that the grace has surely ended
+// when its pass reads the clock).
+func (w *yieldWaker) at(obj client.Object, d time.Duration) {
+	if w == nil {
+		return
+	}
+	key := client.ObjectKeyFromObject(obj)
+	target := obj.DeepCopyObject().(client.Object)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t, ok := w.timers[key]; ok {
+		t.Stop()
+	}
+	w.timers[key] = time.AfterFunc(max(d, 0)+100*time.Millisecond, func() {
+		w.mu.Lock()
+		delete(w.timers, key)
+		w.mu.Unlock()
+		select {
+		case w.events <- event.GenericEvent{Object: target}:
+		default:
+		}
+	})
 }
 
 // predecessor names an object that may still be acting for key although key

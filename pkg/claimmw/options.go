@@ -112,6 +112,8 @@ type config struct {
 	maxKeys       int
 	disclosure    Disclosure
 	fairness      bool
+	fairnessGrace time.Duration
+	yieldWake     *yieldWaker
 	// gvk and kind are the object type's, from the client's scheme.
 	gvk  schema.GroupVersionKind
 	kind string
@@ -258,6 +260,9 @@ func (c *config) validate() error {
 		errs = append(errs, errors.New("claimer: both WithClaimer and WithClaim given; pass one"))
 	case c.claimCfg != nil && c.apiReader == nil:
 		errs = append(errs, errors.New("API reader: none given for WithClaim; pass claimmw.FromManager(mgr) or claimmw.WithAPIReader"))
+	}
+	if c.fairnessGrace < 0 {
+		errs = append(errs, fmt.Errorf("fairness grace: %s; must not be negative", c.fairnessGrace))
 	}
 	if c.fairness && c.claimCfg == nil {
 		errs = append(errs, errors.New("fairness: WithFairness builds the Claimer's siblings; pass claimmw.WithClaim, not WithClaimer"))

@@ -7,19 +7,25 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/conditions"
@@ -218,8 +224,12 @@ func (m *Middleware) indexWaiting(obj client.Object) []string {
 // lower-case kind, controller-runtime's own default), which its metrics carry
 // as their "controller" label. It registers the key index on mgr's cache. Restrict the
 // manager's cache of records to the claim namespace with the backend's cache
-// options (lease.CacheOptions). Wake-ups for a handover gate are opt-in:
-// add a watch with [Middleware.HandoverEvents] to b.
+// options (lease.CacheByObject): record events outside it are ignored, but
+// a cluster-wide Lease cache still holds and delivers every Lease of the
+// cluster. SetupWithManager logs [RecordCacheNotRestricted] through mgr's
+// logger when mgr's cache answers for Leases in a namespace other than the
+// claim namespace. Wake-ups for a handover gate are opt-in: add a watch with
+// [Middleware.HandoverEvents] to b.
 func (m *Middleware) SetupWithManager(mgr manager.Manager, b *builder.Builder) error {
 	if b == nil {
 		return errors.New("setting up claim middleware: builder is nil; pass ctrl.NewControllerManagedBy(mgr).For(...)")
@@ -227,15 +237,50 @@ func (m *Middleware) SetupWithManager(mgr manager.Manager, b *builder.Builder) e
 	if err := m.index(context.Background(), mgr); err != nil {
 		return fmt.Errorf("setting up claim middleware: %w", err)
 	}
+	m.checkRecordCache(mgr)
 	b = b.Named(m.cfg.name)
 	if t := m.claimer.RecordType(); t != nil {
 		b = b.Watches(t, m.ClaimEvents())
 	}
 	b = b.Watches(newObject(m.cfg.prototype), m.holderEvents())
+	if w := m.cfg.yieldWake; m.cfg.fairness && w != nil {
+		b = b.WatchesRawSource(source.Channel(w.events, &handler.EnqueueRequestForObject{}))
+	}
 	if err := b.Complete(m); err != nil {
 		return fmt.Errorf("setting up claim middleware: %w", err)
 	}
 	return nil
+}
+
+// RecordCacheNotRestricted is the message SetupWithManager logs when the
+// manager's cache of Lease records is not restricted to the claim
+// namespace.
+const RecordCacheNotRestricted = "claim records are cached outside the claim namespace: restrict the manager's Lease cache to it (lease.CacheByObject)"
+
+// cacheProbeTimeout bounds SetupWithManager's probe of the record cache,
+// which may wait for an informer to sync when the manager already runs.
+const cacheProbeTimeout = 2 * time.Second
+
+// checkRecordCache logs RecordCacheNotRestricted when mgr's cache would
+// serve Leases of a namespace other than the claim namespace. A cache
+// restricted to some namespaces refuses such a read at once; an unrestricted
+// one answers that it has not started (or, started, answers at all).
+func (m *Middleware) checkRecordCache(mgr manager.Manager) {
+	if !m.recordsAreLeases() {
+		return
+	}
+	ns := m.claimer.Config().Namespace
+	probe := metav1.NamespaceSystem
+	if ns == probe {
+		probe = metav1.NamespaceDefault
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cacheProbeTimeout)
+	defer cancel()
+	err := mgr.GetCache().Get(ctx, types.NamespacedName{Namespace: probe, Name: "ocf-claim-cache-probe"}, &coordinationv1.Lease{})
+	var notStarted *cache.ErrCacheNotStarted
+	if err == nil || errors.As(err, &notStarted) || apierrors.IsNotFound(err) || errors.Is(err, context.DeadlineExceeded) {
+		mgr.GetLogger().Info(RecordCacheNotRestricted, "middleware", m.cfg.name, "claimNamespace", ns)
+	}
 }
 
 // ClaimEvents returns the event handler for claim records: every create,
@@ -252,10 +297,23 @@ func (m *Middleware) ClaimEvents() handler.EventHandler {
 }
 
 // recordChanged maps a record object to the objects its change concerns.
+// Only records where this Claimer keeps them count: a Lease outside the
+// claim namespace is ignored (a tenant's own Leases, which leader election
+// needs it to write, would otherwise wake any object their annotations
+// name), and a record of another claim set (its Set annotation names
+// another set) wakes only the objects whose key's record it sits at (the
+// objects it blocks), never the key or holder its annotations name.
 func (m *Middleware) recordChanged(ctx context.Context, rec client.Object) []reconcile.Request {
-	a := m.claimer.Config().Annotations
+	cfg := m.claimer.Config()
+	if m.recordsAreLeases() && rec.GetNamespace() != cfg.Namespace {
+		return nil
+	}
+	a := cfg.Annotations
 	ann := rec.GetAnnotations()
 	reqs := m.naming(ctx, m.recordsIndex(), rec.GetName())
+	if set := ann[a.Set]; set != "" && set != cfg.Set {
+		return reqs
+	}
 	if key, ok := ann[a.Key]; ok {
 		reqs = append(reqs, m.naming(ctx, m.keysIndex(), key)...)
 	}
@@ -265,9 +323,28 @@ func (m *Middleware) recordChanged(ctx context.Context, rec client.Object) []rec
 	return reqs
 }
 
+// recordsAreLeases reports whether the backend stores records in Leases of
+// the claim namespace (the Lease backend), the records a namespace check
+// applies to; the annotation backend's records are the claimed objects,
+// wherever they live.
+func (m *Middleware) recordsAreLeases() bool {
+	_, ok := m.claimer.RecordType().(*coordinationv1.Lease)
+	return ok
+}
+
 // naming returns a request for every object whose index value under index
 // is value, read from the cache.
 func (m *Middleware) naming(ctx context.Context, index, value string) []reconcile.Request {
+	list := m.namingList(ctx, index, value)
+	if list == nil {
+		return nil
+	}
+	return requestsOf(list)
+}
+
+// namingList lists the objects whose index value under index is value, read
+// from the cache; nil when they cannot be listed (logged).
+func (m *Middleware) namingList(ctx context.Context, index, value string) client.ObjectList {
 	list, err := m.newList()
 	if err != nil {
 		log.FromContext(ctx).Error(err, "listing the objects that name a claim key")
@@ -277,21 +354,39 @@ func (m *Middleware) naming(ctx context.Context, index, value string) []reconcil
 		log.FromContext(ctx).Error(err, "listing the objects that name a claim key", "index", index, "value", value)
 		return nil
 	}
-	return requestsOf(list)
+	return list
 }
 
 // holderEvents wakes the objects that name the keys of an object that
-// started being deleted or is gone: a Liveness may judge such a holder dead
-// before any record changes.
+// started being deleted or is gone, for the keys whose record names it (as
+// holder or planned successor): a Liveness may judge such a holder dead
+// before any record changes. An object no record names holds nothing and
+// hands nothing over, so its deletion wakes nobody, whatever keys it named:
+// a tenant that creates and deletes objects naming other tenants' keys
+// costs them no passes. With [WithFairness], the objects that yield a free
+// key to it (NotFirst) are woken too.
 func (m *Middleware) holderEvents() handler.EventHandler {
 	wake := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		self := client.ObjectKeyFromObject(obj)
 		for _, key := range m.indexKeys(obj) {
-			for _, r := range m.naming(ctx, m.keysIndex(), key) {
-				if r.NamespacedName != self {
-					q.Add(r)
-				}
+			named := m.recordNames(ctx, key, obj)
+			if !named && !m.cfg.fairness {
+				continue
 			}
+			list := m.namingList(ctx, m.keysIndex(), key)
+			if list == nil {
+				continue
+			}
+			_ = meta.EachListItem(list, func(o runtime.Object) error {
+				other, ok := o.(client.Object)
+				if !ok || client.ObjectKeyFromObject(other) == self {
+					return nil
+				}
+				if named || m.saysNotFirst(other) {
+					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(other)})
+				}
+				return nil
+			})
 		}
 	}
 	return handler.Funcs{
@@ -325,6 +420,39 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 // claim condition is WaitingForHandover, read from the cache.
 func (m *Middleware) waiting(ctx context.Context) []reconcile.Request {
 	return m.naming(ctx, m.waitingIndex(), "true")
+}
+
+// recordNames reports whether the record of key, read from the manager's
+// cache, names obj as its holder or planned successor. Records that are not
+// Leases cannot be read by name here: they are taken to name it, as is a
+// record the cache cannot answer for (the safe side: a wake-up too many).
+func (m *Middleware) recordNames(ctx context.Context, key string, obj client.Object) bool {
+	if !m.recordsAreLeases() {
+		return true
+	}
+	cfg := m.claimer.Config()
+	var l coordinationv1.Lease
+	err := m.cfg.client.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.NameFunc(key)}, &l)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false
+	case err != nil:
+		return true
+	}
+	uid := string(obj.GetUID())
+	a := cfg.Annotations
+	return uid != "" && (l.Annotations[a.HolderUID] == uid || strings.Contains(l.Annotations[a.Successor], uid))
+}
+
+// saysNotFirst reports whether obj's claim condition says it yields a free key
+// to an older sibling (NotFirst).
+func (m *Middleware) saysNotFirst(obj client.Object) bool {
+	conds, err := conditionsOf(obj)
+	if err != nil {
+		return false
+	}
+	c := meta.FindStatusCondition(*conds, string(m.cfg.condType))
+	return c != nil && c.Reason == string(conditions.ReasonNotFirst)
 }
 
 // HandoverEvents returns the event handler that wakes objects waiting for a

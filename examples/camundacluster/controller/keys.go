@@ -7,9 +7,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/ocf-claim/claim/examples/camundacluster/api/v1alpha1"
 	"github.com/ocf-claim/claim/pkg/backends"
+	"github.com/ocf-claim/claim/pkg/claim"
 )
 
 // Storage types a CamundaCluster may name in spec.secondaryStorage, and the
@@ -67,7 +71,7 @@ func StorageKey(namespace, ref string) (string, error) {
 	typ = strings.ToLower(strings.TrimSpace(typ))
 	addr = strings.TrimSpace(addr)
 	if !ok || addr == "" {
-		return "", fmt.Errorf("%w: secondaryStorage %q is not <type>|<address>", ErrInvalidReference, redact(ref))
+		return "", fmt.Errorf("%w: secondaryStorage is not <type>|<address>", ErrInvalidReference)
 	}
 	switch typ {
 	case StorageElasticsearch, StorageOpenSearch:
@@ -75,37 +79,74 @@ func StorageKey(namespace, ref string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return typ + keySeparator + u.Scheme + "://" + hostPort(namespace, u, defaultSearchPort), nil
+		hp, err := hostPort(namespace, u, defaultSearchPort)
+		if err != nil {
+			return "", fmt.Errorf("%w: secondaryStorage: %w", ErrInvalidReference, err)
+		}
+		return typ + keySeparator + u.Scheme + "://" + hp, nil
 	case StorageRDBMS:
-		return rdbmsKey(namespace, ref, addr)
+		return rdbmsKey(namespace, addr)
 	default:
-		return "", fmt.Errorf("%w: secondaryStorage %q: unknown type %q (want %s, %s or %s)",
-			ErrInvalidReference, redact(ref), typ, StorageElasticsearch, StorageOpenSearch, StorageRDBMS)
+		// The type is named only when it is a plain word: the reference
+		// may carry a password anywhere.
+		shown := ""
+		if isDatabaseName(typ) && len(typ) <= 32 {
+			shown = fmt.Sprintf(" %q", typ)
+		}
+		return "", fmt.Errorf("%w: secondaryStorage: unknown type%s (want %s, %s or %s)",
+			ErrInvalidReference, shown, StorageElasticsearch, StorageOpenSearch, StorageRDBMS)
 	}
 }
 
-func rdbmsKey(namespace, ref, addr string) (string, error) {
-	// Credentials never enter a key: keys are stored in annotations. A
-	// password may itself hold '@' or '/', a host never does: the last '@'
-	// ends the user info.
+// rdbmsKey builds an rdbms key from the parsed host, port and database of
+// addr only: user info before the last '@' and options after the database
+// ("?sslmode=", ";password=", "&password=") never enter it, and what is kept
+// must look like a host and a database name, so that nothing else a tenant
+// wrote is stored in the record's annotations. Errors name what is wrong,
+// never the reference: it may carry a password.
+func rdbmsKey(namespace, addr string) (string, error) {
+	const want = "secondaryStorage is not rdbms|<host>[:<port>]/<database>"
+	// A password may itself hold '@' or '/', a host never does: the last
+	// '@' ends the user info.
 	if i := strings.LastIndex(addr, "@"); i >= 0 {
 		addr = addr[i+1:]
 	}
 	hostport, db, _ := strings.Cut(addr, "/")
+	if i := strings.IndexAny(db, "?#;&"); i >= 0 {
+		db = db[:i]
+	}
 	db = strings.Trim(db, "/")
-	if hostport == "" || db == "" || strings.ContainsAny(db, "/?#") {
-		return "", fmt.Errorf("%w: secondaryStorage %q is not rdbms|<host>[:<port>]/<database>", ErrInvalidReference, redact(ref))
+	if hostport == "" || db == "" {
+		return "", fmt.Errorf("%w: %s", ErrInvalidReference, want)
+	}
+	if !isDatabaseName(db) {
+		return "", fmt.Errorf("%w: %s: the database name may hold letters, digits, '_', '-', '.' and '$' only", ErrInvalidReference, want)
 	}
 	u := &url.URL{Host: hostport}
 	if u.Hostname() == "" {
-		return "", fmt.Errorf("%w: secondaryStorage %q names no host", ErrInvalidReference, redact(ref))
+		return "", fmt.Errorf("%w: secondaryStorage names no host", ErrInvalidReference)
 	}
 	if p := u.Port(); p != "" {
 		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
-			return "", fmt.Errorf("%w: secondaryStorage %q: port %q is not a number", ErrInvalidReference, redact(ref), p)
+			return "", fmt.Errorf("%w: secondaryStorage: the port is not a number", ErrInvalidReference)
 		}
 	}
-	return StorageRDBMS + keySeparator + hostPort(namespace, u, defaultPostgresPort) + "/" + db, nil
+	hp, err := hostPort(namespace, u, defaultPostgresPort)
+	if err != nil {
+		return "", fmt.Errorf("%w: secondaryStorage: %w", ErrInvalidReference, err)
+	}
+	return StorageRDBMS + keySeparator + hp + "/" + db, nil
+}
+
+// isDatabaseName reports whether s is a plain database name: letters,
+// digits, '_', '-', '.' and '$'.
+func isDatabaseName(s string) bool {
+	for _, r := range s {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("_-.$", r) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // RealmKey normalizes a spec.keycloakRealm URL of a cluster in namespace
@@ -121,9 +162,20 @@ func RealmKey(namespace, realmURL string) (string, error) {
 	path := strings.TrimRight(u.EscapedPath(), "/")
 	before, realm, found := strings.Cut(path, "/realms/")
 	if !found || realm == "" || strings.Contains(realm, "/") {
-		return "", fmt.Errorf("%w: keycloakRealm %q does not end in /realms/<realm>", ErrInvalidReference, redact(realmURL))
+		return "", fmt.Errorf("%w: keycloakRealm does not end in /realms/<realm>", ErrInvalidReference)
 	}
-	host := hostPort(namespace, u, 0)
+	// Only the parsed host, port, path and realm name enter the key: a
+	// path segment or realm name with anything but plain name characters
+	// (";password=", an escaped character) is refused.
+	for _, seg := range strings.Split(strings.Trim(before, "/")+"/"+realm, "/") {
+		if seg != "" && !isDatabaseName(seg) {
+			return "", fmt.Errorf("%w: keycloakRealm: its path and realm name may hold letters, digits, '_', '-', '.' and '$' only", ErrInvalidReference)
+		}
+	}
+	host, err := hostPort(namespace, u, 0)
+	if err != nil {
+		return "", fmt.Errorf("%w: keycloakRealm: %w", ErrInvalidReference, err)
+	}
 	switch {
 	case u.Scheme == "https" && strings.HasSuffix(host, ":443"):
 		host = strings.TrimSuffix(host, ":443")
@@ -140,15 +192,20 @@ func parseHTTPURL(field, raw string) (*url.URL, error) {
 	raw = stripUserinfo(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s %q: %w", ErrInvalidReference, field, redact(raw), redactErr(err, raw))
+		// url.Error quotes its input: only its cause is shown.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%w: %s is not a URL: %s", ErrInvalidReference, field, claim.Redact(err.Error()))
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-		return nil, fmt.Errorf("%w: %s %q is not an http or https URL with a host", ErrInvalidReference, field, redact(raw))
+		return nil, fmt.Errorf("%w: %s is not an http or https URL with a host", ErrInvalidReference, field)
 	}
 	if p := u.Port(); p != "" {
 		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
-			return nil, fmt.Errorf("%w: %s %q: port %q is not a number", ErrInvalidReference, field, redact(raw), p)
+			return nil, fmt.Errorf("%w: %s: the port is not a number", ErrInvalidReference, field)
 		}
 	}
 	return u, nil
@@ -156,9 +213,15 @@ func parseHTTPURL(field, raw string) (*url.URL, error) {
 
 // hostPort returns u's host lower-cased, qualified with namespace when it
 // is a bare service name, with defaultPort when u has none (0: keep none).
-func hostPort(namespace string, u *url.URL, defaultPort int) string {
+// A host that is neither an IP address nor a DNS name is refused, without
+// quoting it.
+func hostPort(namespace string, u *url.URL, defaultPort int) (string, error) {
 	host := strings.ToLower(u.Hostname())
-	if !strings.Contains(host, ".") && host != "localhost" && net.ParseIP(host) == nil {
+	ip := net.ParseIP(host) != nil
+	if !ip && len(validation.IsDNS1123Subdomain(host)) > 0 {
+		return "", errors.New("the host is neither a DNS name nor an IP address")
+	}
+	if !strings.Contains(host, ".") && host != "localhost" && !ip {
 		host = host + "." + namespace + ".svc"
 	}
 	port := u.Port()
@@ -166,39 +229,17 @@ func hostPort(namespace string, u *url.URL, defaultPort int) string {
 		port = strconv.Itoa(defaultPort)
 	}
 	if port == "" {
-		return host
+		if strings.Contains(host, ":") {
+			return "[" + host + "]", nil
+		}
+		return host, nil
 	}
-	return net.JoinHostPort(host, port)
+	return net.JoinHostPort(host, port), nil
 }
 
 // KeyHash is the label value that marks a workload as using key: the first
 // 40 hex characters of sha256(key). Keys themselves do not fit in labels.
 func KeyHash(key string) string { return backends.HashName("", key) }
-
-// redact replaces the user info of a reference (everything between its
-// scheme or type and the last '@') with REDACTED, so that no error, and so
-// no InvalidKey condition, echoes a password.
-func redact(ref string) string {
-	at := strings.LastIndex(ref, "@")
-	if at < 0 {
-		return ref
-	}
-	start := 0
-	if i := strings.Index(ref, "://"); i >= 0 && i < at {
-		start = i + len("://")
-	} else if i := strings.Index(ref, keySeparator); i >= 0 && i < at {
-		start = i + len(keySeparator)
-	}
-	return ref[:start] + "REDACTED" + ref[at:]
-}
-
-// redactErr is err with raw's user info redacted: url.Parse quotes its input.
-func redactErr(err error, raw string) error {
-	if redact(raw) == raw {
-		return err
-	}
-	return errors.New(strings.ReplaceAll(err.Error(), raw, redact(raw)))
-}
 
 // stripUserinfo removes everything between "://" and the last '@' of a URL.
 func stripUserinfo(raw string) string {

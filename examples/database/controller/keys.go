@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"unicode"
 
 	"github.com/ocf-claim/claim/examples/database/api/v1alpha1"
+	"github.com/ocf-claim/claim/pkg/claim"
 )
 
 // DefaultPort is PostgreSQL's port, filled in when a URL names none, so that
@@ -51,7 +53,15 @@ func NormalizeURL(raw string) (string, error) {
 	}
 	name := strings.TrimSuffix(strings.TrimPrefix(u.Path, "/"), "/")
 	if name == "" || strings.Contains(name, "/") {
-		return "", fmt.Errorf("path %q: want exactly one database name, as in postgres://host/dbname", u.Path)
+		return "", fmt.Errorf("path %q: want exactly one database name, as in postgres://host/dbname", claim.Redact(u.Path))
+	}
+	// Only the parsed host, port and database name enter the key, and
+	// errors never quote what the tenant wrote: a path may carry
+	// ";password=".
+	for _, r := range name {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("_-.$", r) {
+			return "", errors.New("database name: may hold letters, digits, '_', '-', '.' and '$' only")
+		}
 	}
 	return "postgres://" + net.JoinHostPort(host, port) + "/" + name, nil
 }

@@ -204,9 +204,16 @@ func yamlDoubleQuoted(s string) string {
 // printable does.
 func ErrorText(err error) string { return printableLines(err.Error()) }
 
-// shown reports whether r is printed as it is: printable for Go, and not a
-// zero-width mark (a variation selector, a combining grapheme joiner) that
-// would make two different names look alike.
+// shown reports whether r is printed as it is: printable for Go (which
+// already excludes spaces other than U+0020, line separators, private-use
+// and unassigned code points), and neither a zero-width mark (a variation
+// selector, a combining grapheme joiner) nor a blank-looking character
+// (U+2800, the Hangul fillers) that would make two different names look
+// alike or a name look empty. These are the characters claim.ValidateKey
+// refuses in keys.
 func shown(r rune) bool {
-	return strconv.IsPrint(r) && !unicode.Is(unicode.Variation_Selector, r) && !unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r)
+	return strconv.IsPrint(r) && !unicode.Is(unicode.Variation_Selector, r) && !unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) && !blank[r]
 }
+
+// blank are the printable runes that print as nothing.
+var blank = map[rune]bool{'\u2800': true, '\u115F': true, '\u1160': true, '\u3164': true, '\uFFA0': true}

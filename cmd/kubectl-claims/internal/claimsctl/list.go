@@ -43,7 +43,7 @@ func (o *Options) runList(ctx context.Context) error {
 		}
 		extra = append(extra, client.MatchingLabelsSelector{Selector: sel})
 	}
-	ss, err := o.connect(ctx)
+	ss, err := o.connect(ctx, false)
 	if err != nil {
 		return err
 	}

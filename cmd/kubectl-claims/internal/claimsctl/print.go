@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -159,10 +160,12 @@ func (t table) write(w io.Writer, indent string) error {
 	return tw.Flush()
 }
 
-// writeStructured prints v as YAML or JSON, with every rune that is not
-// printable escaped (see safeJSON and safeYAML); the document decodes to v
-// all the same.
+// writeStructured prints v as YAML or JSON, with the credentials in every
+// string field redacted (claim.Redact: a detail or a condition message may
+// quote a key again) and every rune that is not printable escaped (see
+// safeJSON and safeYAML).
 func writeStructured(w io.Writer, format string, v any) error {
+	v = redacted(v)
 	var (
 		data []byte
 		err  error
@@ -178,4 +181,66 @@ func writeStructured(w io.Writer, format string, v any) error {
 	}
 	_, err = w.Write(data)
 	return err
+}
+
+// redacted returns a copy of v with claim.Redact applied to every string it
+// holds, through structs, pointers, slices, maps and interfaces, so that
+// structured output redacts each field the same way, whichever field a
+// credential reached. Unexported fields (a time's) are left as they are.
+func redacted(v any) any {
+	if v == nil {
+		return nil
+	}
+	return redactValue(reflect.ValueOf(v)).Interface()
+}
+
+func redactValue(v reflect.Value) reflect.Value {
+	switch v.Kind() {
+	case reflect.String:
+		out := reflect.New(v.Type()).Elem()
+		out.SetString(claim.Redact(v.String()))
+		return out
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.New(v.Type().Elem())
+		out.Elem().Set(redactValue(v.Elem()))
+		return out
+	case reflect.Interface:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.New(v.Type()).Elem()
+		out.Set(redactValue(v.Elem()))
+		return out
+	case reflect.Struct:
+		out := reflect.New(v.Type()).Elem()
+		out.Set(v)
+		for i := range v.NumField() {
+			if out.Field(i).CanSet() {
+				out.Field(i).Set(redactValue(v.Field(i)))
+			}
+		}
+		return out
+	case reflect.Slice:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			out.Index(i).Set(redactValue(v.Index(i)))
+		}
+		return out
+	case reflect.Map:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeMapWithSize(v.Type(), v.Len())
+		for it := v.MapRange(); it.Next(); {
+			out.SetMapIndex(redactValue(it.Key()), redactValue(it.Value()))
+		}
+		return out
+	}
+	return v
 }

@@ -77,7 +77,7 @@ func (o *Options) runRelease(ctx context.Context, key string, f releaseFlags) er
 	if err := claim.ValidateKey(key); err != nil {
 		return fmt.Errorf("releasing claim: %w", err)
 	}
-	ss, err := o.connect(ctx)
+	ss, err := o.connect(ctx, false)
 	if err != nil {
 		return err
 	}

@@ -23,9 +23,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -100,7 +102,7 @@ func (o *Options) command() *cobra.Command {
 	cmd.SetErr(streams.ErrOut)
 	o.Flags.AddFlags(cmd.PersistentFlags())
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&o.configMap, "config-map", "", "[namespace/]name of the ConfigMap the operator publishes its claim configuration in (default "+ConfigMapName+" in the claim namespace, if present)")
+	pf.StringVar(&o.configMap, "config-map", "", "[namespace/]name of the ConfigMap the operator publishes its claim configuration in (default "+ConfigMapName+" in the claim namespace, if present; why, whose -n is the object's namespace, reads one only with --claim-namespace or --config-map)")
 	pf.StringVar(&o.claimNamespace, "claim-namespace", "", "namespace of the Lease records (default: -n, else the published namespace, else the current namespace)")
 	pf.StringVar(&o.prefix, "prefix", "", "Lease name prefix of the records (default: published, else "+`"claim-"`+")")
 	pf.StringToStringVar(&o.annotationKeys, "annotation-keys", nil, "record annotation keys by field, e.g. key=example.com/claim-key,holderUID=example.com/holder-uid (fields: key, holderAPIVersion, holderKind, holderNamespace, holderName, holderUID, token, successor)")
@@ -135,8 +137,12 @@ type session struct {
 }
 
 // connect builds the uncached client and resolves the claim configuration:
-// the published ConfigMap (if any), overridden by flags.
-func (o *Options) connect(ctx context.Context) (*session, error) {
+// the published ConfigMap (if any), overridden by flags. The ConfigMap is
+// read only from the claim namespace (configMapRef): for why, whose -n is
+// the object's namespace (objectNamespace), never from -n, where a tenant
+// could plant a configuration that makes other tenants' claims read as
+// foreign.
+func (o *Options) connect(ctx context.Context, objectNamespace bool) (*session, error) {
 	ns, explicit, err := o.Flags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return nil, fmt.Errorf("reading the namespace from kubeconfig: %w", err)
@@ -156,20 +162,18 @@ func (o *Options) connect(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("creating the API client: %w", err)
 	}
 
-	cmNamespace := ns
-	if o.claimNamespace != "" {
-		cmNamespace = o.claimNamespace
-	}
-	ref, err := parseConfigMapRef(ConfigMapName, cmNamespace)
-	if o.configMap != "" {
-		ref, err = parseConfigMapRef(o.configMap, cmNamespace)
-	}
+	ref, read, err := o.configMapRef(ns, objectNamespace)
 	if err != nil {
 		return nil, err
 	}
-	published, err := loadPublished(ctx, c, ref, o.configMap != "")
-	if err != nil {
-		return nil, err
+	var published Published
+	if read {
+		if published, err = loadPublished(ctx, c, ref, o.configMap != ""); err != nil {
+			return nil, err
+		}
+		for _, w := range configWarnings(ref.Namespace, o.claimNamespace, published.Namespace) {
+			fmt.Fprintf(o.Streams.ErrOut, "Warning: %s\n", printable(w))
+		}
 	}
 	flags := Published{
 		Prefix:            o.prefix,
@@ -195,6 +199,50 @@ func (o *Options) connect(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	return &session{c: c, s: s, namespace: ns, explicit: explicit}, nil
+}
+
+// configMapRef is the ConfigMap the claim configuration is read from, and
+// whether one is read at all: --config-map ([namespace/]name), its
+// namespace defaulting to the claim namespace; else ConfigMapName in the
+// claim namespace. The claim namespace is --claim-namespace, else, for the
+// commands whose -n names the record namespace (list, release), an explicit
+// -n or the current namespace. When -n is the object's namespace (why),
+// only --claim-namespace counts: without it and without --config-map no
+// configuration is read, and a --config-map without a namespace is refused.
+func (o *Options) configMapRef(ns string, objectNamespace bool) (types.NamespacedName, bool, error) {
+	claimNS := o.claimNamespace
+	if claimNS == "" && !objectNamespace {
+		claimNS = ns
+	}
+	switch {
+	case o.configMap != "":
+		if claimNS == "" && !strings.Contains(o.configMap, "/") {
+			return types.NamespacedName{}, false, fmt.Errorf("--config-map %q: name its namespace (namespace/name) or give --claim-namespace; "+
+				"why never reads the configuration from the object's namespace", o.configMap)
+		}
+		ref, err := parseConfigMapRef(o.configMap, claimNS)
+		return ref, err == nil, err
+	case claimNS == "":
+		return types.NamespacedName{}, false, nil
+	}
+	ref, err := parseConfigMapRef(ConfigMapName, claimNS)
+	return ref, err == nil, err
+}
+
+// configWarnings are the warnings for a configuration read from the
+// ConfigMap in namespace cmNS when --claim-namespace (flagNS) or the
+// namespace it publishes (publishedNS) names another claim namespace: the
+// configuration may describe another install's records.
+func configWarnings(cmNS, flagNS, publishedNS string) []string {
+	var out []string
+	if flagNS != "" && cmNS != flagNS {
+		out = append(out, fmt.Sprintf("the claim configuration is read from namespace %s, not from the claim namespace %s (--claim-namespace); "+
+			"it applies only if that namespace's administrators wrote it", cmNS, flagNS))
+	}
+	if publishedNS != "" && publishedNS != cmNS && (flagNS == "" || publishedNS != flagNS) {
+		out = append(out, fmt.Sprintf("the claim configuration read from namespace %s says the records live in namespace %s", cmNS, publishedNS))
+	}
+	return out
 }
 
 // recordNamespace is where Lease records are read: --claim-namespace, else

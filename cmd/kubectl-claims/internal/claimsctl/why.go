@@ -84,7 +84,7 @@ func (o *Options) runWhy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ss, err := o.connect(ctx)
+	ss, err := o.connect(ctx, true)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,280 @@
+package claim
+
+import (
+	"sort"
+	"strings"
+)
+
+// The secret rule: one judgement of where a key, or a message quoting one,
+// carries a credential. ValidateKey refuses a key in which the rule finds
+// one, and Redact replaces what it finds by "REDACTED"; the middleware's
+// conditions, events and logs and kubectl claims show keys through Redact.
+// The rule is broad on purpose: a key it refuses by mistake is a clear
+// InvalidKey for the consumer's normalizer to fix, while a password it
+// misses is written in clear on a record every reader of the claim
+// namespace sees. It finds three forms:
+//
+//   - user info after "//" ("scheme://user:password@host", "//user@host"),
+//     judged by userinfoEnd;
+//   - user info without a scheme ("admin:pw@host/db", Oracle's
+//     "jdbc:oracle:thin:user/pw@host"): in a run without white space, a ':'
+//     that is not a scheme's "://" followed later in the run by an '@';
+//     the user info runs from the start of its segment (after the last '|',
+//     '/', '"', '=', ',', ';' or '(' before the ':') to the last '@' of the
+//     run, or of its URL's part in a composite key (urlParts), so that a
+//     password holding '@', '|' or '/' is covered whole;
+//   - a credential parameter: a name that says credential (credentialName:
+//     password, pwd, secret, token, api_key, AccountKey, ...), then '='
+//     (spaces allowed around it), in a query string ("?password=",
+//     "&sslpassword=", JDBC's parameters), a key=value connection string
+//     (libpq's "host=h password=p") or a ';'-separated one (ADO.NET's
+//     "Server=h;Password=p"). Its value runs to the next separator ('&',
+//     ';', '|', ',', white space) that starts another "name=", or to the end
+//     of the text, so that a password holding a separator is covered whole;
+//     a value in quotes or braces runs at least to the closing one.
+//
+// A secret is a span of text; what the rule finds is the union of the
+// spans of the three forms.
+
+// span is a half-open byte range [start, end) of a text.
+type span struct{ start, end int }
+
+// secretSpans returns the spans of s the secret rule finds a credential in,
+// sorted and merged. A URL's empty user info ("//@host") is an empty span:
+// it is refused, and shown as "REDACTED" as any other.
+func secretSpans(s string) []span {
+	var found []span
+	found = append(found, urlUserinfoSpans(s)...)
+	found = append(found, bareUserinfoSpans(s)...)
+	found = append(found, parameterSpans(s)...)
+	return merge(found)
+}
+
+// hasSecret reports whether the secret rule finds a credential in s.
+func hasSecret(s string) bool { return len(secretSpans(s)) > 0 }
+
+// redactSecrets returns s with every span the secret rule finds replaced by
+// "REDACTED"; text without one is returned unchanged.
+func redactSecrets(s string) string {
+	spans := secretSpans(s)
+	if len(spans) == 0 {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, sp := range spans {
+		b.WriteString(s[last:sp.start])
+		b.WriteString(redacted)
+		last = sp.end
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// merge sorts spans and joins those that overlap or touch.
+func merge(spans []span) []span {
+	if len(spans) == 0 {
+		return nil
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
+	out := []span{spans[0]}
+	for _, sp := range spans[1:] {
+		last := &out[len(out)-1]
+		if sp.start <= last.end {
+			last.end = max(last.end, sp.end)
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// urlUserinfoSpans returns the user info of every URL in s, after its "//",
+// as userinfoEnd judges it.
+func urlUserinfoSpans(s string) []span {
+	var out []span
+	for off := 0; ; {
+		i := strings.Index(s[off:], "//")
+		if i < 0 {
+			return out
+		}
+		start := off + i + len("//")
+		if end, ok := userinfoEnd(s[start:]); ok {
+			out = append(out, span{start, start + end})
+			off = start + end
+			continue
+		}
+		off = start
+	}
+}
+
+// bareUserinfoSpans returns user info without a scheme: see the rule.
+func bareUserinfoSpans(s string) []span {
+	var out []span
+	for off := 0; off < len(s); {
+		// One run: the text up to the next white space.
+		end := off
+		for end < len(s) && !isSpace(s[end]) {
+			end++
+		}
+		for _, part := range urlParts(s[off:end]) {
+			if sp, ok := bareUserinfo(s[off+part.start : off+part.end]); ok {
+				out = append(out, span{off + part.start + sp.start, off + part.start + sp.end})
+			}
+		}
+		off = end + 1
+	}
+	return out
+}
+
+// urlParts cuts a run of a composite key at every '|' whose part holds a
+// "//" ("a|https://x|https://y" is three parts), so that the user info of
+// one URL ends at its own last '@'. A '|' before a part without "//" does
+// not cut: a password may hold one.
+func urlParts(run string) []span {
+	var out []span
+	start := 0
+	for i := 0; i < len(run); i++ {
+		if run[i] != '|' {
+			continue
+		}
+		next := run[i+1:]
+		if j := strings.IndexByte(next, '|'); j >= 0 {
+			next = next[:j]
+		}
+		if strings.Contains(next, "//") {
+			out = append(out, span{start, i})
+			start = i + 1
+		}
+	}
+	return append(out, span{start, len(run)})
+}
+
+// bareUserinfo judges one part of a run without white space: its user
+// info, if any, runs from the start of the segment holding the first ':'
+// that is no scheme's "://" to the part's last '@' after it.
+func bareUserinfo(part string) (span, bool) {
+	at := strings.LastIndexByte(part, '@')
+	if at < 0 {
+		return span{}, false
+	}
+	for c := 0; c < at; c++ {
+		if part[c] != ':' || strings.HasPrefix(part[c+1:], "//") {
+			continue
+		}
+		start := strings.LastIndexAny(part[:c], "|/\"'=,;(") + 1
+		return span{start, at}, true
+	}
+	return span{}, false
+}
+
+// parameterSpans returns the values of credential parameters: see the rule.
+func parameterSpans(s string) []span {
+	var out []span
+	for off := 0; ; {
+		i := strings.IndexByte(s[off:], '=')
+		if i < 0 {
+			return out
+		}
+		eq := off + i
+		off = eq + 1
+		if !credentialName(nameBefore(s, eq)) {
+			continue
+		}
+		start := eq + 1
+		for start < len(s) && isSpace(s[start]) {
+			start++
+		}
+		end := valueEnd(s, start)
+		if end > start {
+			out = append(out, span{start, end})
+			off = end
+		}
+	}
+}
+
+// nameBefore returns the parameter name before the '=' at eq: the run of
+// name characters ending there, spaces between it and the '=' skipped.
+func nameBefore(s string, eq int) string {
+	end := eq
+	for end > 0 && s[end-1] == ' ' {
+		end--
+	}
+	start := end
+	for start > 0 && isNameByte(s[start-1]) {
+		start--
+	}
+	return s[start:end]
+}
+
+// valueEnd returns where the value starting at start ends: at the first
+// separator that starts another "name=", or at the end of s; a value in
+// quotes or braces runs at least to the closing one.
+func valueEnd(s string, start int) int {
+	from := start
+	if start < len(s) {
+		if closer, ok := map[byte]byte{'\'': '\'', '"': '"', '{': '}'}[s[start]]; ok {
+			if j := strings.IndexByte(s[start+1:], closer); j >= 0 {
+				from = start + 1 + j + 1
+			} else {
+				return len(s)
+			}
+		}
+	}
+	for i := from; i < len(s); i++ {
+		if strings.IndexByte("&;|,", s[i]) < 0 && !isSpace(s[i]) {
+			continue
+		}
+		if startsParameter(s[i+1:]) {
+			return i
+		}
+	}
+	return len(s)
+}
+
+// startsParameter reports whether s starts with a parameter name and '='
+// (spaces allowed before the '=').
+func startsParameter(s string) bool {
+	s = strings.TrimLeft(s, " \t")
+	n := 0
+	for n < len(s) && isNameByte(s[n]) {
+		n++
+	}
+	return n > 0 && strings.HasPrefix(strings.TrimLeft(s[n:], " "), "=")
+}
+
+// credentialWords are the parts of a parameter name, lower-cased and with
+// '_', '-', '.' and spaces removed, that say its value is a credential.
+var credentialWords = []string{
+	"password", "passwd", "passphrase", "secret", "token", "apikey", "accesskey", "accountkey",
+	"privatekey", "secretkey", "authkey", "masterkey", "clientkey", "credential", "signature",
+}
+
+// credentialName reports whether a parameter name says its value is a
+// credential: it holds one of credentialWords, ends in "pwd", or is "pass",
+// "pw", "sig" or "auth".
+func credentialName(name string) bool {
+	n := strings.ToLower(strings.NewReplacer("_", "", "-", "", ".", "", " ", "").Replace(name))
+	if n == "" {
+		return false
+	}
+	for _, w := range credentialWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	switch n {
+	case "pass", "pw", "sig", "auth":
+		return true
+	}
+	return strings.HasSuffix(n, "pwd")
+}
+
+// isNameByte reports whether c may be part of a parameter name.
+func isNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}

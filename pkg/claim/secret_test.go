@@ -1,0 +1,143 @@
+package claim_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+)
+
+// TestValidateKeyRefusesEveryCredentialForm: the secret rule finds
+// credentials in every form a database or service reference carries them,
+// with or without a scheme; ValidateKey refuses the key without echoing the
+// credential, and Redact shows it as the table says.
+func TestValidateKeyRefusesEveryCredentialForm(t *testing.T) {
+	tests := []struct {
+		name, key, redacted, wantErr string
+	}{
+		{"user info without a scheme", "rdbms|admin:hunter2@db.data.svc:5432/app", "rdbms|REDACTED@db.data.svc:5432/app", "user:password@host"},
+		{"user info without a scheme, password with '|' and '@'", "rdbms|admin:hun|t@er2@db.data.svc/app", "rdbms|REDACTED@db.data.svc/app", "user:password@host"},
+		{"user info without a scheme, base64 password", "admin:hunter2//zP/4w+e=@db.data.svc/app", "REDACTED@db.data.svc/app", "user:password@host"},
+		{"Go MySQL DSN", "mysql|app:hunter2@tcp(db.data.svc:3306)/app", "mysql|REDACTED@tcp(db.data.svc:3306)/app", "user:password@host"},
+		{"Oracle thin JDBC", "jdbc:oracle:thin:app/hunter2@db.data.svc:1521:orcl", "REDACTED@db.data.svc:1521:orcl", "user:password@host"},
+		{"query password", "postgres://db.data.svc/app?password=hunter2", "postgres://db.data.svc/app?password=REDACTED", "credential parameter"},
+		{"query sslpassword after another parameter", "postgres://db.data.svc/app?sslmode=verify-full&sslpassword=hunter2&x=1", "postgres://db.data.svc/app?sslmode=verify-full&sslpassword=REDACTED&x=1", "credential parameter"},
+		{"api_key, token and secret parameters", "https://api.example.com/v1?api_key=hunter2&token=hunter2&secret=hunter2", "https://api.example.com/v1?api_key=REDACTED&token=REDACTED&secret=REDACTED", "credential parameter"},
+		{"upper-case parameter name", "https://api.example.com/v1?API-KEY=hunter2", "https://api.example.com/v1?API-KEY=REDACTED", "credential parameter"},
+		{"JDBC URL", "jdbc:postgresql://db.data.svc/app?user=app&password=hunter2", "jdbc:postgresql://db.data.svc/app?user=app&password=REDACTED", "credential parameter"},
+		{"JDBC SQL Server", "jdbc:sqlserver://db.data.svc:1433;databaseName=app;password=hunter2", "jdbc:sqlserver://db.data.svc:1433;databaseName=app;password=REDACTED", "credential parameter"},
+		{"libpq key=value", "host=db.data.svc password=hunter2 dbname=app", "host=db.data.svc password=REDACTED dbname=app", "credential parameter"},
+		{"libpq quoted password with a space", "host=db.data.svc password='hun ter2' dbname=app", "host=db.data.svc password=REDACTED dbname=app", "credential parameter"},
+		{"libpq spaces around '='", "host=db.data.svc password = hunter2", "host=db.data.svc password = REDACTED", "credential parameter"},
+		{"ADO.NET", "Server=db.data.svc;Database=app;Password=hunter2", "Server=db.data.svc;Database=app;Password=REDACTED", "credential parameter"},
+		{"ADO.NET Pwd with a ';' in braces", "Server=db.data.svc;Pwd={hun;ter2=x};Database=app", "Server=db.data.svc;Pwd=REDACTED;Database=app", "credential parameter"},
+		{"password holding '&' in a query", "postgres://db.data.svc/app?password=hun&ter2&sslmode=require", "postgres://db.data.svc/app?password=REDACTED&sslmode=require", "credential parameter"},
+		{"Azure storage account key", "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=hunter2==", "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=REDACTED", "credential parameter"},
+		{"URL user info still refused", "postgres://admin:hunter2@db.data.svc/app", "postgres://REDACTED@db.data.svc/app", "URL with credentials"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := claim.ValidateKey(tt.key)
+			if !errors.Is(err, claim.ErrInvalidKey) || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "strip") {
+				t.Fatalf("ValidateKey(%q) = %v, want ErrInvalidKey naming %q and telling to strip it", tt.key, err, tt.wantErr)
+			}
+			if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "hun") {
+				t.Errorf("ValidateKey error echoes the credential: %v", err)
+			}
+			if diff := cmp.Diff(tt.redacted, claim.Redact(tt.key)); diff != "" {
+				t.Errorf("Redact(%q) (-want +got):\n%s", tt.key, diff)
+			}
+		})
+	}
+}
+
+// TestValidateKeyAcceptsKeysWithoutCredentials: references that carry no
+// credential stay valid and Redact shows them as they are.
+func TestValidateKeyAcceptsKeysWithoutCredentials(t *testing.T) {
+	for _, key := range []string{
+		"rdbms|db.data.svc:5432/app",
+		"team@example.com/orders",
+		"https://registry.example.com/image@sha256:abc",
+		"elasticsearch|https://es.data.svc:9200|orders",
+		"keycloak|https://kc.example.com:8443/realms/main",
+		"host=db.data.svc port=5432 dbname=app user=app",
+		"Server=db.data.svc;Database=app;User Id=app",
+		"jdbc:postgresql://db.data.svc:5432/app?ssl=true&user=app",
+		"postgres://db.data.svc/app?password=",
+		"realm/ümlaut",
+		"orders by region",
+		"git@github.com:org/repo",
+	} {
+		if err := claim.ValidateKey(key); err != nil {
+			t.Errorf("ValidateKey(%q) = %v, want nil", key, err)
+		}
+		if got := claim.Redact(key); got != key {
+			t.Errorf("Redact(%q) = %q, want it unchanged", key, got)
+		}
+	}
+}
+
+// TestValidateKeyRefusesCharactersThatDoNotShow: line and paragraph
+// separators, spaces other than U+0020, private-use code points,
+// noncharacters, unassigned code points and blank-looking characters make
+// keys that print as another key (or as nothing), so they are refused.
+func TestValidateKeyRefusesCharactersThatDoNotShow(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		r    rune
+	}{
+		{"line separator", '\u2028'},
+		{"paragraph separator", '\u2029'},
+		{"no-break space", '\u00A0'},
+		{"em space", '\u2003'},
+		{"narrow no-break space", '\u202F'},
+		{"ideographic space", '\u3000'},
+		{"Ogham space mark", '\u1680'},
+		{"private use", '\uE000'},
+		{"supplementary private use", '\U000F0000'},
+		{"noncharacter in the BMP", '\uFDD0'},
+		{"noncharacter at a plane's end", '\U0001FFFF'},
+		{"U+FFFE", '\uFFFE'},
+		{"unassigned", '\U000E0080'},
+		{"Braille blank", '\u2800'},
+		{"Hangul filler", '\u3164'},
+		{"halfwidth Hangul filler", '\uFFA0'},
+		{"Hangul choseong filler", '\u115F'},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			key := "realm/a" + string(tt.r) + "b"
+			err := claim.ValidateKey(key)
+			if !errors.Is(err, claim.ErrInvalidKey) {
+				t.Fatalf("ValidateKey(%+q) = %v, want ErrInvalidKey", key, err)
+			}
+			if want := fmt.Sprintf("%U at byte 7", tt.r); !strings.Contains(err.Error(), want) {
+				t.Errorf("ValidateKey(%+q) = %v, want the error to name the code point", key, err)
+			}
+		})
+	}
+	if err := claim.ValidateKey("orders by region"); err != nil {
+		t.Errorf("ValidateKey with U+0020 = %v, want nil: the ordinary space shows", err)
+	}
+}
+
+// TestRedactIsFastOnLongTexts: Redact runs on whole messages and log
+// lines, which a tenant can fill with "//", '=' and '|'; judging every URL
+// of such a text took tens of seconds (cubic time). The bound is generous
+// for a loaded machine; the fixed rule takes milliseconds.
+func TestRedactIsFastOnLongTexts(t *testing.T) {
+	for _, s := range []string{
+		strings.Repeat("//", 5000), strings.Repeat("|//", 3000), strings.Repeat("a=", 5000),
+		strings.Repeat("password= ", 1000), strings.Repeat(":@", 5000), strings.Repeat("//:@/", 2000),
+	} {
+		start := time.Now()
+		_ = claim.Redact(s)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("Redact of %d bytes starting %q took %s", len(s), s[:6], d)
+		}
+	}
+}

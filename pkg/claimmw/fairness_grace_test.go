@@ -1,0 +1,98 @@
+package claimmw_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// refuseWritesOf is a client interceptor under which every write of the
+// Widget named name fails, as when its tenant made it too large for a
+// finalizer patch or a policy refuses its updates: its claim condition is
+// never written.
+func refuseWritesOf(name string) *interceptor.Funcs {
+	refuse := func(obj client.Object) error {
+		if _, ok := obj.(*testcrd.Widget); ok && obj.GetName() == name {
+			return apierrors.NewRequestEntityTooLargeError("injected: the object is too large")
+		}
+		return nil
+	}
+	return &interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			if err := refuse(obj); err != nil {
+				return err
+			}
+			return c.Patch(ctx, obj, p, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if err := refuse(obj); err != nil {
+				return err
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			if err := refuse(obj); err != nil {
+				return err
+			}
+			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if err := refuse(obj); err != nil {
+				return err
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}
+}
+
+// TestFairnessSiblingWithoutAConditionCountsOnlyForItsGrace: an older
+// sibling that never gets a claim condition (every write of it fails) counts
+// only for the grace after it was created: a younger object in another
+// namespace yields the free key meanwhile, with a message that names what
+// it yields to as far as the disclosure rule allows, and takes the key
+// when the grace ends, woken then (the requeue is an hour).
+func TestFairnessSiblingWithoutAConditionCountsOnlyForItsGrace(t *testing.T) {
+	const grace = 3 * time.Second
+	r := startTenantRig(t, true, refuseWritesOf("stuck"), claimmw.WithFairness(), claimmw.WithFairnessGrace(grace))
+	ctx := context.Background()
+	dc := direct(t)
+	// Given an older Widget in namespace a whose writes all fail, naming key k
+	stuck := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: "stuck"}, Spec: testcrd.WidgetSpec{Keys: []string{"free-key"}}}
+	if err := dc.Create(ctx, stuck); err != nil {
+		t.Fatal(err)
+	}
+	// Creation times have a one-second resolution: the next object must be younger.
+	time.Sleep(1100 * time.Millisecond)
+	// When a younger Widget in namespace b names k at once
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "young"}, Spec: testcrd.WidgetSpec{Keys: []string{"free-key"}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Then it first yields, told the kind and age of what it yields to, not its name
+	r.waitReason(t, r.b, "young", conditions.ReasonNotFirst)
+	msg := r.claimedIn(t, r.b, "young").Message
+	if !strings.Contains(msg, "older Widget outside this namespace, created ") || strings.Contains(msg, r.a) || strings.Contains(msg, "stuck") {
+		t.Errorf("NotFirst message %q: want the kind and creation time of the object yielded to, and neither its namespace nor its name", msg)
+	}
+	// And it holds the key soon after the grace, though the stuck Widget never gets a condition
+	eventually(t, grace+10*time.Second, func() (bool, string) {
+		c := r.claimedIn(t, r.b, "young")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("young %s: %s", c.Reason, c.Message)
+	})
+	if c := r.claimedIn(t, r.a, "stuck"); c.Reason != "" {
+		t.Fatalf("the stuck Widget got a condition (%s): the test did not refuse its writes", c.Reason)
+	}
+	if took, end := time.Now(), stuck.CreationTimestamp.Add(grace); took.Before(end) {
+		t.Errorf("young took the key at %s, within the older sibling's grace (until %s)", took, end)
+	}
+}

@@ -1,0 +1,331 @@
+package claimmw_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// passCounter is an inner reconciler that counts its passes per namespace.
+type passCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (p *passCounter) Reconcile(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == nil {
+		p.n = map[string]int{}
+	}
+	p.n[req.Namespace]++
+	return reconcile.Result{}, nil
+}
+
+func (p *passCounter) in(ns string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n[ns]
+}
+
+// logLines is a logger that keeps every line it is given.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, prefix+" "+args)
+	}, funcr.Options{})
+}
+
+func (l *logLines) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+func (l *logLines) contain(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// tenantRig is one middleware whose manager caches every namespace (the
+// record cache not restricted to the claim namespace), with records in a
+// claim namespace of their own and tenants in two others.
+type tenantRig struct {
+	claims, a, b string
+	passes       *passCounter
+	logs         *logLines
+	mw           *claimmw.Middleware
+}
+
+func startTenantRig(t *testing.T, restrictLeases bool, funcs *interceptor.Funcs, extra ...claimmw.Option) *tenantRig {
+	t.Helper()
+	r := &tenantRig{claims: env.Namespace(t), a: env.Namespace(t), b: env.Namespace(t), passes: &passCounter{}, logs: &logLines{}}
+	opts := ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Logger:     r.logs.logger(),
+	}
+	if funcs != nil {
+		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return interceptor.NewClient(c, *funcs), nil
+		}
+	}
+	if restrictLeases {
+		opts.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(r.claims, nil)}}
+	}
+	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mw, err = claimmw.Wrap(r.passes, append([]claimmw.Option{
+		claimmw.FromManager(mgr),
+		claimmw.For(&testcrd.Widget{}),
+		claimmw.WithClaim(claim.Config{Namespace: r.claims}, claim.WithBackend(lease.Backend)),
+		claimmw.WithKeys(specKeys),
+		claimmw.WithRequeue(time.Hour, time.Hour),
+	}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{})); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return r
+}
+
+func (r *tenantRig) claimedIn(t *testing.T, ns, name string) metav1.Condition {
+	t.Helper()
+	w := &testcrd.Widget{}
+	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, w); err != nil {
+		return metav1.Condition{}
+	}
+	for _, c := range w.Status.Conditions {
+		if c.Type == string(conditions.Claimed) {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+func (r *tenantRig) waitReason(t *testing.T, ns, name string, reason conditions.Reason) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() (bool, string) {
+		c := r.claimedIn(t, ns, name)
+		return c.Reason == string(reason), fmt.Sprintf("%s/%s: %s %s", ns, name, c.Reason, c.Message)
+	})
+}
+
+// settle waits until no pass has run in ns for quiet.
+func (r *tenantRig) settle(t *testing.T, ns string, quiet time.Duration) {
+	t.Helper()
+	last, since := r.passes.in(ns), time.Now()
+	eventually(t, time.Minute, func() (bool, string) {
+		if n := r.passes.in(ns); n != last {
+			last, since = n, time.Now()
+		}
+		return time.Since(since) >= quiet, fmt.Sprintf("passes in %s keep running (%d)", ns, last)
+	})
+}
+
+// TestDeletingANonHolderWakesNoObjectInAnotherNamespace is the bench row
+// "passes caused in other namespaces by N create/delete cycles of a
+// non-holder": a tenant that creates and deletes, again and again, an
+// object naming other tenants' held keys holds nothing, so no record names
+// it and its deletion wakes nobody. It used to wake every object naming its
+// keys, in every namespace: three cycles ran 27-29 passes of 8 holders.
+func TestDeletingANonHolderWakesNoObjectInAnotherNamespace(t *testing.T) {
+	const holders, cycles = 4, 3
+	r := startTenantRig(t, false, nil)
+	ctx := context.Background()
+	dc := direct(t)
+	// Given holders in namespace b, each holding a key
+	keys := make([]string, holders)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("victim-key-%d", i)
+		if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: fmt.Sprintf("holder-%d", i)}, Spec: testcrd.WidgetSpec{Keys: []string{keys[i]}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range keys {
+		r.waitReason(t, r.b, fmt.Sprintf("holder-%d", i), conditions.ReasonClaimed)
+	}
+	r.settle(t, r.b, 2*time.Second)
+	before := r.passes.in(r.b)
+	// When a tenant in namespace a creates and deletes, N times, an object naming all their keys
+	for c := range cycles {
+		name := fmt.Sprintf("churn-%d", c)
+		w := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: name}, Spec: testcrd.WidgetSpec{Keys: keys}}
+		if err := dc.Create(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		r.waitReason(t, r.a, name, conditions.ReasonParked)
+		if err := dc.Delete(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, func() (bool, string) {
+			err := env.APIReader.Get(ctx, client.ObjectKeyFromObject(w), &testcrd.Widget{})
+			return err != nil, fmt.Sprintf("%s still exists", name)
+		})
+	}
+	r.settle(t, r.b, 2*time.Second)
+	// Then no holder in namespace b ran a pass
+	if got := r.passes.in(r.b) - before; got != 0 {
+		t.Errorf("passes caused in another namespace by %d create/delete cycles of a non-holder = %d, want 0", cycles, got)
+	}
+	// And the claims are untouched
+	for i := range keys {
+		if c := r.claimedIn(t, r.b, fmt.Sprintf("holder-%d", i)); c.Reason != string(conditions.ReasonClaimed) {
+			t.Errorf("holder-%d: %s %s", i, c.Reason, c.Message)
+		}
+	}
+}
+
+// TestLeasesOutsideTheClaimNamespaceWakeNobody: with a Lease cache not
+// restricted to the claim namespace, a tenant's own Lease writes (leader
+// election needs it to write Leases) whose annotations name a claim key and
+// a holder must not wake that holder: the record handler ignores records
+// outside the claim namespace.
+func TestLeasesOutsideTheClaimNamespaceWakeNobody(t *testing.T) {
+	const writes = 10
+	r := startTenantRig(t, false, nil)
+	ctx := context.Background()
+	dc := direct(t)
+	// Given a victim in namespace b holding a key
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "victim"}, Spec: testcrd.WidgetSpec{Keys: []string{"victim-key"}}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitReason(t, r.b, "victim", conditions.ReasonClaimed)
+	r.settle(t, r.b, 2*time.Second)
+	before := r.passes.in(r.b)
+	// When a tenant writes a Lease in its own namespace, again and again, whose annotations copy the victim's record
+	var rec coordinationv1.Lease
+	name := r.mw.Claimer().Config().NameFunc("victim-key")
+	if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: r.claims, Name: name}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	forged := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: name, Annotations: rec.Annotations}}
+	if err := dc.Create(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	for i := range writes {
+		forged.Spec.HolderIdentity = ptr.To(fmt.Sprintf("leader-%d", i))
+		if err := dc.Update(ctx, forged); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dc.Delete(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	r.settle(t, r.b, 2*time.Second)
+	// Then the victim ran no pass
+	if got := r.passes.in(r.b) - before; got != 0 {
+		t.Errorf("%d writes of a Lease outside the claim namespace caused %d passes of the holder it names, want 0", writes+2, got)
+	}
+}
+
+// TestSetupWarnsWhenTheRecordCacheIsNotRestricted: SetupWithManager says so
+// in the manager's log when the Lease cache serves namespaces other than the
+// claim namespace, and is silent when it is restricted to it.
+func TestSetupWarnsWhenTheRecordCacheIsNotRestricted(t *testing.T) {
+	wide := startTenantRig(t, false, nil)
+	if !wide.logs.contain(claimmw.RecordCacheNotRestricted) {
+		t.Errorf("a cluster-wide Lease cache was not warned about; log:\n%s", wide.logs.all())
+	}
+	narrow := startTenantRig(t, true, nil)
+	if narrow.logs.contain(claimmw.RecordCacheNotRestricted) {
+		t.Errorf("a Lease cache restricted to the claim namespace was warned about")
+	}
+}
+
+// TestRecordsOfAnotherClaimSetWakeOnlyWhatTheyBlock: a record in the claim
+// namespace written by another claim set (another middleware's
+// configuration) wakes only the objects whose key's record it sits at, never
+// the key or the holder its annotations name.
+func TestRecordsOfAnotherClaimSetWakeOnlyWhatTheyBlock(t *testing.T) {
+	const writes = 10
+	r := startTenantRig(t, true, nil)
+	ctx := context.Background()
+	dc := direct(t)
+	// Given a victim in namespace b holding a key
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "victim"}, Spec: testcrd.WidgetSpec{Keys: []string{"victim-key"}}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitReason(t, r.b, "victim", conditions.ReasonClaimed)
+	r.settle(t, r.b, 2*time.Second)
+	before := r.passes.in(r.b)
+	// When another claim set writes, again and again, a record under another name whose annotations copy the victim's
+	cfg := r.mw.Claimer().Config()
+	var rec coordinationv1.Lease
+	if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: r.claims, Name: cfg.NameFunc("victim-key")}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	ann := map[string]string{}
+	for k, v := range rec.Annotations {
+		ann[k] = v
+	}
+	ann[cfg.Annotations.Set] = "another-set"
+	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.claims, Name: "another-set-record", Annotations: ann}}
+	if err := dc.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	for i := range writes {
+		other.Spec.HolderIdentity = ptr.To(fmt.Sprintf("writer-%d", i))
+		if err := dc.Update(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.settle(t, r.b, 2*time.Second)
+	// Then the victim ran no pass
+	if got := r.passes.in(r.b) - before; got != 0 {
+		t.Errorf("%d writes of another claim set's record caused %d passes of the holder it names, want 0", writes+1, got)
+	}
+}
