@@ -110,8 +110,14 @@ func startTenantRig(t *testing.T, restrictLeases bool, funcs *interceptor.Funcs,
 			return interceptor.NewClient(c, *funcs), nil
 		}
 	}
+	// The rig reconciles only its own tenants' Widgets: Widgets of earlier
+	// tests stay in their namespaces (envtest runs no namespace controller)
+	// and would otherwise contend for the same keys.
+	opts.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&testcrd.Widget{}: {Namespaces: map[string]cache.Config{r.a: {}, r.b: {}}},
+	}}
 	if restrictLeases {
-		opts.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(r.claims, nil)}}
+		opts.Cache.ByObject[&coordinationv1.Lease{}] = lease.CacheByObject(r.claims, nil)
 	}
 	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), opts)
 	if err != nil {
