@@ -100,7 +100,7 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 		opt(&c)
 	}
 	var errs []error
-	if inner == nil {
+	if inner == nil || isNil(inner) {
 		errs = append(errs, errors.New("inner reconciler: nil"))
 	}
 	if err := c.validate(); err != nil {
@@ -186,6 +186,11 @@ func (m *Middleware) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// error backoff and its log line.
 		logger.V(1).Info("status write refused by its optimistic lock; reading again", "error", err.Error())
 		return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
+	}
+	if stopping(ctx, err) {
+		// The manager stops: nothing to retry, and no error to log.
+		logger.V(1).Info("pass ended by the manager stopping", "error", err.Error())
+		return reconcile.Result{}, nil
 	}
 	return res, err
 }
@@ -461,11 +466,11 @@ func (m *Middleware) invalidMessage(err error) string { return sentence(claim.Re
 func (m *Middleware) claimError(ctx, userCtx context.Context, req reconcile.Request, p *pass, err error) (reconcile.Result, error) {
 	cond := conditions.New(m.cfg.condType, conditions.ReasonClaimError, errorMessage(m.cfg.disclosure, err), p.obj.GetGeneration())
 	if _, werr := m.setCondition(ctx, p.obj, cond); werr != nil {
-		log.FromContext(ctx).Error(werr, "writing the claim condition after an error")
+		logError(ctx, werr, "writing the claim condition after an error")
 	}
 	if m.cfg.parkedMode == RunInnerWhileParked || p.was.claimed {
 		if _, ierr := m.inner.Reconcile(m.innerContext(userCtx, State{Condition: cond}), req); ierr != nil {
-			log.FromContext(ctx).Error(ierr, "the inner reconciler's pass after a claim error failed")
+			logError(ctx, ierr, "the inner reconciler's pass after a claim error failed")
 		}
 	}
 	return reconcile.Result{}, err
