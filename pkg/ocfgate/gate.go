@@ -15,7 +15,10 @@
 //
 // The gate imports nothing of ocf: its reasons are ocf's status names, as
 // typed constants, so that ocf's own aggregation ranks a closed component
-// (PrerequisiteNotMet, 10; Error, 20) where it ranks its own.
+// (PrerequisiteNotMet, 10) where it ranks its own. How grave the claim's
+// state is (InvalidKey, Foreign and ClaimError rank as Error) shows on Ready
+// when the controller folds the claim condition in with
+// conditions.FoldReady; a closed component only says that it waits.
 package ocfgate
 
 import (
@@ -34,14 +37,13 @@ type Reason string
 
 // The reasons of a closed gate.
 const (
-	// ReasonPrerequisiteNotMet: the owner waits for a key that resolves by
-	// itself (another holder has it, an older object goes first, a
-	// handover drains), or its grants belong to an older generation of its
-	// spec. ocf priority 10.
+	// ReasonPrerequisiteNotMet: the owner does not hold every key it names
+	// (held elsewhere, an older object goes first, a handover drains, the
+	// keys are invalid, the claim failed), is being deleted, or its grants
+	// belong to an older generation of its spec. ocf priority 10.
 	ReasonPrerequisiteNotMet Reason = "PrerequisiteNotMet"
-	// ReasonError: the claim could not be judged or a person must act (a
-	// claim error, an invalid key, a foreign record), or the component ran
-	// without the claim middleware. ocf priority 20.
+	// ReasonError: the component ran without the claim middleware, a
+	// wiring fault. ocf priority 20.
 	ReasonError Reason = "Error"
 )
 
@@ -74,7 +76,7 @@ func Check(ctx context.Context, t conditions.Type, generation int64) Pass {
 // only when state is Granted and the claim was judged for generation; it
 // closes on the deletion path (the component's cleanup is the owner's
 // deletion pass, not an apply), while the owner waits for a key, and when
-// the claim failed. It is a pure function of its arguments: every pass
+// the claim failed or its keys are invalid. It is a pure function of its arguments: every pass
 // decides afresh.
 func Decide(state claimmw.State, t conditions.Type, generation int64) Pass {
 	switch {
@@ -87,15 +89,11 @@ func Decide(state claimmw.State, t conditions.Type, generation int64) Pass {
 	case state.Granted:
 		return Pass{Open: true}
 	}
-	reason := ReasonPrerequisiteNotMet
-	if conditions.PriorityOf(state.Condition.Reason) >= conditions.PriorityError || state.Condition.Reason == "" {
-		reason = ReasonError
-	}
 	msg := state.Condition.Message
 	if msg == "" {
 		msg = "The owner does not hold its keys."
 	}
-	return closed(t, reason, "Waits for its claim: "+msg, generation)
+	return closed(t, ReasonPrerequisiteNotMet, "Waits for its claim: "+msg, generation)
 }
 
 func closed(t conditions.Type, r Reason, message string, generation int64) Pass {

@@ -43,12 +43,12 @@ func TestDecideOpensOnlyOnAGrantForTheReconciledGeneration(t *testing.T) {
 			Releasing: []claimmw.Grant{{Key: "k", Token: "7"}},
 			Condition: conditions.New(conditions.Claimed, conditions.ReasonParked, "Lost it.", 3)}, 3,
 			want(ocfgate.ReasonPrerequisiteNotMet, "Waits for its claim: Lost it.", 3)},
-		{"given an invalid key then closed with Error, which a person must fix", claimmw.State{
+		{"given an invalid key then closed waiting, the claim's InvalidKey left to Ready", claimmw.State{
 			Condition: conditions.New(conditions.Claimed, conditions.ReasonInvalidKey, "spec.url: not a URL.", 3)}, 3,
-			want(ocfgate.ReasonError, "Waits for its claim: spec.url: not a URL.", 3)},
-		{"given a claim error then closed with Error", claimmw.State{
+			want(ocfgate.ReasonPrerequisiteNotMet, "Waits for its claim: spec.url: not a URL.", 3)},
+		{"given a claim error then closed waiting", claimmw.State{
 			Condition: conditions.New(conditions.Claimed, conditions.ReasonClaimError, "timeout.", 3)}, 3,
-			want(ocfgate.ReasonError, "Waits for its claim: timeout.", 3)},
+			want(ocfgate.ReasonPrerequisiteNotMet, "Waits for its claim: timeout.", 3)},
 		{"given the deletion path, keys still held, then closed", claimmw.State{Deleting: true, Grants: []claimmw.Grant{{Key: "k", Token: "7"}}}, 3,
 			want(ocfgate.ReasonPrerequisiteNotMet, "The owner is being deleted; it applies nothing.", 3)},
 	} {
