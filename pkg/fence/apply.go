@@ -63,10 +63,6 @@ func (f *Client) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts
 
 // applyPatch is Patch with server-side apply: obj's applied form, fenced.
 func (f *Client) applyPatch(ctx context.Context, obj client.Object, patch client.Patch, opts []client.PatchOption) error {
-	if patch.Type() != types.ApplyPatchType {
-		return &UnsupportedError{Op: fmt.Sprintf("patch with %s", patch.Type()),
-			Why: "only JSON merge, strategic merge and server-side apply (YAML or JSON) patches can carry the stamps and the resourceVersion guard"}
-	}
 	data, err := patch.Data(obj)
 	if err != nil {
 		return fmt.Errorf("computing the apply patch of %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
@@ -80,9 +76,9 @@ func (f *Client) applyPatch(ctx context.Context, obj client.Object, patch client
 // configuration of obj: read, check, guard, write. A Conflict the guard
 // caused (the object changed, or was created, between the read and the
 // apply) is not a field manager conflict, and server-side apply never
-// answers it unguarded:
-// apply reads, checks and applies again, so that a caller sees what an
-// unfenced apply would answer, or the refusal of a newer holder's stamp.
+// answers it unguarded: apply reads, checks and applies again, so that a
+// caller sees what an unfenced apply would answer, or the refusal of a
+// newer holder's stamp.
 func (f *Client) apply(ctx context.Context, op string, obj client.Object, data []byte, write func(context.Context, []byte) error) error {
 	var err error
 	for range applyAttempts {
