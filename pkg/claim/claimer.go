@@ -142,10 +142,15 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 			errs = append(errs, fmt.Errorf("%s: a nil %T", opt.name, opt.value))
 		}
 	}
-	if reader == nil {
+	if o.liveness != nil && !isNil(o.liveness) {
+		if err := livenessProblem(o.liveness); err != nil {
+			errs = append(errs, fmt.Errorf("WithLiveness: %w", err))
+		}
+	}
+	if reader == nil || isNil(reader) {
 		errs = append(errs, errors.New("reader: nil; pass the manager's API reader"))
 	}
-	if writer == nil {
+	if writer == nil || isNil(writer) {
 		errs = append(errs, errors.New("writer: nil"))
 	}
 	if o.backend == nil {

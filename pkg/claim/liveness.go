@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -95,7 +96,7 @@ var ErrKindNotServed = errors.New("holder kind not served")
 // A holder recorded without APIVersion and Kind cannot be read and is kept
 // alive; use [HolderExistsAs] for records written without them.
 func HolderExists(reader client.Reader) Liveness {
-	return LivenessFunc(func(ctx context.Context, rec Record) (bool, error) {
+	return checkedLiveness{problem: readerProblem("HolderExists", reader), LivenessFunc: func(ctx context.Context, rec Record) (bool, error) {
 		h := rec.Holder
 		if h.APIVersion == "" || h.Kind == "" {
 			return true, nil
@@ -107,7 +108,37 @@ func HolderExists(reader client.Reader) Liveness {
 			return true, nil //nolint:nilerr // documented: unjudgeable holders stay alive
 		}
 		return holderAlive(ctx, reader, gv.WithKind(h.Kind), h)
-	})
+	}}
+}
+
+// checkedLiveness is a Liveness built on dependencies that [New] checks
+// once: a nil reader would otherwise panic in the first pass that judges a
+// holder, which is every waiter's pass.
+type checkedLiveness struct {
+	LivenessFunc
+	problem error
+}
+
+// livenessProblem names what is wrong with the Liveness's dependencies, or
+// is nil.
+func (l checkedLiveness) livenessProblem() error { return l.problem }
+
+// livenessProblem returns the problem of l's dependencies, when l is one
+// this package built.
+func livenessProblem(l Liveness) error {
+	if c, ok := l.(interface{ livenessProblem() error }); ok {
+		return c.livenessProblem()
+	}
+	return nil
+}
+
+// readerProblem names a nil reader (typed nil included) handed to a
+// Liveness constructor.
+func readerProblem(constructor string, reader client.Reader) error {
+	if reader == nil || isNil(reader) {
+		return fmt.Errorf("%s: the reader is nil; pass the manager's API reader, assigned before the claim is configured", constructor)
+	}
+	return nil
 }
 
 // holderAlive reads h at gvk and, when the server does not serve that
@@ -181,7 +212,11 @@ func metadataAlive(ctx context.Context, reader client.Reader, gvk schema.GroupVe
 // version only; when that version is not served the holder is kept alive and
 // the error wraps [ErrKindNotServed].
 func HolderExistsAs(reader client.Reader, prototype client.Object) Liveness {
-	return LivenessFunc(func(ctx context.Context, rec Record) (bool, error) {
+	problem := readerProblem("HolderExistsAs", reader)
+	if prototype == nil || isNil(prototype) {
+		problem = errors.Join(problem, errors.New("HolderExistsAs: the prototype is nil; pass a new object of the holder type, such as &v1.Database{}"))
+	}
+	return checkedLiveness{problem: problem, LivenessFunc: func(ctx context.Context, rec Record) (bool, error) {
 		h := rec.Holder
 		obj, ok := prototype.DeepCopyObject().(client.Object)
 		if !ok {
@@ -192,14 +227,28 @@ func HolderExistsAs(reader client.Reader, prototype client.Object) Liveness {
 			return true, fmt.Errorf("judging liveness of holder %s (it keeps the claim): %w: %w", h, ErrKindNotServed, err)
 		}
 		return alive, err
-	})
+	}}
 }
 
 // ByKind dispatches the record to the Liveness registered for its holder's
 // Kind, and to fallback for every other kind. A nil fallback keeps holders of
 // unknown kinds alive.
 func ByKind(byKind map[string]Liveness, fallback Liveness) Liveness {
-	return LivenessFunc(func(ctx context.Context, rec Record) (bool, error) {
+	var problems []error
+	for _, kind := range slices.Sorted(maps.Keys(byKind)) {
+		l := byKind[kind]
+		if l == nil || isNil(l) {
+			problems = append(problems, fmt.Errorf("ByKind: the Liveness of kind %q is nil", kind))
+		} else if err := livenessProblem(l); err != nil {
+			problems = append(problems, fmt.Errorf("ByKind: kind %q: %w", kind, err))
+		}
+	}
+	if fallback != nil && isNil(fallback) {
+		problems = append(problems, errors.New("ByKind: the fallback is a nil Liveness"))
+	} else if err := livenessProblem(fallback); err != nil {
+		problems = append(problems, fmt.Errorf("ByKind: fallback: %w", err))
+	}
+	return checkedLiveness{problem: errors.Join(problems...), LivenessFunc: func(ctx context.Context, rec Record) (bool, error) {
 		if l, ok := byKind[rec.Holder.Kind]; ok {
 			return l.Alive(ctx, rec)
 		}
@@ -207,7 +256,7 @@ func ByKind(byKind map[string]Liveness, fallback Liveness) Liveness {
 			return true, nil
 		}
 		return fallback.Alive(ctx, rec)
-	})
+	}}
 }
 
 // objectAlive reads h into obj. A version the server does not serve is an

@@ -57,9 +57,9 @@ func TestWhenAParkedPassMustTellTheInnerReconcilerToStop(t *testing.T) {
 
 func TestTheStoppingConditionKeepsWhatBlocksTheObject(t *testing.T) {
 	parked := conditions.New(conditions.Claimed, conditions.ReasonParked, `Key "k" is held by Widget ns/other.`, 3)
-	got := stopping(parked)
+	got := stoppingCondition(parked)
 	if got.Reason != string(conditions.ReasonStopping) || got.Status != metav1.ConditionFalse || got.ObservedGeneration != 3 || got.Type != parked.Type {
-		t.Errorf("stopping(parked) = %+v", got)
+		t.Errorf("stoppingCondition(parked) = %+v", got)
 	}
 	want := `Key "k" is held by Widget ns/other; its reconciler is told to stop acting for its keys until a pass succeeds.`
 	if got.Message != want {

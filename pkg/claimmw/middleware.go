@@ -105,7 +105,7 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 		opt(&c)
 	}
 	var errs []error
-	if inner == nil {
+	if inner == nil || isNil(inner) {
 		errs = append(errs, errors.New("inner reconciler: nil"))
 	}
 	if err := c.validate(); err != nil {
@@ -192,6 +192,11 @@ func (m *Middleware) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// error backoff and its log line.
 		logger.V(1).Info("status write refused by its optimistic lock; reading again", "error", err.Error())
 		return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
+	}
+	if stopping(ctx, err) {
+		// The manager stops: nothing to retry, and no error to log.
+		logger.V(1).Info("pass ended by the manager stopping", "error", err.Error())
+		return reconcile.Result{}, nil
 	}
 	return res, err
 }
@@ -482,7 +487,7 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	tell := mustTell(p.was, len(p.giveUp))
 	shown := cond
 	if p.was.mayHaveHeld() {
-		shown = stopping(cond)
+		shown = stoppingCondition(cond)
 	}
 	changed, werr := m.setCondition(ctx, p.obj, shown)
 	if werr != nil && !tell {
@@ -563,9 +568,9 @@ func mustTell(was previous, givingUp int) bool {
 	return was.mayHaveHeld() || givingUp > 0
 }
 
-// stopping returns the Stopping form of a parked condition: shown while the
+// stoppingCondition returns the Stopping form of a parked condition: shown while the
 // object may still be acting for keys it held, until a told pass succeeds.
-func stopping(cond metav1.Condition) metav1.Condition {
+func stoppingCondition(cond metav1.Condition) metav1.Condition {
 	out := cond
 	out.Reason = string(conditions.ReasonStopping)
 	out.Status = conditions.ReasonStopping.Status()
@@ -657,19 +662,19 @@ func (m *Middleware) claimError(ctx, userCtx context.Context, req reconcile.Requ
 	}
 	shown := cond
 	if p.was.mayHaveHeld() {
-		shown = stopping(cond)
+		shown = stoppingCondition(cond)
 	}
-	if _, werr := m.setCondition(ctx, p.obj, shown); werr != nil && !errors.Is(werr, context.Canceled) {
-		log.FromContext(ctx).Error(werr, "writing the claim condition after an error")
+	if _, werr := m.setCondition(ctx, p.obj, shown); werr != nil {
+		logError(ctx, werr, "writing the claim condition after an error")
 	}
 	if m.cfg.parkedMode == RunInnerWhileParked || p.was.mayHaveHeld() {
 		if _, ierr := m.inner.Reconcile(m.innerContext(userCtx, State{Condition: shown}), req); ierr != nil {
-			log.FromContext(ctx).Error(ierr, "the inner reconciler's pass after a claim error failed; it is told again in the next pass")
+			logError(ctx, ierr, "the inner reconciler's pass after a claim error failed; it is told again in the next pass")
 			return reconcile.Result{}, err
 		}
 		if shown.Reason != cond.Reason {
-			if _, werr := m.setCondition(ctx, p.obj, cond); werr != nil && !errors.Is(werr, context.Canceled) {
-				log.FromContext(ctx).Error(werr, "writing the claim condition after an error")
+			if _, werr := m.setCondition(ctx, p.obj, cond); werr != nil {
+				logError(ctx, werr, "writing the claim condition after an error")
 			}
 		}
 	}

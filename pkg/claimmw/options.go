@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,9 +56,10 @@ const (
 	// SkipInnerWhileParked calls the inner reconciler while the object does
 	// not hold every key only when it must stop using keys: in the pass in
 	// which it found it lost a key (its condition said Claimed), and in
-	// passes that give keys up (State.Releasing). Default. An inner
-	// reconciler whose workloads must be stopped when a key is lost, even
-	// if that stopping pass fails and is retried, should use
+	// passes that give keys up (State.Releasing). Default, except for an
+	// object type that is a [StatusConditionsOwner] (see [WhileParked]).
+	// An inner reconciler whose workloads must be stopped when a key is
+	// lost, even if that stopping pass fails and is retried, should use
 	// RunInnerWhileParked.
 	SkipInnerWhileParked ParkedMode = iota
 	// RunInnerWhileParked calls the inner reconciler in every pass, with a
@@ -103,6 +105,7 @@ type config struct {
 	parkedRequeue time.Duration
 	waitRequeue   time.Duration
 	parkedMode    ParkedMode
+	parkedModeSet bool
 	recorder      events.EventRecorder
 	metrics       bool
 	name          string
@@ -114,6 +117,9 @@ type config struct {
 	fairness      bool
 	fairnessGrace time.Duration
 	yieldWake     *yieldWaker
+	// problems are what an option found wrong with its argument, reported
+	// by validate with the rest.
+	problems []error
 	// gvk and kind are the object type's, from the client's scheme.
 	gvk  schema.GroupVersionKind
 	kind string
@@ -145,6 +151,10 @@ func WithAPIReader(r client.Reader) Option { return func(c *config) { c.apiReade
 // not increase. With [WithRenewal], the renewals are stopped when mgr stops.
 func FromManager(mgr manager.Manager) Option {
 	return func(c *config) {
+		if mgr == nil || isNil(mgr) {
+			c.problems = append(c.problems, errors.New("FromManager: the manager is nil"))
+			return
+		}
 		c.manager = mgr
 		c.client = mgr.GetClient()
 		c.apiReader = mgr.GetAPIReader()
@@ -180,8 +190,15 @@ func WithRequeue(parked, waiting time.Duration) Option {
 }
 
 // WhileParked sets what happens to the inner reconciler while the object is
-// not granted. Default: [SkipInnerWhileParked].
-func WhileParked(m ParkedMode) Option { return func(c *config) { c.parkedMode = m } }
+// not granted. Default: [RunInnerWhileParked] when the object type is a
+// [StatusConditionsOwner] (ocf's owner contract: its components report a
+// condition in every pass, so a parked owner shows why each waits, and its
+// Ready is folded every pass), [SkipInnerWhileParked] otherwise. Pass
+// WhileParked(SkipInnerWhileParked) to skip an ocf owner's inner
+// reconciler while it is parked.
+func WhileParked(m ParkedMode) Option {
+	return func(c *config) { c.parkedMode, c.parkedModeSet = m, true }
+}
 
 // WithEventRecorder sets where events about claims go. nil records none.
 func WithEventRecorder(r events.EventRecorder) Option { return func(c *config) { c.recorder = r } }
@@ -244,7 +261,29 @@ func WithRenewal(cfg expiry.KeeperConfig) Option {
 
 // validate reports every problem of c at once and fills the defaults.
 func (c *config) validate() error {
-	var errs []error
+	errs := slices.Clone(c.problems)
+	// A typed nil (a nil *T in an interface, as a constructor returns
+	// beside its error) is not nil and would panic in the first pass: it is
+	// named, then treated as not given, so that nothing below calls it.
+	typedNil := func(name string, v any) bool {
+		if v != nil && isNil(v) {
+			errs = append(errs, fmt.Errorf("%s: a nil %T", name, v))
+			return true
+		}
+		return false
+	}
+	if typedNil("WithClient", c.client) {
+		c.client = nil
+	}
+	if typedNil("WithAPIReader", c.apiReader) {
+		c.apiReader = nil
+	}
+	if typedNil("WithEventRecorder", c.recorder) {
+		c.recorder = nil
+	}
+	if typedNil("For", c.prototype) {
+		c.prototype = nil
+	}
 	if c.prototype == nil {
 		errs = append(errs, errors.New("object type: none given; pass claimmw.For(&v1.YourKind{})"))
 	} else if _, err := conditionsOf(newObject(c.prototype)); err != nil {
@@ -303,6 +342,9 @@ func (c *config) validate() error {
 	if c.maxKeys < 0 {
 		errs = append(errs, fmt.Errorf("max keys: %d; must be positive", c.maxKeys))
 	}
+	if _, ocf := c.prototype.(StatusConditionsOwner); ocf && !c.parkedModeSet {
+		c.parkedMode = RunInnerWhileParked
+	}
 	if c.parkedMode != SkipInnerWhileParked && c.parkedMode != RunInnerWhileParked {
 		errs = append(errs, fmt.Errorf("parked mode: unknown value %d", c.parkedMode))
 	}
@@ -317,6 +359,16 @@ func (c *config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// isNil reports whether v, a non-nil interface, holds a nil pointer, map,
+// func, channel, slice or interface.
+func isNil(v any) bool {
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }
 
 // newObject returns a new, empty object of prototype's type.

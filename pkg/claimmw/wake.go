@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -347,11 +346,11 @@ func (m *Middleware) naming(ctx context.Context, index, value string) []reconcil
 func (m *Middleware) namingList(ctx context.Context, index, value string) client.ObjectList {
 	list, err := m.newList()
 	if err != nil {
-		log.FromContext(ctx).Error(err, "listing the objects that name a claim key")
+		logError(ctx, err, "listing the objects that name a claim key")
 		return nil
 	}
 	if err := m.cfg.client.List(ctx, list, client.MatchingFields{index: value}); err != nil {
-		log.FromContext(ctx).Error(err, "listing the objects that name a claim key", "index", index, "value", value)
+		logError(ctx, err, "listing the objects that name a claim key", "index", index, "value", value)
 		return nil
 	}
 	return list
@@ -465,11 +464,11 @@ func (m *Middleware) HandoverEvents() handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		list, err := m.newList()
 		if err != nil {
-			log.FromContext(ctx).Error(err, "listing the objects waiting for a handover")
+			logError(ctx, err, "listing the objects waiting for a handover")
 			return nil
 		}
 		if err := m.cfg.client.List(ctx, list, client.MatchingFields{m.waitingIndex(): "true"}); err != nil {
-			log.FromContext(ctx).Error(err, "listing the objects waiting for a handover")
+			logError(ctx, err, "listing the objects waiting for a handover")
 			return nil
 		}
 		return requestsOf(list)

@@ -76,39 +76,60 @@ const (
 )
 
 // Priority ranks reasons when several conditions are folded into one:
-// higher wins. The scale is ocf's status priority (Error 20, Down 19,
-// Degraded 18, ..., Blocked and PrerequisiteNotMet 10, Scaling 9, ...,
-// Healthy 3, Operational 2, Completed 1, anything unrecognised 0), so a
-// claim condition ranks among an ocf operator's component conditions as
-// the framework expects.
+// higher wins. The scale is ocf's status priority (Status.Priority() in
+// ocf), so that a claim condition ranks among an ocf operator's component
+// conditions as the framework expects. Every ocf status has its constant
+// below; anything unrecognised ranks [PriorityUnknown], as in ocf.
 type Priority int
 
-// The tiers of ocf's scale that the claim's reasons use, and the ones a
-// consumer's reasons most often carry.
+// ocf's status priorities, one per ocf status name. The claim's reasons use
+// the Operational, Blocked and Error tiers (see [Reason.Priority]).
 const (
-	PriorityUnknown     Priority = 0
-	PriorityCompleted   Priority = 1
-	PriorityOperational Priority = 2
-	PriorityHealthy     Priority = 3
-	PriorityScaling     Priority = 9
+	// PriorityUnknown is ocf's Unknown ("not reconciled yet") and the rank of
+	// every reason ocf does not know.
+	PriorityUnknown          Priority = 0
+	PriorityCompleted        Priority = 1
+	PriorityOperational      Priority = 2
+	PriorityHealthy          Priority = 3
+	PriorityTaskPending      Priority = 4
+	PriorityOperationPending Priority = 5
+	PriorityCreating         Priority = 6
+	PriorityUpdating         Priority = 7
+	PriorityTaskRunning      Priority = 8
+	PriorityScaling          Priority = 9
 	// PriorityBlocked is the tier of a condition that waits on something
 	// outside its control and resolves by itself (ocf's Blocked and
 	// PrerequisiteNotMet): a key held by another object.
-	PriorityBlocked  Priority = 10
-	PriorityDegraded Priority = 18
-	PriorityDown     Priority = 19
-	// PriorityError is the tier of a fault, and of what a person must fix.
+	PriorityBlocked           Priority = 10
+	PriorityTaskFailing       Priority = 11
+	PriorityOperationFailing  Priority = 12
+	PriorityFailing           Priority = 13
+	PriorityDisabled          Priority = 14
+	PrioritySuspended         Priority = 15
+	PrioritySuspending        Priority = 16
+	PriorityPendingSuspension Priority = 17
+	PriorityDegraded          Priority = 18
+	PriorityDown              Priority = 19
+	// PriorityError is the tier of a fault, and of what a person must fix
+	// (ocf's Error and FeatureGateError).
 	PriorityError Priority = 20
 )
 
 // ocfPriorities are ocf's status names with their priorities, so that a
 // consumer's own conditions, reasoned the ocf way, rank against the claim's.
+// A test compares it with a golden copy of ocf's list and with the table in
+// docs/ocf.md.
 var ocfPriorities = map[string]Priority{
-	"Error": PriorityError, "Down": PriorityDown, "Degraded": PriorityDegraded,
-	"PendingSuspension": 17, "Suspending": 16, "Suspended": 15, "Disabled": 14,
-	"Failing": 13, "OperationFailing": 12, "TaskFailing": 11,
-	"Blocked": PriorityBlocked, "PrerequisiteNotMet": PriorityBlocked, "Scaling": PriorityScaling,
+	"Error": PriorityError, "FeatureGateError": PriorityError,
+	"Down": PriorityDown, "Degraded": PriorityDegraded,
+	"PendingSuspension": PriorityPendingSuspension, "Suspending": PrioritySuspending,
+	"Suspended": PrioritySuspended, "Disabled": PriorityDisabled,
+	"Failing": PriorityFailing, "OperationFailing": PriorityOperationFailing, "TaskFailing": PriorityTaskFailing,
+	"Blocked": PriorityBlocked, "PrerequisiteNotMet": PriorityBlocked,
+	"Scaling": PriorityScaling, "TaskRunning": PriorityTaskRunning, "Updating": PriorityUpdating,
+	"Creating": PriorityCreating, "OperationPending": PriorityOperationPending, "TaskPending": PriorityTaskPending,
 	"Healthy": PriorityHealthy, "Operational": PriorityOperational, "Completed": PriorityCompleted,
+	"Unknown": PriorityUnknown,
 }
 
 // Priority ranks r on ocf's scale:
@@ -133,9 +154,14 @@ func (r Reason) Priority() Priority {
 }
 
 // PriorityOf ranks any condition reason: the claim's reasons as
-// [Reason.Priority] says, ocf's status names (Error, Down, Degraded, ...,
-// Blocked, PrerequisiteNotMet, ..., Completed) at their ocf priority, and
+// [Reason.Priority] says, every ocf status name at its ocf priority, and
 // anything else at [PriorityUnknown].
+//
+// The claim's tiers exist only here and in [FoldReady]: ocf's own
+// aggregation (component.Aggregate) does not know the claim's reasons and
+// ranks them 0. A condition that ocf aggregates must carry an ocf status
+// name as its reason to rank there (the gate in package ocfgate stages
+// PrerequisiteNotMet).
 func PriorityOf(reason string) Priority { return Reason(reason).Priority() }
 
 // Status is the condition status a reason carries: True for the granted
@@ -250,8 +276,14 @@ func Set(conds *[]metav1.Condition, c metav1.Condition) bool {
 // otherwise it is False with the reason of whichever of the two that is not
 // True ranks higher ([PriorityOf]; ready wins ties), so a consumer's Error
 // outranks a Parked claim and a claim's InvalidKey outranks a consumer's
-// Scaling. The claim's message is prefixed with its type, as ocf prefixes a
-// component's. The type of ready is kept (Ready when empty), and the highest
+// Scaling. When both are True and ready's reason is an ocf status, the
+// reason is the higher-ranked of the two, as ocf's Aggregate takes it (ready
+// wins ties): a True ready reasoned Completed (1) takes the claim's Claimed
+// (Operational, 2), one reasoned Healthy (3) keeps its own. A True ready
+// whose reason is not an ocf status (a consumer's own, such as "Running")
+// keeps it: it is no ocf component's reason, and the claim adds nothing to
+// a True summary. The claim's message is prefixed with its
+// type, as ocf prefixes a component's. The type of ready is kept (Ready when empty), and the highest
 // ObservedGeneration of the two. The result is never Unknown, and a zero
 // claimed (no claim condition yet) leaves ready as it is. When the status
 // changes, LastTransitionTime is cleared for [Set] to fill. FoldReady never
@@ -277,14 +309,23 @@ func fold(ready, claimed metav1.Condition) metav1.Condition {
 	}
 	out.ObservedGeneration = max(ready.ObservedGeneration, claimed.ObservedGeneration)
 	readyTrue := ready.Status == metav1.ConditionTrue
-	if claimed.Status == metav1.ConditionTrue {
-		if !readyTrue {
-			out.Status = metav1.ConditionFalse
-		}
-		return out
+	claimedTrue := claimed.Status == metav1.ConditionTrue
+	var takeClaimed bool
+	switch {
+	case claimedTrue && readyTrue:
+		// All True: the reason of the highest priority among them, when
+		// ready speaks ocf's vocabulary. A reason ocf does not know is the
+		// consumer's own (it is no ocf component's) and stands.
+		_, ocf := ocfPriorities[ready.Reason]
+		takeClaimed = ocf && PriorityOf(claimed.Reason) > PriorityOf(ready.Reason)
+	case claimedTrue:
+		// ready is not True: its reason is the highest non-True one.
+		out.Status = metav1.ConditionFalse
+	default:
+		out.Status = metav1.ConditionFalse
+		takeClaimed = readyTrue || PriorityOf(claimed.Reason) > PriorityOf(ready.Reason)
 	}
-	out.Status = metav1.ConditionFalse
-	if readyTrue || PriorityOf(claimed.Reason) > PriorityOf(ready.Reason) {
+	if takeClaimed {
 		out.Reason = claimed.Reason
 		out.Message = BoundMessage(claimed.Type + ": " + claimed.Message)
 	}

@@ -153,6 +153,7 @@ func TestFoldReady(t *testing.T) {
 	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Available", Message: "all pods ready", ObservedGeneration: 4}
 	failing := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Error", Message: "the database refused the schema", ObservedGeneration: 4}
 	scaling := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Scaling", Message: "1 of 3 pods ready", ObservedGeneration: 4}
+	healthy := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Healthy", Message: "all pods ready", ObservedGeneration: 4}
 	for _, tc := range []struct {
 		name    string
 		ready   metav1.Condition
@@ -160,7 +161,13 @@ func TestFoldReady(t *testing.T) {
 		want    metav1.Condition
 	}{
 		{
-			name:    "given a True claim then the consumer's Ready stands",
+			name:    "given a True claim and a True Ready that ranks higher (Healthy) then the consumer's Ready stands",
+			ready:   healthy,
+			claimed: conditions.ForKeys(conditions.Claimed, []string{"k"}, 4),
+			want:    healthy,
+		},
+		{
+			name:    "given a True claim and a True Ready with a reason of the consumer's own then the consumer's Ready stands",
 			ready:   ready,
 			claimed: conditions.ForKeys(conditions.Claimed, []string{"k"}, 4),
 			want:    ready,

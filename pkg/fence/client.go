@@ -96,10 +96,15 @@ func (f *Client) update(ctx context.Context, op string, obj client.Object, grant
 
 // Patch reads the object, refuses when it carries a newer token of a held
 // key, and sends patch with the stamps and the read's resourceVersion added
-// to its body. Only JSON merge and strategic merge patches are accepted;
-// any other type is an *UnsupportedError. A patch that carries another
-// resourceVersion than the read gets a Conflict, as from the API server.
+// to its body. JSON merge, strategic merge and server-side apply
+// (client.Apply) patches are accepted; a JSON patch is an
+// *UnsupportedError. A patch that carries another resourceVersion than the
+// read gets a Conflict, as from the API server. A server-side apply is
+// fenced as [Client.Apply] fences it.
 func (f *Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if patch.Type() == types.ApplyPatchType {
+		return f.applyPatch(ctx, obj, patch, opts)
+	}
 	return f.patch(ctx, "patch", obj, patch, f.grants, func(ctx context.Context, p client.Patch) error {
 		return f.c.Patch(ctx, obj, p, opts...)
 	})
@@ -166,14 +171,9 @@ func (f *Client) DeleteAllOf(_ context.Context, obj client.Object, _ ...client.D
 		Why: "a collection delete cannot check each object's stamps; list the objects and delete each"}
 }
 
-// Apply is refused with an *UnsupportedError; see the package comment.
-func (f *Client) Apply(_ context.Context, _ runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
-	return errApply("apply")
-}
-
 func errApply(op string) error {
 	return &UnsupportedError{Op: op,
-		Why: "server-side apply cannot be made conditional on the read the stamps were checked on, and a shared field manager drops stamps; use Update or a merge patch"}
+		Why: "status is not stamped and a status apply is not guarded; use Status().Update or a merge patch"}
 }
 
 // Status returns the writer of the status subresource: its Update and Patch

@@ -28,17 +28,35 @@
 //     read's.
 //   - Patch accepts JSON merge patches and strategic merge patches: the stamps
 //     and metadata.resourceVersion are added to the patch body (a patch that
-//     carries another resourceVersion gets a Conflict). JSON patches and
-//     server-side apply are refused with an [*UnsupportedError]
-//     (errors.Is [ErrUnsupported]): neither can be guarded and stamped without
-//     knowing the whole object, and a shared field manager would let one
-//     holder's apply drop another key's stamp.
+//     carries another resourceVersion gets a Conflict). JSON patches (and
+//     CBOR apply patches) are refused with an [*UnsupportedError]
+//     (errors.Is [ErrUnsupported]): they cannot be guarded and stamped
+//     without knowing the whole object.
+//   - Server-side apply, Patch with client.Apply or [Client.Apply], as ocf
+//     writes every managed resource: the applied configuration gets the
+//     stamps of the grants, the stamps of other keys as the read found them
+//     (so that an apply under a field manager shared by the holders of
+//     several keys does not remove them), and the read's resourceVersion,
+//     which makes the apply conditional on the read. Field ownership is the
+//     caller's field manager's, as with an unfenced apply; the stamps are
+//     owned by it too. A Conflict the guard caused (someone wrote between
+//     the read and the apply) is not what an apply answers: the client
+//     reads, checks and applies again, up to 5 times, so that the caller
+//     sees the apply land, or the refusal of a newer holder's stamp. A field
+//     manager conflict (an apply without ForceOwnership) and a
+//     resourceVersion the caller set itself are answered as they are. An
+//     apply that finds no object carries resourceVersion "1": the API server
+//     ignores it when it creates the object, and answers a Conflict when
+//     someone created the object since the read (server-side apply has no
+//     "must not exist" precondition; a test pins this one on the real API
+//     server), so the apply reads again and a newer holder's creation
+//     refuses it.
 //   - Delete checks and deletes with UID and resourceVersion preconditions
 //     from the read.
 //   - Status().Update and Status().Patch check and write conditionally on the
 //     read's resourceVersion without stamping: the status subresource ignores
-//     metadata. Writes to other subresources, Apply and DeleteAllOf are
-//     refused with an [*UnsupportedError].
+//     metadata. Writes to other subresources, status apply and DeleteAllOf
+//     are refused with an [*UnsupportedError].
 //   - Reads (Get, List, SubResource(...).Get) pass through unchanged.
 //
 // The client owns every annotation under [AnnotationPrefix]: it writes the

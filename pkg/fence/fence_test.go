@@ -305,11 +305,8 @@ func TestUnsupportedWrites(t *testing.T) {
 		{"JSON patch", func() error {
 			return f.Patch(ctx, get(t, cm), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/data/x","value":"y"}]`)))
 		}},
-		{"server-side apply patch", func() error {
-			return f.Patch(ctx, get(t, cm), client.RawPatch(types.ApplyYAMLPatchType, []byte(`{"apiVersion":"v1","kind":"ConfigMap","data":{"x":"y"}}`)), client.FieldOwner("t"))
-		}},
-		{"Apply", func() error {
-			return f.Apply(ctx, corev1ac.ConfigMap(cm.Name, ns).WithData(map[string]string{"x": "y"}), client.FieldOwner("t"))
+		{"server-side apply patch in CBOR", func() error {
+			return f.Patch(ctx, get(t, cm), client.RawPatch(types.ApplyCBORPatchType, []byte{0xa0}), client.FieldOwner("t"))
 		}},
 		{"strategic merge patch replacing annotations", func() error {
 			return f.Patch(ctx, get(t, cm), client.RawPatch(types.StrategicMergePatchType, []byte(`{"metadata":{"annotations":{"$patch":"replace"}}}`)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,14 +116,17 @@ type history []map[string]observation
 
 // watchStatus records every version of every Database in ns, from a watch
 // of an uncached client (which, unlike polling, misses no version however
-// short-lived), until ctx ends; it sends one history per Database name.
+// short-lived), until ctx ends and it has seen every version written before
+// then; it sends one history per Database name.
 func watchStatus(ctx context.Context, t *testing.T, ns string) <-chan map[string]history {
 	t.Helper()
 	c, err := env.NewClient()
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.Watch(ctx, &v1alpha1.DatabaseList{}, client.InNamespace(ns))
+	// The watch outlives ctx until it has delivered what was written
+	// before ctx ended.
+	w, err := c.Watch(context.WithoutCancel(ctx), &v1alpha1.DatabaseList{}, client.InNamespace(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,9 +134,28 @@ func watchStatus(ctx context.Context, t *testing.T, ns string) <-chan map[string
 	go func() {
 		defer w.Stop()
 		seen := map[string]history{}
+		last := map[string]int64{} // Database name → resourceVersion of its last version seen
+		record := func(ev watch.Event) {
+			db, isDB := ev.Object.(*v1alpha1.Database)
+			if !isDB || ev.Type == watch.Deleted {
+				return
+			}
+			snap := map[string]observation{}
+			for _, cond := range db.Status.Conditions {
+				snap[cond.Type] = observation{cond.Status, cond.Reason, cond.ObservedGeneration, cond.Message}
+			}
+			seen[db.Name] = append(seen[db.Name], snap)
+			last[db.Name] = rv(db.ResourceVersion)
+		}
 		for {
 			select {
 			case <-ctx.Done():
+				// Versions written before the end may still be on their
+				// way: read on until the watch has delivered each
+				// Database's version as the server has it now.
+				if behind := drain(c, ns, w, last, record); behind != "" {
+					t.Errorf("the watch did not deliver every version written before it stopped: %s", behind)
+				}
 				out <- seen
 				return
 			case ev, ok := <-w.ResultChan():
@@ -140,19 +163,50 @@ func watchStatus(ctx context.Context, t *testing.T, ns string) <-chan map[string
 					out <- seen
 					return
 				}
-				db, isDB := ev.Object.(*v1alpha1.Database)
-				if !isDB || ev.Type == watch.Deleted {
-					continue
-				}
-				snap := map[string]observation{}
-				for _, cond := range db.Status.Conditions {
-					snap[cond.Type] = observation{cond.Status, cond.Reason, cond.ObservedGeneration, cond.Message}
-				}
-				seen[db.Name] = append(seen[db.Name], snap)
+				record(ev)
 			}
 		}
 	}()
 	return out
+}
+
+// rv parses a resourceVersion, which the API server keeps comparable
+// (etcd revisions).
+func rv(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+// drain reads w until every Database in ns, as an uncached list finds it
+// now, has been delivered (last), or for at most 10 s; it returns what was
+// still not delivered then.
+func drain(c client.Client, ns string, w watch.Interface, last map[string]int64, record func(watch.Event)) string {
+	list := &v1alpha1.DatabaseList{}
+	if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		return "listing: " + err.Error()
+	}
+	behind := func() string {
+		var out []string
+		for _, db := range list.Items {
+			if last[db.Name] < rv(db.ResourceVersion) {
+				out = append(out, fmt.Sprintf("%s at %s, seen up to %d", db.Name, db.ResourceVersion, last[db.Name]))
+			}
+		}
+		return strings.Join(out, "; ")
+	}
+	deadline := time.After(10 * time.Second)
+	for behind() != "" {
+		select {
+		case <-deadline:
+			return behind()
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return "watch closed; " + behind()
+			}
+			record(ev)
+		}
+	}
+	return ""
 }
 
 // check reports, for every condition type seen in h: a condition that

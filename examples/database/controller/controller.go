@@ -13,10 +13,18 @@
 //   - each component converges one part (the schema, the connection details)
 //     and stages exactly one condition in memory: True or False, never
 //     Unknown, a typed reason, ObservedGeneration set;
-//   - one status write per pass, at the end, under retry.RetryOnConflict: on
-//     a conflict it re-reads through the API reader, keeps the conditions of
-//     its own components and takes every other condition type (the
-//     middleware's Claimed above all) from the server;
+//   - each component asks the claim gate (package ocfgate) first, in every
+//     pass, and applies nothing while it is closed; an ocf Prerequisite is
+//     asked only until a component first becomes healthy;
+//   - resources are written with server-side apply, forcing ownership under
+//     one field manager, through the client of the pass's ReconcileContext:
+//     the fenced client while the Database holds its database;
+//   - one status write per pass, at the end, as ocf's FlushStatus does it:
+//     always sent, under retry.RetryOnConflict; on a conflict it re-reads
+//     through the API reader, keeps the staged object and takes from the
+//     server only the resourceVersion and every condition type no component
+//     owns (the middleware's Claimed above all, and Ready, which the
+//     controller then writes again);
 //   - Ready aggregates the components ocf's way (truth by unanimity, reason
 //     by priority) and folds the claim in with conditions.FoldReady.
 //
@@ -123,9 +131,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return []string{key}, nil
 		}),
-		// The components report every pass, parked ones too: a parked
-		// Database shows why each component waits.
-		claimmw.WhileParked(claimmw.RunInnerWhileParked),
+		// Database has GetStatusConditions, so the middleware runs the
+		// components in parked passes too (claimmw.WhileParked's default
+		// for ocf owners): a parked Database shows why each one waits.
 		claimmw.WithRequeue(r.ParkedRequeue, 0),
 	)
 	if err != nil {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +20,7 @@ import (
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
 	"github.com/ocf-claim/claim/pkg/fence"
+	"github.com/ocf-claim/claim/pkg/ocfgate"
 )
 
 // The condition types of the components: one each, True when the component
@@ -64,10 +66,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // ReconcileDatabase is one pass over db, ocf's Reconcile(ctx, owner) error:
-// every component converges and stages its condition, Ready aggregates them
-// and folds in the claim, and one status write ends the pass. It returns an
-// error only for a genuine fault; a component that waits for the claim
-// reports it in its condition, and the Lease watch wakes it.
+// every component asks the claim gate, converges and stages its condition,
+// Ready aggregates them and folds in the claim, and one status write ends
+// the pass. It returns an error only for a genuine fault; a component that
+// waits for the claim reports it in its condition, and the Lease watch wakes
+// it.
 func (r *Reconciler) ReconcileDatabase(ctx context.Context, db *v1alpha1.Database) error {
 	state, ok := claimmw.StateFrom(ctx)
 	if !ok {
@@ -84,29 +87,55 @@ func (r *Reconciler) ReconcileDatabase(ctx context.Context, db *v1alpha1.Databas
 		// grants belong to the older spec. The change brings another pass.
 		return nil
 	}
+	// ocf's ReconcileContext: the client handed to every component. While
+	// the Database holds its database it is the fenced client, so that
+	// every apply carries the grant's token and a stale holder's apply is
+	// refused.
+	rc := reconcileContext{Client: r.client, Owner: db}
+	if state.Granted {
+		fenced, err := claimmw.FencedClient(ctx)
+		if err != nil {
+			return fmt.Errorf("reconciling Database %s/%s: %w", db.Namespace, db.Name, err)
+		}
+		rc.Client = fenced
+	}
 	components := []component{
 		{Type: SchemaReady, converge: r.convergeSchema},
 		{Type: ConnectionReady, converge: r.convergeConnection},
 	}
-	staged := make([]metav1.Condition, 0, len(components)+1)
+	staged := make([]metav1.Condition, 0, len(components))
+	owned := make([]conditions.Type, 0, len(components))
 	var errs []error
 	for _, c := range components {
-		cond, err := c.converge(ctx, c.Type, db, state)
+		cond, err := c.converge(ctx, rc, c.Type)
 		staged = append(staged, cond)
+		owned = append(owned, c.Type)
 		errs = append(errs, err)
 	}
+	for _, c := range staged {
+		conditions.Set(db.GetStatusConditions(), c)
+	}
+	// The controller stages Ready itself: no component owns it.
 	ready := conditions.FoldReady(Aggregate(db.Generation, staged), state.Condition)
-	staged = append(staged, ready)
-	errs = append(errs, r.flushStatus(ctx, db, staged))
+	conditions.Set(db.GetStatusConditions(), ready)
+	errs = append(errs, r.flushStatus(ctx, db, owned))
+	errs = append(errs, r.reapplyReady(ctx, db, ready))
 	return errors.Join(errs...)
 }
 
+// reconcileContext is the part of ocf's ReconcileContext the components
+// use: the client they write through and the owner.
+type reconcileContext struct {
+	Client client.Client
+	Owner  *v1alpha1.Database
+}
+
 // component is one part of a Database: it converges its part and returns the
-// one condition it reports, of the component's Type, staged in memory; only
-// the end of the pass writes status.
+// one condition it reports, of the component's Type; the pass stages it in
+// memory and only the end of the pass writes status.
 type component struct {
 	Type     conditions.Type
-	converge func(ctx context.Context, t conditions.Type, db *v1alpha1.Database, state claimmw.State) (metav1.Condition, error)
+	converge func(ctx context.Context, rc reconcileContext, t conditions.Type) (metav1.Condition, error)
 }
 
 // Condition returns a condition of type t as ocf writes one: True or False,
@@ -125,31 +154,26 @@ func Condition(t conditions.Type, ok bool, reason conditions.Reason, message str
 	}
 }
 
-// waiting is the condition of a component that does not act because the
-// Database does not hold its database: the claim condition says why.
-func waiting(t conditions.Type, db *v1alpha1.Database, state claimmw.State) metav1.Condition {
-	return Condition(t, false, ReasonPrerequisiteNotMet, "Waits for its database: "+state.Condition.Message, db.Generation)
-}
-
 // failed is the condition of a component whose step failed with err.
 func failed(t conditions.Type, db *v1alpha1.Database, err error) metav1.Condition {
 	return Condition(t, false, ReasonError, err.Error(), db.Generation)
 }
 
-// convergeSchema migrates the database to spec.schemaVersion, only while
-// the Database holds it, and through the fenced client: a Database that lost
-// its database since this pass began is refused instead of migrating under a
-// newer holder.
-func (r *Reconciler) convergeSchema(ctx context.Context, t conditions.Type, db *v1alpha1.Database, state claimmw.State) (metav1.Condition, error) {
-	if !state.Granted {
-		return waiting(t, db, state), nil
+// convergeSchema migrates the database to spec.schemaVersion. It asks the
+// claim gate first, in every pass: an ocf Prerequisite would be asked only
+// until the component first became healthy, and a Database that lost its
+// database would go on migrating it. The schema record is applied through
+// the fenced client: a Database that lost its database since this pass
+// began is refused instead of migrating under a newer holder.
+func (r *Reconciler) convergeSchema(ctx context.Context, rc reconcileContext, t conditions.Type) (metav1.Condition, error) {
+	db := rc.Owner
+	gate := ocfgate.Check(ctx, t, db.Generation)
+	if !gate.Open {
+		return gate.Condition, nil
 	}
-	fenced, err := claimmw.FencedClient(ctx)
-	if err != nil {
-		return failed(t, db, err), err
-	}
+	state, _ := claimmw.StateFrom(ctx)
 	version := strconv.Itoa(int(db.Spec.SchemaVersion))
-	err = r.ensureConfigMap(ctx, fenced, db, SchemaSuffix, map[string]string{
+	err := r.applyConfigMap(ctx, rc, SchemaSuffix, map[string]string{
 		"database": state.Grants[0].Key,
 		"version":  version,
 	})
@@ -166,10 +190,12 @@ func (r *Reconciler) convergeSchema(ctx context.Context, t conditions.Type, db *
 }
 
 // convergeConnection publishes the connection details applications mount,
-// only while the Database holds its database: an application of a parked
-// Database must not connect to a database another Database manages.
-func (r *Reconciler) convergeConnection(ctx context.Context, t conditions.Type, db *v1alpha1.Database, state claimmw.State) (metav1.Condition, error) {
-	if !state.Granted {
+// only while the gate is open: an application of a parked Database must not
+// connect to a database another Database manages.
+func (r *Reconciler) convergeConnection(ctx context.Context, rc reconcileContext, t conditions.Type) (metav1.Condition, error) {
+	db := rc.Owner
+	gate := ocfgate.Check(ctx, t, db.Generation)
+	if !gate.Open {
 		// Withdraw what applications may still mount: the database may be
 		// another Database's now (State.Releasing) or soon.
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: db.Namespace, Name: db.Name + ConnectionSuffix}}
@@ -177,45 +203,41 @@ func (r *Reconciler) convergeConnection(ctx context.Context, t conditions.Type, 
 			err = fmt.Errorf("withdrawing the connection of Database %s/%s: %w", db.Namespace, db.Name, err)
 			return failed(t, db, err), err
 		}
-		return waiting(t, db, state), nil
+		return gate.Condition, nil
 	}
-	err := r.ensureConfigMap(ctx, r.client, db, ConnectionSuffix, map[string]string{"url": state.Grants[0].Key})
-	if err != nil {
+	state, _ := claimmw.StateFrom(ctx)
+	err := r.applyConfigMap(ctx, rc, ConnectionSuffix, map[string]string{"url": state.Grants[0].Key})
+	switch {
+	case errors.Is(err, fence.ErrFenced):
+		return Condition(t, false, ReasonPrerequisiteNotMet, "Lost its database to a newer holder.", db.Generation), nil
+	case err != nil:
 		err = fmt.Errorf("publishing the connection of Database %s/%s: %w", db.Namespace, db.Name, err)
 		return failed(t, db, err), err
 	}
 	return Condition(t, true, ReasonOperational, "Connection details are published in ConfigMap "+db.Name+ConnectionSuffix+".", db.Generation), nil
 }
 
-// ensureConfigMap makes db's ConfigMap with suffix hold data, writing through
-// w only when it differs. It reads uncached: a cache that has not seen the
-// ConfigMap created in the previous pass would make this pass create it
-// again and fail.
-func (r *Reconciler) ensureConfigMap(ctx context.Context, w client.Writer, db *v1alpha1.Database, suffix string, data map[string]string) error {
-	cm := &corev1.ConfigMap{}
-	err := r.apiReader.Get(ctx, client.ObjectKey{Namespace: db.Namespace, Name: db.Name + suffix}, cm)
-	switch {
-	case apierrors.IsNotFound(err):
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+// FieldOwner is the field manager the components apply their resources as.
+const FieldOwner = "database-controller"
+
+// applyConfigMap applies the owner's ConfigMap with suffix, holding data,
+// as ocf applies every managed resource: server-side apply, forcing
+// ownership, through the client of the ReconcileContext.
+func (r *Reconciler) applyConfigMap(ctx context.Context, rc reconcileContext, suffix string, data map[string]string) error {
+	db := rc.Owner
+	cm := &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
 			Namespace: db.Namespace, Name: db.Name + suffix,
 			Labels: map[string]string{LabelManagedBy: ManagedBy},
-		}, Data: data}
-		if err := controllerutil.SetControllerReference(db, cm, r.client.Scheme()); err != nil {
-			return fmt.Errorf("owning ConfigMap %s: %w", cm.Name, err)
-		}
-		if err := w.Create(ctx, cm); err != nil {
-			return fmt.Errorf("creating ConfigMap %s: %w", cm.Name, err)
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("reading ConfigMap %s%s: %w", db.Name, suffix, err)
+		},
+		Data: data,
 	}
-	if maps.Equal(cm.Data, data) {
-		return nil
+	if err := controllerutil.SetControllerReference(db, cm, r.client.Scheme()); err != nil {
+		return fmt.Errorf("owning ConfigMap %s: %w", cm.Name, err)
 	}
-	cm.Data = data
-	if err := w.Update(ctx, cm); err != nil {
-		return fmt.Errorf("updating ConfigMap %s: %w", cm.Name, err)
+	if err := rc.Client.Patch(ctx, cm, client.Apply, client.ForceOwnership, client.FieldOwner(FieldOwner)); err != nil {
+		return fmt.Errorf("applying ConfigMap %s: %w", cm.Name, err)
 	}
 	return nil
 }
@@ -260,37 +282,79 @@ func Aggregate(generation int64, components []metav1.Condition) metav1.Condition
 	return Condition(conditions.Ready, false, conditions.Reason(worst.Reason), worst.Type+": "+worst.Message, generation)
 }
 
-// flushStatus is the pass's one status write, ocf's FlushStatus: it sets the
-// staged conditions on db and updates status only when one changed. On a
-// conflict it re-reads db through the API reader, sets the staged conditions
-// again and retries: the conditions of this pass's components win, and every
-// other condition type (Claimed, which the middleware wrote moments ago, and
-// any other writer's) is the server's, absence included.
-func (r *Reconciler) flushStatus(ctx context.Context, db *v1alpha1.Database, staged []metav1.Condition) error {
-	owner := db
-	reread := false
+// flushStatus is the pass's one status write, as ocf's FlushStatus does it:
+// one Status().Update of the staged db, sent on every pass, changed or not,
+// under retry.RetryOnConflict. On a conflict it re-reads db through the API
+// reader and keeps the staged object, taking from the server only the
+// resourceVersion and the conditions of the types none of owned names
+// (absence included: an unowned condition the server lacks is dropped).
+// Claimed, which the middleware wrote moments ago, is unowned and so comes
+// from the server: it is never reverted. Ready, which the controller stages
+// itself, is unowned too: on a conflict it is replaced by the server's
+// value, which [Reconciler.reapplyReady] repairs.
+func (r *Reconciler) flushStatus(ctx context.Context, db *v1alpha1.Database, owned []conditions.Type) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if reread {
-			fresh := &v1alpha1.Database{}
-			if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(db), fresh); err != nil {
-				return fmt.Errorf("re-reading after a conflict: %w", err)
-			}
-			owner = fresh
+		err := r.client.Status().Update(ctx, db)
+		if !apierrors.IsConflict(err) {
+			return err
 		}
-		reread = true
-		changed := false
-		for _, c := range staged {
-			if conditions.Set(owner.GetStatusConditions(), c) {
-				changed = true
-			}
+		fresh := &v1alpha1.Database{}
+		if rerr := r.apiReader.Get(ctx, client.ObjectKeyFromObject(db), fresh); rerr != nil {
+			return fmt.Errorf("re-reading after a conflict: %w", rerr)
 		}
-		if !changed {
-			return nil // also after a re-read: someone wrote the same already
-		}
-		return r.client.Status().Update(ctx, owner)
+		db.ResourceVersion = fresh.ResourceVersion
+		MergeUnowned(db.GetStatusConditions(), *fresh.GetStatusConditions(), owned)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("writing status of Database %s/%s: %w", db.Namespace, db.Name, err)
+	}
+	return nil
+}
+
+// MergeUnowned is ocf's FlushStatus conflict handling: every condition of
+// staged whose type is not in owned becomes the server's (removed when the
+// server has none), and the server's conditions of types not in owned that
+// staged lacks are added. The owned conditions stay as staged.
+func MergeUnowned(staged *[]metav1.Condition, server []metav1.Condition, owned []conditions.Type) {
+	isOwned := func(t string) bool { return slices.Contains(owned, conditions.Type(t)) }
+	kept := (*staged)[:0:0]
+	for _, c := range *staged {
+		if isOwned(c.Type) {
+			kept = append(kept, c)
+		}
+	}
+	for _, c := range server {
+		if !isOwned(c.Type) {
+			kept = append(kept, c)
+		}
+	}
+	*staged = kept
+}
+
+// reapplyReady writes ready again when the flush's conflict handling
+// replaced it with the server's older value: the recommended shape with
+// ocf's FlushStatus, which owns only its components' conditions. It writes
+// nothing in a pass whose flush kept Ready (every pass without a conflict),
+// and otherwise sets Ready alone on a fresh read, under RetryOnConflict, as
+// ocf edits owner metadata.
+func (r *Reconciler) reapplyReady(ctx context.Context, db *v1alpha1.Database, ready metav1.Condition) error {
+	if cur := meta.FindStatusCondition(*db.GetStatusConditions(), ready.Type); cur != nil &&
+		cur.Status == ready.Status && cur.Reason == ready.Reason && cur.Message == ready.Message && cur.ObservedGeneration == ready.ObservedGeneration {
+		return nil
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh := &v1alpha1.Database{}
+		if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(db), fresh); err != nil {
+			return err
+		}
+		if !conditions.Set(fresh.GetStatusConditions(), ready) {
+			return nil
+		}
+		return r.client.Status().Update(ctx, fresh)
+	})
+	if err != nil {
+		return fmt.Errorf("writing Ready of Database %s/%s again: %w", db.Namespace, db.Name, err)
 	}
 	return nil
 }

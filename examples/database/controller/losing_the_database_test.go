@@ -1,0 +1,202 @@
+package controller_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/ocf-claim/claim/examples/database/api/v1alpha1"
+	"github.com/ocf-claim/claim/examples/database/controller"
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/fence"
+)
+
+// applyCounter counts the server-side applies the manager's client sends,
+// per object name: every apply of a component, fenced or not, goes through
+// it.
+type applyCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (a *applyCounter) newClient(cfg *rest.Config, o client.Options) (client.Client, error) {
+	base, err := client.NewWithWatch(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	return interceptor.NewClient(base, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if patch.Type() == types.ApplyPatchType {
+				a.mu.Lock()
+				a.n[obj.GetName()]++
+				a.mu.Unlock()
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}), nil
+}
+
+func (a *applyCounter) of(names ...string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sum := 0
+	for _, n := range names {
+		sum += a.n[n]
+	}
+	return sum
+}
+
+// stamp returns the fencing token ConfigMap ns/name carries for key, and its
+// data.
+func stamp(t *testing.T, c client.Client, ns, name, key string) (claim.Token, map[string]string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
+		t.Fatalf("reading ConfigMap %s: %v", name, err)
+	}
+	return claim.Token(cm.Annotations[fence.AnnotationFor(key)]), cm.Data
+}
+
+// waitForComponent waits until condition t of Database ns/name has status
+// and reason.
+func waitForComponent(t *testing.T, c client.Client, ns, name string, ct conditions.Type, status metav1.ConditionStatus, reason conditions.Reason) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		db := &v1alpha1.Database{}
+		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db)
+		cond := meta.FindStatusCondition(db.Status.Conditions, string(ct))
+		if err == nil && cond != nil && cond.Status == status && cond.Reason == string(reason) && cond.ObservedGeneration == db.Generation {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Database %s/%s: %s = %+v (error %v), want %s/%s", ns, name, ct, cond, err, status, reason)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func newer(t *testing.T, a, b claim.Token) bool {
+	t.Helper()
+	c, err := a.Compare(b)
+	if err != nil {
+		t.Fatalf("comparing tokens %s and %s: %v", a, b, err)
+	}
+	return c > 0
+}
+
+// TestAComponentStopsApplyingInThePassThatTellsItsDatabaseIsLost runs the
+// ocf-shaped controller through a grant, a loss, and a grant again, with
+// every resource written by fenced server-side apply: in the pass that
+// tells the former holder it lost its database, its components apply
+// nothing (an ocf Prerequisite, asked only until a component is first
+// healthy, would let them go on), and the grant that follows applies again
+// with a newer token.
+func TestAComponentStopsApplyingInThePassThatTellsItsDatabaseIsLost(t *testing.T) {
+	applies := &applyCounter{n: map[string]int{}}
+	ns, c := startManager(t, func(o *ctrl.Options) { o.NewClient = applies.newClient })
+	ctx := context.Background()
+	const url = "postgres://pg.data.svc/orders"
+	create := func(name string, version int32) *v1alpha1.Database {
+		db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.DatabaseSpec{URL: url, SchemaVersion: version}}
+		if err := c.Create(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+
+	// Given orders holds the database and applied its schema, fenced
+	orders := create("orders", 1)
+	waitForClaim(t, c, ns, "orders", conditions.ReasonClaimed)
+	eventuallyReady(t, c, ns, "orders")
+	key, err := controller.Key(orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted, data := stamp(t, c, ns, "orders"+controller.SchemaSuffix, key)
+	if granted == "" || data["version"] != "1" {
+		t.Fatalf("orders' schema record: token %q, data %v; want a stamp and version 1", granted, data)
+	}
+	// And billing waits for it
+	billing := create("billing", 1)
+	waitForClaim(t, c, ns, "billing", conditions.ReasonParked)
+	time.Sleep(300 * time.Millisecond) // no pass of orders in flight
+	before := applies.of("orders"+controller.SchemaSuffix, "orders"+controller.ConnectionSuffix)
+
+	// When billing takes the database over while orders still exists (a
+	// contender that judged orders dead: a partition, a lagging liveness),
+	// and orders' spec asks for a new schema version at once
+	claimCfg := controller.ClaimConfig(ns)
+	claimCfg.Set = controller.Name
+	taker, err := claim.New(env.APIReader, c, claimCfg,
+		claim.WithLiveness(claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(billing), billing); err != nil {
+		t.Fatal(err)
+	}
+	self, err := taker.HolderOf(billing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, o, err := taker.Acquire(ctx, key, self); err != nil || o.Reason != claim.ReasonTakenOver {
+		t.Fatalf("taking the database over for billing: %+v, %v", o, err)
+	}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"schemaVersion":2}}`))
+	if err := c.Patch(ctx, &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}}, patch); err != nil {
+		t.Fatal(err)
+	}
+
+	// Then orders is told: Parked, each component closed by the gate
+	waitForClaim(t, c, ns, "orders", conditions.ReasonParked)
+	waitForComponent(t, c, ns, "orders", controller.SchemaReady, metav1.ConditionFalse, controller.ReasonPrerequisiteNotMet)
+	waitForComponent(t, c, ns, "orders", controller.ConnectionReady, metav1.ConditionFalse, controller.ReasonPrerequisiteNotMet)
+	waitForComponent(t, c, ns, "orders", conditions.Ready, metav1.ConditionFalse, controller.ReasonPrerequisiteNotMet)
+	// And billing holds it and applied its own records
+	waitForClaim(t, c, ns, "billing", conditions.ReasonClaimed)
+	eventuallyReady(t, c, ns, "billing")
+	time.Sleep(300 * time.Millisecond) // every pass the loss caused has ended
+	// And orders applied nothing since it lost the database: not version 2
+	if got := applies.of("orders"+controller.SchemaSuffix, "orders"+controller.ConnectionSuffix) - before; got != 0 {
+		t.Errorf("orders applied %d times after it lost its database, want 0", got)
+	}
+	if tok, data := stamp(t, c, ns, "orders"+controller.SchemaSuffix, key); tok != granted || data["version"] != "1" {
+		t.Errorf("orders' schema record after the loss: token %s, data %v; want %s and version 1 untouched", tok, data, granted)
+	}
+	// And its connection details are withdrawn
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders" + controller.ConnectionSuffix}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("orders' connection ConfigMap after the loss: %v, want NotFound", err)
+	}
+	taken, _ := stamp(t, c, ns, "billing"+controller.SchemaSuffix, key)
+	if !newer(t, taken, granted) {
+		t.Errorf("billing's token %s is not newer than orders' %s", taken, granted)
+	}
+
+	// When billing is deleted
+	if err := c.Delete(ctx, billing); err != nil {
+		t.Fatal(err)
+	}
+	// Then orders is granted again and applies version 2 with a newer token
+	waitForClaim(t, c, ns, "orders", conditions.ReasonClaimed)
+	eventuallyReady(t, c, ns, "orders")
+	regranted, data := stamp(t, c, ns, "orders"+controller.SchemaSuffix, key)
+	if data["version"] != "2" || !newer(t, regranted, taken) {
+		t.Errorf("orders' schema record after the grant: token %s, data %v; want version 2 and a token newer than %s", regranted, data, taken)
+	}
+	if applies.of("orders"+controller.SchemaSuffix) == 0 {
+		t.Error("no apply of orders' schema was counted")
+	}
+}
