@@ -3,6 +3,8 @@ package generation_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -157,6 +159,35 @@ func TestTokensRiseAcrossDeletionOfTheLease(t *testing.T) {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backends.HashName(generation.ClaimPrefix, "c")}}
 		if err := env.Client.Delete(ctx, l); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestClaimsWithNamesOfTheAcceptedLengthStayWritable: names the requests
+// accept (valid UTF-8, up to 1024 bytes) and the remembered outcomes the
+// record keeps (RememberedOutcomes) fit on the Lease: a claim whose owner
+// renews with an OperationID each time stays renewable. The annotation that
+// holds the record is bounded by the API server to 256 KiB in all; JSON
+// writes '<' as six bytes, and each outcome repeats the names.
+func TestClaimsWithNamesOfTheAcceptedLengthStayWritable(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	b := process(ns)
+	defer b.Close()
+	longName := func(prefix string) string { return prefix + strings.Repeat("<", 1024-len(prefix)) }
+	claim, gen := longName("claim"), longName("gen")
+	if err := b.RegisterGeneration(ctx, generation.Generation{ID: gen, Service: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := b.AcquireClaim(ctx, generation.AcquireRequest{ClaimName: claim, GenerationID: gen, TTL: time.Minute, OperationID: generation.OperationID(longName("acquire"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 * generation.RememberedOutcomes {
+		op := generation.OperationID(longName(fmt.Sprintf("renew-%d", i)))
+		if _, err := b.RenewClaim(ctx, generation.RenewRequest{ClaimName: claim, GenerationID: gen, Token: held.FencingToken, TTL: time.Minute, OperationID: op}); err != nil {
+			msg := err.Error()
+			t.Fatalf("renewal %d of a claim with names of the accepted length: ...%s", i, msg[max(0, len(msg)-300):])
 		}
 	}
 }
