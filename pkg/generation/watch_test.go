@@ -100,3 +100,44 @@ func TestWatchDeliversEveryChangeMadeAfterItReturned(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseClosesEveryWatch: Close closes the channel of every watch the
+// backend has open, not only one of them; a watch Close leaves open keeps
+// its goroutine and its API watch for the life of the process.
+func TestCloseClosesEveryWatch(t *testing.T) {
+	ctx := context.Background()
+	backends := map[string]func(t *testing.T) generation.Backend{
+		"memory":     func(*testing.T) generation.Backend { return memory.New() },
+		"kubernetes": func(t *testing.T) generation.Backend { return process(env.Namespace(t)) },
+	}
+	for name, newBackend := range backends {
+		t.Run(name, func(t *testing.T) {
+			b := newBackend(t)
+			var chs []<-chan generation.ClaimEvent
+			for _, claim := range []string{"a", "b", "c"} {
+				ch, err := b.WatchClaim(ctx, claim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				chs = append(chs, ch)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			timeout := time.After(5 * time.Second)
+			for i, ch := range chs {
+			drain:
+				for {
+					select {
+					case _, ok := <-ch:
+						if !ok {
+							break drain
+						}
+					case <-timeout:
+						t.Fatalf("watch %d of %d is still open 5s after Close", i+1, len(chs))
+					}
+				}
+			}
+		})
+	}
+}
