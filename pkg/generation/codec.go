@@ -57,7 +57,7 @@ const holderIdentityLimit = 128
 // created the Lease": the first grant's token is the version of its own
 // write, which no earlier write of the cluster can exceed.
 type ClaimWire struct {
-	Name             string           `json:"name"`
+	Name             string           `json:"name,omitempty"`
 	Owner            string           `json:"owner,omitempty"`
 	Token            uint64           `json:"token,omitempty"`
 	Phase            ClaimPhase       `json:"phase"`
@@ -120,7 +120,10 @@ func encodeClaim(s StoredClaim) string {
 		w.TTL = s.TTL.String()
 	}
 	for _, o := range s.Outcomes {
-		w.Outcomes = append(w.Outcomes, OutcomeWire{ID: o.ID, Request: o.Request, Record: recordWire(o.Record)})
+		// The claim's name is the Lease's; it is not repeated per outcome.
+		r := recordWire(o.Record)
+		r.Name = ""
+		w.Outcomes = append(w.Outcomes, OutcomeWire{ID: o.ID, Request: o.Request, Record: r})
 	}
 	b, _ := json.Marshal(w) //nolint:errchkjson // strings, numbers and times always marshal
 	return string(b)
@@ -168,7 +171,9 @@ func DecodeClaim(name string, l *coordinationv1.Lease) (*StoredClaim, error) {
 		}
 	}
 	for _, o := range w.Outcomes {
-		s.Outcomes = append(s.Outcomes, RememberedOutcome{ID: o.ID, Request: o.Request, Record: o.Record.record()})
+		r := o.Record.record()
+		r.Name = name
+		s.Outcomes = append(s.Outcomes, RememberedOutcome{ID: o.ID, Request: o.Request, Record: r})
 	}
 	s.AssignToken(FencingToken(version))
 	s.Record.Version = version

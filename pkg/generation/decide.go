@@ -1,15 +1,23 @@
 package generation
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
 
-// maxNameLen bounds claim names and generation IDs, which are stored in
-// annotations and labels are derived from.
-const maxNameLen = 1024
+// maxNameLen bounds claim names, generation IDs and OperationIDs. The
+// Kubernetes backend stores a claim's record and its RememberedOutcomes in
+// one annotation, and the API server refuses an object whose annotations
+// exceed 256 KiB: at this bound, with every character escaped six-fold by
+// JSON (control characters, '<'), the record and its outcomes stay near
+// 93 KiB, so a claim of accepted names is always writable (outcomes keep a
+// digest of their request, not its fields).
+const maxNameLen = 253
 
 // StoredClaim is a claim record as a backend keeps it: the record callers
 // see, and what the backend needs to decide the next request.
@@ -27,8 +35,9 @@ type StoredClaim struct {
 // OperationID.
 type RememberedOutcome struct {
 	ID OperationID
-	// Request is the fingerprint of the request, so that an OperationID
-	// reused for another request is refused rather than answered wrongly.
+	// Request identifies the request (its kind and a hash of its fields),
+	// so that an OperationID reused for another request is refused rather
+	// than answered wrongly.
 	Request string
 	// Record is the record the mutation returned.
 	Record ClaimRecord
@@ -114,8 +123,8 @@ func Decide(cur *StoredClaim, req Request, f Facts) (Decision, error) {
 			if o.ID != id {
 				continue
 			}
-			if o.Request != req.fingerprint() {
-				return Decision{}, fmt.Errorf("%w: operation ID %q was used for another request (%s)", ErrInvalidRequest, id, o.Request)
+			if o.Request != digest(req) {
+				return Decision{}, fmt.Errorf("%w: operation ID %q was used for another request (%s), not for %s", ErrInvalidRequest, id, o.Request, digest(req))
 			}
 			return Decision{Result: o.Record}, nil
 		}
@@ -149,7 +158,7 @@ func Decide(cur *StoredClaim, req Request, f Facts) (Decision, error) {
 		// is unknown before the write and is left zero.
 		remembered := rec
 		remembered.Version = 0
-		next.Outcomes = append(next.Outcomes, RememberedOutcome{ID: id, Request: req.fingerprint(), Record: remembered})
+		next.Outcomes = append(next.Outcomes, RememberedOutcome{ID: id, Request: digest(req), Record: remembered})
 		if n := len(next.Outcomes) - RememberedOutcomes; n > 0 {
 			next.Outcomes = next.Outcomes[n:]
 		}
@@ -160,6 +169,16 @@ func Decide(cur *StoredClaim, req Request, f Facts) (Decision, error) {
 // ValidateClaimName checks a claim name as every request does: not empty,
 // at most 1024 bytes, valid UTF-8. The error wraps ErrInvalidRequest.
 func ValidateClaimName(name string) error { return checkName("claim name", name) }
+
+// digest is what a remembered outcome keeps of its request: the kind of
+// mutation and a hash of every field but the OperationID, so that its size
+// does not grow with the names.
+func digest(req Request) string {
+	desc := req.fingerprint()
+	kind, _, _ := strings.Cut(desc, " ")
+	sum := sha256.Sum256([]byte(desc))
+	return kind + ":" + hex.EncodeToString(sum[:16])
+}
 
 // checkName refuses an empty, oversized or non-UTF-8 name.
 func checkName(field, v string) error {

@@ -3,6 +3,7 @@ package generation
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // DecideRegister decides a RegisterGeneration of gen given cur, the stored
@@ -10,7 +11,7 @@ import (
 // or nil when it is registered already. The stored generation is joining,
 // StartedAt defaults to now and UpdatedAt is now.
 func DecideRegister(cur *Generation, gen Generation, now time.Time) (*Generation, error) {
-	if err := firstErr(checkName("Generation.ID", gen.ID), checkName("Generation.Service", gen.Service)); err != nil {
+	if err := firstErr(checkName("Generation.ID", gen.ID), checkName("Generation.Service", gen.Service), checkFields(gen)); err != nil {
 		return nil, err
 	}
 	if gen.State != "" && gen.State != GenerationJoining {
@@ -36,7 +37,7 @@ func DecideRegister(cur *Generation, gen Generation, now time.Time) (*Generation
 // Service, Instance and StartedAt cannot change. It returns the generation
 // to store.
 func DecideUpdate(cur *Generation, gen Generation, now time.Time) (*Generation, error) {
-	if err := checkName("Generation.ID", gen.ID); err != nil {
+	if err := firstErr(checkName("Generation.ID", gen.ID), checkFields(gen)); err != nil {
 		return nil, err
 	}
 	if !gen.State.Valid() {
@@ -54,4 +55,18 @@ func DecideUpdate(cur *Generation, gen Generation, now time.Time) (*Generation, 
 	next := *cur
 	next.State, next.Reason, next.UpdatedAt = gen.State, gen.Reason, now
 	return &next, nil
+}
+
+// maxReasonLen bounds Generation.Reason, which is for people.
+const maxReasonLen = 1024
+
+// checkFields bounds the free-form fields of a generation.
+func checkFields(gen Generation) error {
+	switch {
+	case len(gen.Instance) > maxNameLen || !utf8.ValidString(gen.Instance):
+		return fmt.Errorf("%w: Generation.Instance %.40q... is longer than %d bytes or not UTF-8", ErrInvalidRequest, gen.Instance, maxNameLen)
+	case len(gen.Reason) > maxReasonLen || !utf8.ValidString(gen.Reason):
+		return fmt.Errorf("%w: Generation.Reason %.40q... is longer than %d bytes or not UTF-8", ErrInvalidRequest, gen.Reason, maxReasonLen)
+	}
+	return nil
 }

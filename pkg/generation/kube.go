@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocf-claim/claim/pkg/backends"
@@ -95,14 +97,19 @@ func New(c client.WithWatch, namespace string, opts ...Option) (*KubeBackend, er
 	if namespace == "" {
 		errs = append(errs, errors.New("namespace is empty; claims and generations need a namespace to live in"))
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("configuring generation backend: %w", errors.Join(errs...))
-	}
 	b := &KubeBackend{c: c, namespace: namespace, clock: RealClock, labels: map[string]string{}, watches: map[*struct{}]context.CancelFunc{}}
 	for _, o := range opts {
 		if o != nil {
 			o(b)
 		}
+	}
+	for k, v := range b.labels {
+		if probs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...); len(probs) > 0 {
+			errs = append(errs, fmt.Errorf("label %q=%q: %s", k, v, strings.Join(probs, "; ")))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("configuring generation backend: %w", errors.Join(errs...))
 	}
 	return b, nil
 }

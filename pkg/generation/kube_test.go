@@ -191,3 +191,61 @@ func TestClaimsWithNamesOfTheAcceptedLengthStayWritable(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimsOfTheLongestAcceptedNamesStayWritable: names, generation IDs
+// and OperationIDs at the accepted limit, of characters JSON escapes
+// six-fold, fill every remembered outcome, and the Lease stays under the
+// API server's 256 KiB bound on annotations: every write succeeds.
+func TestClaimsOfTheLongestAcceptedNamesStayWritable(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	b := process(ns)
+	defer b.Close()
+	long := func(c string, suffix string) string { return strings.Repeat(c, 253-len(suffix)) + suffix }
+	claim := long("<", "")
+	a, z := long("\x01", "a"), long("\x01", "z")
+	for _, id := range []string{a, z} {
+		g := generation.Generation{ID: id, Service: long("\x02", ""), Instance: long("&", "")}
+		if err := b.RegisterGeneration(ctx, g); err != nil {
+			t.Fatalf("registering: %v", err)
+		}
+		if err := b.UpdateGeneration(ctx, generation.Generation{ID: id, State: generation.GenerationActive, Reason: strings.Repeat(">", 1024)}); err != nil {
+			t.Fatalf("updating: %v", err)
+		}
+	}
+	op := func(i int) generation.OperationID { return generation.OperationID(long("<", fmt.Sprintf("%03d", i))) }
+	rec, err := b.AcquireClaim(ctx, generation.AcquireRequest{ClaimName: claim, GenerationID: a, TTL: time.Minute, OperationID: op(0)})
+	if err != nil {
+		t.Fatalf("acquiring: %v", err)
+	}
+	from, to := a, z
+	for i := 1; i <= 2*generation.RememberedOutcomes; i++ {
+		if _, err := b.PrepareTransfer(ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: from, ToGeneration: to, Token: rec.FencingToken, TTL: time.Minute, OperationID: op(2 * i)}); err != nil {
+			t.Fatalf("preparing %d: %v", i, err)
+		}
+		if rec, err = b.CommitTransfer(ctx, generation.CommitRequest{ClaimName: claim, FromGeneration: from, ToGeneration: to, ExpectedToken: rec.FencingToken, TTL: time.Minute, OperationID: op(2*i + 1)}); err != nil {
+			t.Fatalf("committing %d: %v", i, err)
+		}
+		from, to = to, from
+	}
+	var l coordinationv1.Lease
+	if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: backends.HashName(generation.ClaimPrefix, claim)}, &l); err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for k, v := range l.Annotations {
+		size += len(k) + len(v)
+	}
+	if size > 160<<10 {
+		t.Errorf("the annotations hold %d bytes, too close to the API server's 256 KiB", size)
+	}
+	t.Logf("annotations of a full record of worst-case names: %d bytes", size)
+	_, err = b.AcquireClaim(ctx, generation.AcquireRequest{ClaimName: long("<", "!"), GenerationID: a, TTL: time.Minute, OperationID: generation.OperationID(long("<", "!!"))})
+	if err != nil {
+		t.Fatalf("acquiring another claim: %v", err)
+	}
+	_, err = b.AcquireClaim(ctx, generation.AcquireRequest{ClaimName: claim + "<", GenerationID: a, TTL: time.Minute})
+	if !errors.Is(err, generation.ErrInvalidRequest) {
+		t.Fatalf("a claim name one byte over the limit: %v, want ErrInvalidRequest", err)
+	}
+}

@@ -142,11 +142,15 @@ type FencingToken uint64
 // String returns the token in decimal, as handed to an external system.
 func (t FencingToken) String() string { return strconv.FormatUint(uint64(t), 10) }
 
-// OperationID names one logical mutation. A mutation retried with the same
-// OperationID, after a lost response, a timeout or a restart of the caller,
-// returns the first outcome and has no second effect, as long as fewer than
-// [RememberedOutcomes] other identified mutations of the claim came between.
-// Empty means "not idempotent": the backend remembers nothing.
+// OperationID names one logical mutation of one claim. A mutation retried
+// with the same OperationID, after a lost response, a timeout or a restart
+// of the caller, returns the first outcome and has no second effect, as long
+// as fewer than [RememberedOutcomes] other identified mutations of the claim
+// came between. Outcomes are remembered per claim: the same OperationID on
+// another claim is another mutation. Use a fresh ID for every logical
+// mutation (a UUID, or the caller's generation and a counter); the same ID
+// with a different request is refused with ErrInvalidRequest. Empty means
+// "not idempotent": the backend remembers nothing.
 type OperationID string
 
 // RememberedOutcomes bounds the outcomes a claim record remembers; the
