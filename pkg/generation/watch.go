@@ -35,13 +35,14 @@ func (b *KubeBackend) WatchClaim(ctx context.Context, name string) (<-chan Claim
 		return nil, fmt.Errorf("watching claim %q: %w", name, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	key := &struct{}{}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		cancel()
 		return nil, fmt.Errorf("watching claim %q: %w: backend closed", name, ErrBackend)
 	}
+	b.lastWatch++
+	key := b.lastWatch
 	b.watches[key] = cancel
 	b.mu.Unlock()
 
