@@ -257,8 +257,8 @@ func (b *Backend) mutate(ctx context.Context, verb string, req generation.Reques
 }
 
 // WatchClaim implements generation.Backend. The channel receives the
-// current record first, when the claim has one, then every change in the
-// order the changes were made.
+// current record as of the call first, when the claim has one, then every
+// change made after it in the order the changes were made.
 func (b *Backend) WatchClaim(ctx context.Context, name string) (<-chan generation.ClaimEvent, error) {
 	if err := b.check(ctx); err != nil {
 		return nil, fmt.Errorf("watching claim %q: %w", name, err)
