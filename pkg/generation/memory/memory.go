@@ -267,6 +267,16 @@ func (b *Backend) WatchClaim(ctx context.Context, name string) (<-chan generatio
 		return nil, fmt.Errorf("watching claim %q: %w", name, err)
 	}
 	w := &watcher{wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	// The watcher is this Backend's before it is the store's, and only
+	// while the Backend is open: a Close from now on stops it, and a Close
+	// that came first refuses it.
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("watching claim %q: %w: backend closed", name, generation.ErrBackend)
+	}
+	b.mine[w] = struct{}{}
+	b.mu.Unlock()
 	s := b.store
 	s.mu.Lock()
 	if c, ok := s.claims[name]; ok {
@@ -277,9 +287,6 @@ func (b *Backend) WatchClaim(ctx context.Context, name string) (<-chan generatio
 	}
 	s.watchers[name][w] = struct{}{}
 	s.mu.Unlock()
-	b.mu.Lock()
-	b.mine[w] = struct{}{}
-	b.mu.Unlock()
 
 	out := make(chan generation.ClaimEvent)
 	go func() {
