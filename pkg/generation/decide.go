@@ -167,8 +167,12 @@ func Decide(cur *StoredClaim, req Request, f Facts) (Decision, error) {
 }
 
 // ValidateClaimName checks a claim name as every request does: not empty,
-// at most 1024 bytes, valid UTF-8. The error wraps ErrInvalidRequest.
+// at most 253 bytes, valid UTF-8. The error wraps ErrInvalidRequest.
 func ValidateClaimName(name string) error { return checkName("claim name", name) }
+
+// ValidateGenerationID checks a generation ID as every request does: not
+// empty, at most 253 bytes, valid UTF-8. The error wraps ErrInvalidRequest.
+func ValidateGenerationID(id string) error { return checkName("generation ID", id) }
 
 // digest is what a remembered outcome keeps of its request: the kind of
 // mutation and a hash of every field but the OperationID, so that its size

@@ -149,6 +149,9 @@ func (b *Backend) GetGeneration(ctx context.Context, id string) (*generation.Gen
 	if err := b.check(ctx); err != nil {
 		return nil, fmt.Errorf("getting generation %q: %w", id, err)
 	}
+	if err := generation.ValidateGenerationID(id); err != nil {
+		return nil, fmt.Errorf("getting generation %q: %w", id, err)
+	}
 	s := b.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,6 +165,9 @@ func (b *Backend) GetGeneration(ctx context.Context, id string) (*generation.Gen
 // GetClaim implements generation.Backend.
 func (b *Backend) GetClaim(ctx context.Context, name string) (*generation.ClaimRecord, error) {
 	if err := b.check(ctx); err != nil {
+		return nil, fmt.Errorf("getting claim %q: %w", name, err)
+	}
+	if err := generation.ValidateClaimName(name); err != nil {
 		return nil, fmt.Errorf("getting claim %q: %w", name, err)
 	}
 	s := b.store
