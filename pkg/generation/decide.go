@@ -204,9 +204,15 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
+// checkOp refuses an oversized or non-UTF-8 OperationID: the Kubernetes
+// backend remembers it in a JSON annotation, which would replace invalid
+// bytes, and a retry would no longer find its outcome.
 func checkOp(id OperationID) error {
-	if len(id) > maxNameLen {
+	switch {
+	case len(id) > maxNameLen:
 		return fmt.Errorf("%w: OperationID %.40q... is longer than %d bytes", ErrInvalidRequest, id, maxNameLen)
+	case !utf8.ValidString(string(id)):
+		return fmt.Errorf("%w: OperationID %q is not valid UTF-8", ErrInvalidRequest, id)
 	}
 	return nil
 }
