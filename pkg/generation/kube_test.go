@@ -164,18 +164,23 @@ func TestTokensRiseAcrossDeletionOfTheLease(t *testing.T) {
 }
 
 // TestClaimsWithNamesOfTheAcceptedLengthStayWritable: names the requests
-// accept (valid UTF-8, up to 1024 bytes) and the remembered outcomes the
+// accept (valid UTF-8, up to 253 bytes) and the remembered outcomes the
 // record keeps (RememberedOutcomes) fit on the Lease: a claim whose owner
 // renews with an OperationID each time stays renewable. The annotation that
 // holds the record is bounded by the API server to 256 KiB in all; JSON
-// writes '<' as six bytes, and each outcome repeats the names.
+// writes '<' as six bytes. A longer name is refused before anything is
+// written, not by the API server half-way through a claim's life.
 func TestClaimsWithNamesOfTheAcceptedLengthStayWritable(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	b := process(ns)
 	defer b.Close()
-	longName := func(prefix string) string { return prefix + strings.Repeat("<", 1024-len(prefix)) }
+	const accepted = 253
+	longName := func(prefix string) string { return prefix + strings.Repeat("<", accepted-len(prefix)) }
 	claim, gen := longName("claim"), longName("gen")
+	if err := b.RegisterGeneration(ctx, generation.Generation{ID: gen + "<", Service: "s"}); !errors.Is(err, generation.ErrInvalidRequest) {
+		t.Fatalf("registering a generation ID one byte over the accepted length: %.200v, want ErrInvalidRequest", err)
+	}
 	if err := b.RegisterGeneration(ctx, generation.Generation{ID: gen, Service: "s"}); err != nil {
 		t.Fatal(err)
 	}
