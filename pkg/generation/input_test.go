@@ -11,7 +11,7 @@ import (
 )
 
 // TestEveryBackendNamesEmptyAndOversizedNamesAsInvalidRequests: the
-// read calls refuse a name no request may carry (empty, longer than 1024
+// read calls refuse a name no request may carry (empty, longer than 253
 // bytes) with ErrInvalidRequest on every backend, as the Kubernetes backend
 // does, rather than answering "not found" on one and "invalid" on the other:
 // code unit-tested on the memory backend must see the errors it will see

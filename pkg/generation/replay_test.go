@@ -13,11 +13,11 @@ import (
 )
 
 // TestAnyAcceptedOperationIDReplaysTheFirstOutcome: an OperationID the
-// requests accept is remembered as sent, whatever its bytes (the requests
-// accept any OperationID up to 1024 bytes, not only UTF-8, as a caller
-// using random bytes or a binary UUID would send). A retry returns the
-// first outcome and writes nothing, on every backend. (A backend may
-// instead refuse such an OperationID with ErrInvalidRequest.)
+// requests accept is remembered as sent, whatever its bytes (a caller
+// using random bytes or a binary UUID sends IDs that are not UTF-8). A
+// retry returns the first outcome and writes nothing, on every backend. (A
+// backend may instead refuse such an OperationID with ErrInvalidRequest, as
+// both do: OperationIDs are at most 253 bytes of UTF-8.)
 func TestAnyAcceptedOperationIDReplaysTheFirstOutcome(t *testing.T) {
 	ctx := context.Background()
 	clk := testingclock.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
