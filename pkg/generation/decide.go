@@ -167,8 +167,12 @@ func Decide(cur *StoredClaim, req Request, f Facts) (Decision, error) {
 }
 
 // ValidateClaimName checks a claim name as every request does: not empty,
-// at most 1024 bytes, valid UTF-8. The error wraps ErrInvalidRequest.
+// at most 253 bytes, valid UTF-8. The error wraps ErrInvalidRequest.
 func ValidateClaimName(name string) error { return checkName("claim name", name) }
+
+// ValidateGenerationID checks a generation ID as every request does: not
+// empty, at most 253 bytes, valid UTF-8. The error wraps ErrInvalidRequest.
+func ValidateGenerationID(id string) error { return checkName("generation ID", id) }
 
 // digest is what a remembered outcome keeps of its request: the kind of
 // mutation and a hash of every field but the OperationID, so that its size
@@ -200,9 +204,15 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
+// checkOp refuses an oversized or non-UTF-8 OperationID: the Kubernetes
+// backend remembers it in a JSON annotation, which would replace invalid
+// bytes, and a retry would no longer find its outcome.
 func checkOp(id OperationID) error {
-	if len(id) > maxNameLen {
+	switch {
+	case len(id) > maxNameLen:
 		return fmt.Errorf("%w: OperationID %.40q... is longer than %d bytes", ErrInvalidRequest, id, maxNameLen)
+	case !utf8.ValidString(string(id)):
+		return fmt.Errorf("%w: OperationID %q is not valid UTF-8", ErrInvalidRequest, id)
 	}
 	return nil
 }

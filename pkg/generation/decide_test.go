@@ -46,6 +46,7 @@ func TestDecideRefusesWithTheNamedError(t *testing.T) {
 		{"a commit to a retired successor", reserved, generation.CommitRequest{ClaimName: "db", FromGeneration: "a", ToGeneration: "b", ExpectedToken: 7, TTL: time.Second}, generation.Facts{Now: t0, Generation: retired}, generation.ErrInvalidTransition},
 		{"a renewal with a newer token than the claim's", owned("a", 7), generation.RenewRequest{ClaimName: "db", GenerationID: "a", Token: 8, TTL: time.Second}, generation.Facts{Now: t0}, generation.ErrStaleToken},
 		{"an operation ID longer than a name", owned("a", 7), generation.RenewRequest{ClaimName: "db", GenerationID: "a", Token: 7, TTL: time.Second, OperationID: generation.OperationID(make([]byte, 254))}, generation.Facts{Now: t0}, generation.ErrInvalidRequest},
+		{"an operation ID that is not UTF-8", owned("a", 7), generation.RenewRequest{ClaimName: "db", GenerationID: "a", Token: 7, TTL: time.Second, OperationID: "op-\x9f\xff"}, generation.Facts{Now: t0}, generation.ErrInvalidRequest},
 		{"a claim name that is not UTF-8", nil, generation.AcquireRequest{ClaimName: "\xff", GenerationID: "b", TTL: time.Second}, generation.Facts{Now: t0, Generation: registered}, generation.ErrInvalidRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

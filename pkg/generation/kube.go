@@ -79,9 +79,12 @@ type KubeBackend struct {
 	labels    map[string]string
 	obs       Observer
 
-	mu      sync.Mutex
-	closed  bool
-	watches map[*struct{}]context.CancelFunc
+	mu     sync.Mutex
+	closed bool
+	// watches cancels the open watches by a number of their own: keys
+	// must be distinct, which pointers to zero-size values are not.
+	watches   map[uint64]context.CancelFunc
+	lastWatch uint64
 }
 
 var _ Backend = (*KubeBackend)(nil)
@@ -97,7 +100,7 @@ func New(c client.WithWatch, namespace string, opts ...Option) (*KubeBackend, er
 	if namespace == "" {
 		errs = append(errs, errors.New("namespace is empty; claims and generations need a namespace to live in"))
 	}
-	b := &KubeBackend{c: c, namespace: namespace, clock: RealClock, labels: map[string]string{}, watches: map[*struct{}]context.CancelFunc{}}
+	b := &KubeBackend{c: c, namespace: namespace, clock: RealClock, labels: map[string]string{}, watches: map[uint64]context.CancelFunc{}}
 	for _, o := range opts {
 		if o != nil {
 			o(b)
@@ -389,6 +392,6 @@ func (b *KubeBackend) Close() error {
 	for _, cancel := range b.watches {
 		cancel()
 	}
-	b.watches = map[*struct{}]context.CancelFunc{}
+	clear(b.watches)
 	return nil
 }

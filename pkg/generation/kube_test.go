@@ -163,6 +163,40 @@ func TestTokensRiseAcrossDeletionOfTheLease(t *testing.T) {
 	}
 }
 
+// TestClaimsWithNamesOfTheAcceptedLengthStayWritable: names the requests
+// accept (valid UTF-8, up to 253 bytes) and the remembered outcomes the
+// record keeps (RememberedOutcomes) fit on the Lease: a claim whose owner
+// renews with an OperationID each time stays renewable. The annotation that
+// holds the record is bounded by the API server to 256 KiB in all; JSON
+// writes '<' as six bytes. A longer name is refused before anything is
+// written, not by the API server half-way through a claim's life.
+func TestClaimsWithNamesOfTheAcceptedLengthStayWritable(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	b := process(ns)
+	defer b.Close()
+	const accepted = 253
+	longName := func(prefix string) string { return prefix + strings.Repeat("<", accepted-len(prefix)) }
+	claim, gen := longName("claim"), longName("gen")
+	if err := b.RegisterGeneration(ctx, generation.Generation{ID: gen + "<", Service: "s"}); !errors.Is(err, generation.ErrInvalidRequest) {
+		t.Fatalf("registering a generation ID one byte over the accepted length: %.200v, want ErrInvalidRequest", err)
+	}
+	if err := b.RegisterGeneration(ctx, generation.Generation{ID: gen, Service: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := b.AcquireClaim(ctx, generation.AcquireRequest{ClaimName: claim, GenerationID: gen, TTL: time.Minute, OperationID: generation.OperationID(longName("acquire"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 * generation.RememberedOutcomes {
+		op := generation.OperationID(longName(fmt.Sprintf("renew-%d", i)))
+		if _, err := b.RenewClaim(ctx, generation.RenewRequest{ClaimName: claim, GenerationID: gen, Token: held.FencingToken, TTL: time.Minute, OperationID: op}); err != nil {
+			msg := err.Error()
+			t.Fatalf("renewal %d of a claim with names of the accepted length: ...%s", i, msg[max(0, len(msg)-300):])
+		}
+	}
+}
+
 // TestClaimsOfTheLongestAcceptedNamesStayWritable: names, generation IDs
 // and OperationIDs at the accepted limit, of characters JSON escapes
 // six-fold, fill every remembered outcome, and the Lease stays under the

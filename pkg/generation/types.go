@@ -148,8 +148,10 @@ func (t FencingToken) String() string { return strconv.FormatUint(uint64(t), 10)
 // as fewer than [RememberedOutcomes] other identified mutations of the claim
 // came between. Outcomes are remembered per claim: the same OperationID on
 // another claim is another mutation. Use a fresh ID for every logical
-// mutation (a UUID, or the caller's generation and a counter); the same ID
-// with a different request is refused with ErrInvalidRequest. Empty means
+// mutation (a UUID in its text form, or the caller's generation and a
+// counter); the same ID with a different request is refused with
+// ErrInvalidRequest, and so is an ID longer than 253 bytes or not valid
+// UTF-8 (raw random bytes: encode them, as hex for instance). Empty means
 // "not idempotent": the backend remembers nothing.
 type OperationID string
 

@@ -22,9 +22,12 @@ import (
 const watchRetry = 500 * time.Millisecond
 
 // WatchClaim implements Backend with an API watch on the claim's Lease: the
-// current record first, when the claim has one, then every write in the
-// order the API server applied them, each with the reason the write
-// recorded (ReasonDeleted when the Lease was deleted). When the watch
+// current record as of the call first, when the claim has one, then every
+// change after it in the order the API server applied them, each with the
+// reason the write recorded (ReasonDeleted when the Lease was deleted).
+// WatchClaim reads the record before it returns and watches from that
+// read's version, so a change made once it has returned is never folded
+// into the first event; a failed read is its error. When the watch
 // breaks it resumes from the last version delivered; only when the API
 // server no longer has that version (410 Gone, after a long outage) does
 // it start again from the current record, and changes in between are not
@@ -35,26 +38,39 @@ func (b *KubeBackend) WatchClaim(ctx context.Context, name string) (<-chan Claim
 		return nil, fmt.Errorf("watching claim %q: %w", name, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	key := &struct{}{}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		cancel()
 		return nil, fmt.Errorf("watching claim %q: %w: backend closed", name, ErrBackend)
 	}
+	b.lastWatch++
+	key := b.lastWatch
 	b.watches[key] = cancel
 	b.mu.Unlock()
+	stop := func() {
+		cancel()
+		b.mu.Lock()
+		delete(b.watches, key)
+		b.mu.Unlock()
+	}
 
 	out := make(chan ClaimEvent)
+	w := claimWatch{b: b, name: name, out: out}
+	first, version, err := w.list(ctx)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("watching claim %q: %w", name, err)
+	}
 	go func() {
 		defer close(out)
-		defer func() {
-			cancel()
-			b.mu.Lock()
-			delete(b.watches, key)
-			b.mu.Unlock()
-		}()
-		w := claimWatch{b: b, name: name, out: out}
+		defer stop()
+		for i := range first {
+			if !w.deliver(ctx, watch.Added, &first[i]) {
+				return
+			}
+		}
+		w.version = version
 		for ctx.Err() == nil {
 			if err := w.run(ctx); err != nil && ctx.Err() == nil {
 				log.FromContext(ctx).V(1).Info("generation claim watch ended; re-establishing", "claim", name, "error", err.Error())
@@ -79,22 +95,33 @@ type claimWatch struct {
 	version string
 }
 
+// list reads the claim's Lease (none or one) and the version to watch from
+// once it is delivered.
+func (w *claimWatch) list(ctx context.Context) ([]coordinationv1.Lease, string, error) {
+	ref := w.b.claimRef(w.name)
+	var list coordinationv1.LeaseList
+	if err := w.b.c.List(ctx, &list, client.InNamespace(ref.Namespace), client.MatchingFields{"metadata.name": ref.Name}); err != nil {
+		return nil, "", readError("Lease "+ref.String(), err)
+	}
+	return list.Items, list.ResourceVersion, nil
+}
+
 // run lists when it has no version to resume from, then watches until the
 // watch ends.
 func (w *claimWatch) run(ctx context.Context) error {
 	ref := w.b.claimRef(w.name)
 	byName := client.MatchingFields{"metadata.name": ref.Name}
 	if w.version == "" {
-		var list coordinationv1.LeaseList
-		if err := w.b.c.List(ctx, &list, client.InNamespace(ref.Namespace), byName); err != nil {
-			return fmt.Errorf("listing Lease %s: %w", ref, err)
+		items, version, err := w.list(ctx)
+		if err != nil {
+			return err
 		}
-		for i := range list.Items {
-			if !w.deliver(ctx, watch.Added, &list.Items[i]) {
+		for i := range items {
+			if !w.deliver(ctx, watch.Added, &items[i]) {
 				return nil
 			}
 		}
-		w.version = list.ResourceVersion
+		w.version = version
 	}
 	var list coordinationv1.LeaseList
 	wi, err := w.b.c.Watch(ctx, &list, client.InNamespace(ref.Namespace), byName,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -766,6 +767,22 @@ func badInput(w *world) error {
 		}, generation.ErrGenerationNotFound},
 		{"registering a generation without an ID", func() error {
 			return b.RegisterGeneration(w.ctx, generation.Generation{Service: "payments"})
+		}, generation.ErrInvalidRequest},
+		{"getting a claim of an empty name", func() error {
+			_, err := b.GetClaim(w.ctx, "")
+			return err
+		}, generation.ErrInvalidRequest},
+		{"getting a claim of an oversized name", func() error {
+			_, err := b.GetClaim(w.ctx, strings.Repeat("x", 1025))
+			return err
+		}, generation.ErrInvalidRequest},
+		{"getting a generation of an empty ID", func() error {
+			_, err := b.GetGeneration(w.ctx, "")
+			return err
+		}, generation.ErrInvalidRequest},
+		{"getting a generation of an oversized ID", func() error {
+			_, err := b.GetGeneration(w.ctx, strings.Repeat("x", 1025))
+			return err
 		}, generation.ErrInvalidRequest},
 		{"watching an empty claim name", func() error {
 			_, err := b.WatchClaim(w.ctx, "")

@@ -149,6 +149,9 @@ func (b *Backend) GetGeneration(ctx context.Context, id string) (*generation.Gen
 	if err := b.check(ctx); err != nil {
 		return nil, fmt.Errorf("getting generation %q: %w", id, err)
 	}
+	if err := generation.ValidateGenerationID(id); err != nil {
+		return nil, fmt.Errorf("getting generation %q: %w", id, err)
+	}
 	s := b.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,6 +165,9 @@ func (b *Backend) GetGeneration(ctx context.Context, id string) (*generation.Gen
 // GetClaim implements generation.Backend.
 func (b *Backend) GetClaim(ctx context.Context, name string) (*generation.ClaimRecord, error) {
 	if err := b.check(ctx); err != nil {
+		return nil, fmt.Errorf("getting claim %q: %w", name, err)
+	}
+	if err := generation.ValidateClaimName(name); err != nil {
 		return nil, fmt.Errorf("getting claim %q: %w", name, err)
 	}
 	s := b.store
@@ -257,8 +263,8 @@ func (b *Backend) mutate(ctx context.Context, verb string, req generation.Reques
 }
 
 // WatchClaim implements generation.Backend. The channel receives the
-// current record first, when the claim has one, then every change in the
-// order the changes were made.
+// current record as of the call first, when the claim has one, then every
+// change made after it in the order the changes were made.
 func (b *Backend) WatchClaim(ctx context.Context, name string) (<-chan generation.ClaimEvent, error) {
 	if err := b.check(ctx); err != nil {
 		return nil, fmt.Errorf("watching claim %q: %w", name, err)
@@ -267,6 +273,16 @@ func (b *Backend) WatchClaim(ctx context.Context, name string) (<-chan generatio
 		return nil, fmt.Errorf("watching claim %q: %w", name, err)
 	}
 	w := &watcher{wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	// The watcher is this Backend's before it is the store's, and only
+	// while the Backend is open: a Close from now on stops it, and a Close
+	// that came first refuses it.
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("watching claim %q: %w: backend closed", name, generation.ErrBackend)
+	}
+	b.mine[w] = struct{}{}
+	b.mu.Unlock()
 	s := b.store
 	s.mu.Lock()
 	if c, ok := s.claims[name]; ok {
@@ -277,9 +293,6 @@ func (b *Backend) WatchClaim(ctx context.Context, name string) (<-chan generatio
 	}
 	s.watchers[name][w] = struct{}{}
 	s.mu.Unlock()
-	b.mu.Lock()
-	b.mine[w] = struct{}{}
-	b.mu.Unlock()
 
 	out := make(chan generation.ClaimEvent)
 	go func() {
