@@ -57,9 +57,9 @@ const (
 	// not hold every key only when it must stop using keys: in the pass in
 	// which it found it lost a key (its condition said Claimed), and in
 	// passes that give keys up (State.Releasing). Default, except for an
-	// object type that is a [StatusConditionsOwner] (see [WhileParked]). An inner
-	// reconciler whose workloads must be stopped when a key is lost, even
-	// if that stopping pass fails and is retried, should use
+	// object type that is a [StatusConditionsOwner] (see [WhileParked]).
+	// An inner reconciler whose workloads must be stopped when a key is
+	// lost, even if that stopping pass fails and is retried, should use
 	// RunInnerWhileParked.
 	SkipInnerWhileParked ParkedMode = iota
 	// RunInnerWhileParked calls the inner reconciler in every pass, with a

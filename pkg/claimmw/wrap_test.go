@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -77,8 +78,38 @@ func TestWrapReportsEveryConfigurationProblemAtOnce(t *testing.T) {
 				claimmw.WithRenewal(expiry.KeeperConfig{Duration: time.Second, RenewEvery: 2 * time.Second, RenewDeadline: time.Second})},
 			want: []string{"RenewEvery", "RenewDeadline"},
 		},
+		{
+			name:  "given a liveness on a nil reader then it is named, not a panic in every waiter's pass",
+			inner: noop,
+			opts: []claimmw.Option{claimmw.For(&testcrd.Widget{}), claimmw.WithClient(env.Client), claimmw.WithAPIReader(env.APIReader), keys,
+				claimmw.WithClaim(claim.Config{Namespace: "claims"}, claim.WithLiveness(claim.HolderExistsAs(nil, &corev1.ConfigMap{})))},
+			want: []string{"WithLiveness", "HolderExistsAs", "reader is nil"},
+		},
+		{
+			name:  "given a typed-nil inner reconciler then it is named",
+			inner: (*nilInner)(nil),
+			opts:  []claimmw.Option{claimmw.For(&testcrd.Widget{}), claimmw.WithClient(env.Client), claimmw.WithAPIReader(env.APIReader), keys, claimmw.WithClaim(claim.Config{Namespace: "claims"})},
+			want:  []string{"inner reconciler: nil"},
+		},
+		{
+			name:  "given a typed-nil client then it is named and never called",
+			inner: noop,
+			opts:  []claimmw.Option{claimmw.For(&testcrd.Widget{}), claimmw.WithClient((*nilClient)(nil)), claimmw.WithAPIReader(env.APIReader), keys, claimmw.WithClaim(claim.Config{Namespace: "claims"})},
+			want:  []string{"WithClient: a nil *claimmw_test.nilClient"},
+		},
+		{
+			name:  "given a nil manager then it is named",
+			inner: noop,
+			opts:  []claimmw.Option{claimmw.FromManager(nil), claimmw.For(&testcrd.Widget{}), keys, claimmw.WithClaim(claim.Config{Namespace: "claims"})},
+			want:  []string{"FromManager: the manager is nil"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("Wrap panicked: %v", r)
+				}
+			}()
 			mw, err := claimmw.Wrap(tc.inner, tc.opts...)
 			if err == nil {
 				t.Fatalf("Wrap succeeded: %v", mw)
@@ -91,6 +122,16 @@ func TestWrapReportsEveryConfigurationProblemAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// nilInner and nilClient stand for dependencies a constructor returned as
+// a nil *T beside its error: not nil as interfaces.
+type nilInner struct{}
+
+func (*nilInner) Reconcile(context.Context, reconcile.Request) (reconcile.Result, error) {
+	return reconcile.Result{}, nil
+}
+
+type nilClient struct{ client.Client }
 
 func TestWrapAcceptsAWidget(t *testing.T) {
 	// Given the minimal options

@@ -21,6 +21,14 @@ import (
 // the read.
 const applyAttempts = 5
 
+// absentVersion is the resourceVersion an apply carries when the read
+// found no object. The API server ignores it when it creates the object,
+// and refuses the apply with a Conflict when someone created the object
+// since the read: that object's resourceVersion is a later etcd revision
+// than 1. Server-side apply has no "must not exist" precondition; this is
+// one, pinned by a test on the real API server.
+const absentVersion = "1"
+
 // Apply applies obj with server-side apply, fenced: it reads the object,
 // refuses when it carries a newer token of a held key, and applies obj with
 // the stamps of the grants and the stamps of other keys as read added to
@@ -55,10 +63,6 @@ func (f *Client) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts
 
 // applyPatch is Patch with server-side apply: obj's applied form, fenced.
 func (f *Client) applyPatch(ctx context.Context, obj client.Object, patch client.Patch, opts []client.PatchOption) error {
-	if patch.Type() != types.ApplyPatchType {
-		return &UnsupportedError{Op: fmt.Sprintf("patch with %s", patch.Type()),
-			Why: "only JSON merge, strategic merge and server-side apply (YAML or JSON) patches can carry the stamps and the resourceVersion guard"}
-	}
 	data, err := patch.Data(obj)
 	if err != nil {
 		return fmt.Errorf("computing the apply patch of %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
@@ -70,10 +74,11 @@ func (f *Client) applyPatch(ctx context.Context, obj client.Object, patch client
 
 // apply runs one fenced server-side apply of data, the applied
 // configuration of obj: read, check, guard, write. A Conflict the guard
-// caused (the object changed between the read and the apply) is not a
-// field manager conflict, and server-side apply never answers it unguarded:
-// apply reads, checks and applies again, so that a caller sees what an
-// unfenced apply would answer, or the refusal of a newer holder's stamp.
+// caused (the object changed, or was created, between the read and the
+// apply) is not a field manager conflict, and server-side apply never
+// answers it unguarded: apply reads, checks and applies again, so that a
+// caller sees what an unfenced apply would answer, or the refusal of a
+// newer holder's stamp.
 func (f *Client) apply(ctx context.Context, op string, obj client.Object, data []byte, write func(context.Context, []byte) error) error {
 	var err error
 	for range applyAttempts {
@@ -87,14 +92,14 @@ func (f *Client) apply(ctx context.Context, op string, obj client.Object, data [
 }
 
 // applyOnce reads, checks, guards and writes once. guarded is true when
-// the write was sent with the guard's resourceVersion, so that a Conflict
-// may be the guard's.
+// the write was sent with the guard's resourceVersion (every write it
+// sends), so that a Conflict may be the guard's.
 func (f *Client) applyOnce(ctx context.Context, op string, obj client.Object, data []byte, write func(context.Context, []byte) error) (guarded bool, err error) {
 	t, cur, err := f.read(ctx, op, obj)
 	switch {
 	case apierrors.IsNotFound(err):
 		// An apply may create the object: nothing to check, nothing of
-		// other keys to keep.
+		// other keys to keep, and absentVersion as the guard.
 		cur = nil
 	case err != nil:
 		return false, err
@@ -111,7 +116,7 @@ func (f *Client) applyOnce(ctx context.Context, op string, obj client.Object, da
 	case err != nil:
 		return false, fmt.Errorf("guarding the %s of %s %s: %w", op, t.kind, t.ref, err)
 	}
-	return cur != nil, write(ctx, body)
+	return true, write(ctx, body)
 }
 
 // fieldManagerConflict reports whether err is server-side apply's refusal
@@ -136,8 +141,8 @@ func fieldManagerConflict(err error) bool {
 // keys as cur has them, and the stamps of grants. Keeping the other keys'
 // stamps in the applied configuration matters: with a field manager shared
 // by the holders of several keys, an apply that left them out would remove
-// them. cur is nil for an object that does not exist yet: then nothing is
-// kept and no resourceVersion is sent.
+// them. cur is nil for an object that did not exist at the read: then
+// nothing is kept and the resourceVersion is [absentVersion].
 func guardApply(data []byte, cur *metav1.PartialObjectMetadata, grants []Grant) ([]byte, error) {
 	var body map[string]any
 	if err := yaml.Unmarshal(data, &body); err != nil {
@@ -152,7 +157,7 @@ func guardApply(data []byte, cur *metav1.PartialObjectMetadata, grants []Grant) 
 			return nil, fmt.Errorf("apply configuration metadata is a %T, not an object", m)
 		}
 	}
-	rv := ""
+	rv := absentVersion
 	if cur != nil {
 		rv = cur.ResourceVersion
 	}
@@ -161,15 +166,11 @@ func guardApply(data []byte, cur *metav1.PartialObjectMetadata, grants []Grant) 
 		if !isString {
 			return nil, fmt.Errorf("apply configuration metadata.resourceVersion is a %T, not a string", v)
 		}
-		if s != "" && s != rv {
+		if s != "" && cur != nil && s != rv {
 			return nil, errVersionChanged
 		}
 	}
-	if rv != "" {
-		metadata["resourceVersion"] = rv
-	} else {
-		delete(metadata, "resourceVersion")
-	}
+	metadata["resourceVersion"] = rv
 	annotations := map[string]any{}
 	if a, ok := metadata["annotations"]; ok && a != nil {
 		given, ok := a.(map[string]any)

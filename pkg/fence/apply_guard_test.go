@@ -37,10 +37,10 @@ func TestGuardApplyCarriesTheStampsAndTheReadsVersion(t *testing.T) {
 				"metadata": map[string]any{"name": "cm", "resourceVersion": "77", "annotations": map[string]any{a: "200", b: "90"}}},
 		},
 		{
-			name: "given an apply that creates the object then no version and only our stamp",
+			name: "given an apply that creates the object then the absent version and only our stamp",
 			data: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm"}}`,
 			want: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-				"metadata": map[string]any{"name": "cm", "annotations": map[string]any{a: "200"}}},
+				"metadata": map[string]any{"name": "cm", "resourceVersion": absentVersion, "annotations": map[string]any{a: "200"}}},
 		},
 		{
 			name:    "given an apply that carries another resourceVersion then a changed-version refusal",

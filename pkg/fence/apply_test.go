@@ -178,6 +178,24 @@ func TestFencedApplyAnswersConflictsAsOCFExpects(t *testing.T) {
 		}
 	})
 
+	t.Run("given the newer holder creating the object between the stale holder's read and apply then the stale apply is refused", func(t *testing.T) {
+		ran := false
+		reader.arm(func() {
+			ran = true
+			if err := ocfApply(ctx, holder, applied(ns, "born", map[string]string{dataKey: "new"})); err != nil {
+				t.Errorf("new holder creating in between: %v", err)
+			}
+		})
+		err := ocfApply(ctx, oldWithHook, applied(ns, "born", map[string]string{dataKey: "stale"}))
+		if !ran {
+			t.Fatal("the hook did not run: the fenced client did not read before applying")
+		}
+		wantStale(t, err, stale, current.Token)
+		if cm := get(t, applied(ns, "born", nil)); cm.Data[dataKey] != "new" || cm.Annotations[fence.AnnotationFor(key)] != current.Token.String() {
+			t.Errorf("object %v %v, want the new holder's data and stamp", cm.Data, cm.Annotations)
+		}
+	})
+
 	t.Run("given a field another manager owns and no force then the field manager conflict is reported, not retried", func(t *testing.T) {
 		if err := env.Client.Patch(ctx, applied(ns, "shared", map[string]string{"x": "theirs"}), client.Apply, client.FieldOwner("someone-else")); err != nil {
 			t.Fatal(err)

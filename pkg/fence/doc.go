@@ -45,11 +45,12 @@
 //     sees the apply land, or the refusal of a newer holder's stamp. A field
 //     manager conflict (an apply without ForceOwnership) and a
 //     resourceVersion the caller set itself are answered as they are. An
-//     apply that finds no object creates it and cannot be conditional:
-//     server-side apply has no "must not exist" precondition. Unlike a
-//     Create, which gets AlreadyExists, it lands on an object a newer holder
-//     created between its read and its apply (a window of one round trip,
-//     for objects that did not exist yet).
+//     apply that finds no object carries resourceVersion "1": the API server
+//     ignores it when it creates the object, and answers a Conflict when
+//     someone created the object since the read (server-side apply has no
+//     "must not exist" precondition; a test pins this one on the real API
+//     server), so the apply reads again and a newer holder's creation
+//     refuses it.
 //   - Delete checks and deletes with UID and resourceVersion preconditions
 //     from the read.
 //   - Status().Update and Status().Patch check and write conditionally on the
