@@ -101,7 +101,12 @@ var _ reconcile.Reconciler = (*Middleware)(nil)
 // reconcile re-validates them.
 func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 	c := config{metrics: true}
-	for _, opt := range opts {
+	for i, opt := range opts {
+		if opt == nil {
+			// A conditional option left unset: named, not called.
+			c.problems = append(c.problems, fmt.Errorf("options[%d]: nil", i))
+			continue
+		}
 		opt(&c)
 	}
 	var errs []error

@@ -89,7 +89,8 @@ type Conditioned interface {
 	SetConditions([]metav1.Condition)
 }
 
-// Option configures a Middleware.
+// Option configures a Middleware. [Wrap] refuses a nil Option, naming its
+// position (options[i]: nil), as it refuses a nil or typed-nil dependency.
 type Option func(*config)
 
 type config struct {
@@ -280,6 +281,9 @@ func (c *config) validate() error {
 	}
 	if typedNil("WithEventRecorder", c.recorder) {
 		c.recorder = nil
+	}
+	if c.renewal != nil && typedNil("WithRenewal: Clock", c.renewal.Clock) {
+		c.renewal.Clock = nil
 	}
 	if typedNil("For", c.prototype) {
 		c.prototype = nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -110,7 +111,7 @@ type KeeperConfig struct {
 	// Clock drives the renew ticker and the deadline. It must be the clock
 	// of the Claimer, whose readings [claim.Outcome.Sent] carries. Default:
 	// the Claimer's clock when it has a ticker (claim.WithClock of a
-	// clock.WithTicker), otherwise the real one.
+	// clock.WithTicker), otherwise the real one. A nil *T is refused.
 	Clock clock.WithTicker
 }
 
@@ -129,6 +130,13 @@ func NewKeeper(c *claim.Claimer, cfg KeeperConfig) (*Keeper, error) {
 	}
 	if cfg.RenewEvery <= 0 || cfg.RenewEvery >= cfg.RenewDeadline || cfg.RenewDeadline >= cfg.Duration {
 		errs = append(errs, fmt.Errorf("timings: want 0 < RenewEvery (%v) < RenewDeadline (%v) < Duration (%v)", cfg.RenewEvery, cfg.RenewDeadline, cfg.Duration))
+	}
+	if cfg.Clock != nil {
+		// A nil *T clock is not nil as an interface: the first renewal
+		// would panic on it.
+		if v := reflect.ValueOf(cfg.Clock); v.Kind() == reflect.Pointer && v.IsNil() {
+			errs = append(errs, fmt.Errorf("Clock: a nil %T", cfg.Clock))
+		}
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("configuring keeper: %w", errors.Join(errs...))

@@ -44,7 +44,9 @@ func (f *Client) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts
 	if err := json.Unmarshal(data, &u.Object); err != nil {
 		return fmt.Errorf("decoding the apply configuration %T: %w", obj, err)
 	}
-	err = f.apply(ctx, "apply", u, data, func(ctx context.Context, body []byte) error {
+	ao := &client.ApplyOptions{}
+	ao.ApplyOptions(opts)
+	err = f.apply(ctx, "apply", u, data, ao.FieldManager, func(ctx context.Context, body []byte) error {
 		guarded := &unstructured.Unstructured{}
 		if err := json.Unmarshal(body, &guarded.Object); err != nil {
 			return fmt.Errorf("decoding the guarded apply configuration: %w", err)
@@ -67,7 +69,9 @@ func (f *Client) applyPatch(ctx context.Context, obj client.Object, patch client
 	if err != nil {
 		return fmt.Errorf("computing the apply patch of %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
 	}
-	return f.apply(ctx, "apply", obj, data, func(ctx context.Context, body []byte) error {
+	po := &client.PatchOptions{}
+	po.ApplyOptions(opts)
+	return f.apply(ctx, "apply", obj, data, po.FieldManager, func(ctx context.Context, body []byte) error {
 		return f.c.Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, body), opts...)
 	})
 }
@@ -79,11 +83,11 @@ func (f *Client) applyPatch(ctx context.Context, obj client.Object, patch client
 // answers it unguarded: apply reads, checks and applies again, so that a
 // caller sees what an unfenced apply would answer, or the refusal of a
 // newer holder's stamp.
-func (f *Client) apply(ctx context.Context, op string, obj client.Object, data []byte, write func(context.Context, []byte) error) error {
+func (f *Client) apply(ctx context.Context, op string, obj client.Object, data []byte, manager string, write func(context.Context, []byte) error) error {
 	var err error
 	for range applyAttempts {
 		var guarded bool
-		guarded, err = f.applyOnce(ctx, op, obj, data, write)
+		guarded, err = f.applyOnce(ctx, op, obj, data, manager, write)
 		if !guarded || !apierrors.IsConflict(err) || fieldManagerConflict(err) {
 			return err
 		}
@@ -94,7 +98,7 @@ func (f *Client) apply(ctx context.Context, op string, obj client.Object, data [
 // applyOnce reads, checks, guards and writes once. guarded is true when
 // the write was sent with the guard's resourceVersion (every write it
 // sends), so that a Conflict may be the guard's.
-func (f *Client) applyOnce(ctx context.Context, op string, obj client.Object, data []byte, write func(context.Context, []byte) error) (guarded bool, err error) {
+func (f *Client) applyOnce(ctx context.Context, op string, obj client.Object, data []byte, manager string, write func(context.Context, []byte) error) (guarded bool, err error) {
 	t, cur, err := f.read(ctx, op, obj)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -108,7 +112,7 @@ func (f *Client) applyOnce(ctx context.Context, op string, obj client.Object, da
 			return false, err
 		}
 	}
-	body, err := guardApply(data, cur, f.grants)
+	body, err := guardApply(data, cur, manager, f.grants)
 	switch {
 	case errors.Is(err, errVersionChanged):
 		// The caller's own precondition: answered, not retried.
@@ -137,13 +141,16 @@ func fieldManagerConflict(err error) bool {
 
 // guardApply rewrites a server-side apply body (YAML or JSON) into JSON that
 // carries cur's resourceVersion and, under metadata.annotations, the
-// annotations the caller applies other than stamps, the stamps of other
-// keys as cur has them, and the stamps of grants. Keeping the other keys'
-// stamps in the applied configuration matters: with a field manager shared
-// by the holders of several keys, an apply that left them out would remove
+// annotations the caller applies other than stamps, the stamps of grants,
+// and the stamps of other keys that manager, the caller's field manager,
+// already applies on cur. The stamps of other keys are otherwise left out:
+// naming one would make manager co-own it, and the next holder of that key
+// would meet a field manager conflict on its own stamp. Keeping those
+// manager already applies matters too: with a field manager shared by the
+// holders of several keys, an apply that stopped naming them would remove
 // them. cur is nil for an object that did not exist at the read: then
 // nothing is kept and the resourceVersion is [absentVersion].
-func guardApply(data []byte, cur *metav1.PartialObjectMetadata, grants []Grant) ([]byte, error) {
+func guardApply(data []byte, cur *metav1.PartialObjectMetadata, manager string, grants []Grant) ([]byte, error) {
 	var body map[string]any
 	if err := yaml.Unmarshal(data, &body); err != nil {
 		return nil, fmt.Errorf("decoding the apply configuration: %w", err)
@@ -184,8 +191,9 @@ func guardApply(data []byte, cur *metav1.PartialObjectMetadata, grants []Grant) 
 		}
 	}
 	if cur != nil {
+		applied := appliedAnnotations(cur.ManagedFields, manager)
 		for k, v := range cur.Annotations {
-			if strings.HasPrefix(k, AnnotationPrefix) {
+			if strings.HasPrefix(k, AnnotationPrefix) && applied[k] {
 				annotations[k] = v
 			}
 		}
@@ -200,4 +208,35 @@ func guardApply(data []byte, cur *metav1.PartialObjectMetadata, grants []Grant) 
 		return nil, fmt.Errorf("encoding the guarded apply configuration: %w", err)
 	}
 	return out, nil
+}
+
+// appliedAnnotations returns the annotation keys that manager owns by
+// server-side apply according to managed: those an apply by manager that
+// stops naming them removes. An unknown manager ("": the apply named no
+// field owner) owns nothing known.
+func appliedAnnotations(managed []metav1.ManagedFieldsEntry, manager string) map[string]bool {
+	owned := map[string]bool{}
+	if manager == "" {
+		return owned
+	}
+	for _, e := range managed {
+		if e.Manager != manager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil || e.Subresource != "" {
+			continue
+		}
+		var fields struct {
+			Metadata struct {
+				Annotations map[string]json.RawMessage `json:"f:annotations"`
+			} `json:"f:metadata"`
+		}
+		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+			// Not the fieldsV1 format: nothing known is owned.
+			continue
+		}
+		for k := range fields.Metadata.Annotations {
+			if name, ok := strings.CutPrefix(k, "f:"); ok {
+				owned[name] = true
+			}
+		}
+	}
+	return owned
 }

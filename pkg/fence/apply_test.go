@@ -217,3 +217,103 @@ func TestFencedApplyAnswersConflictsAsOCFExpects(t *testing.T) {
 		}
 	})
 }
+
+// TestFencedApplyThatCreatesLeavesTheNewerHoldersStamp: an apply that
+// finds no object cannot be conditional, so it may land on an object a
+// newer holder created between its read and its apply (the documented
+// window of one round trip). It must not leave the object carrying the
+// older token: then the stale holder, and every holder older than the
+// newer one, would pass the check on every later write, long after the
+// window.
+func TestFencedApplyThatCreatesLeavesTheNewerHoldersStamp(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	stale, current := takeover(t, ns, key)
+	reader := newHookedReader(t)
+	oldWithHook := fenced(t, reader, stale)
+	old, holder := fenced(t, nil, stale), fenced(t, nil, current)
+	// Given the newer holder creates the object between the stale holder's
+	// read (which found nothing) and its apply
+	reader.arm(func() {
+		if err := ocfApply(ctx, holder, applied(ns, "created", map[string]string{dataKey: "new"})); err != nil {
+			t.Errorf("newer holder creating in between: %v", err)
+		}
+	})
+	_ = ocfApply(ctx, oldWithHook, applied(ns, "created", map[string]string{dataKey: "stale"}))
+	// Then the object still carries the newer holder's token
+	cm := get(t, applied(ns, "created", nil))
+	if got := cm.Annotations[fence.AnnotationFor(key)]; got != current.Token.String() {
+		t.Errorf("stamp after the stale holder's creating apply = %q, want the newer holder's %s (the older %s)", got, current.Token, stale.Token)
+	}
+	// And, the window over, the stale holder's next apply is refused
+	err := ocfApply(ctx, old, applied(ns, "created", map[string]string{dataKey: "stale again"}))
+	if !errors.Is(err, fence.ErrFenced) {
+		after := get(t, cm)
+		t.Errorf("stale holder's apply after the creation window: error %v, data %v; want fence.ErrFenced", err, after.Data)
+	}
+}
+
+// TestFencedApplyDoesNotMakeAnotherKeysHolderConflictOnItsOwnStamp: the
+// fenced apply copies the stamps of other keys into the caller's applied
+// configuration, so its field manager comes to own them too. A holder of
+// the other key, applying its own fields under its own field manager
+// without ForceOwnership, must not then get a field manager conflict on its
+// own stamp when its token changes: an unfenced apply of disjoint fields
+// never conflicts.
+func TestFencedApplyDoesNotMakeAnotherKeysHolderConflictOnItsOwnStamp(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	_, current := takeover(t, ns, key)
+	otherOld, otherNew := takeover(t, ns, otherKey)
+	a, b, bNext := fenced(t, nil, current), fenced(t, nil, otherOld), fenced(t, nil, otherNew)
+	apply := func(c client.Client, manager string, data map[string]string) error {
+		return c.Patch(ctx, applied(ns, "shared", data), client.Apply, client.FieldOwner(manager))
+	}
+	// Given the holder of the other key applies its field as controller-b
+	if err := apply(b, "controller-b", map[string]string{"b": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	// And the holder of the key applies a field of its own as controller-a
+	if err := apply(a, "controller-a", map[string]string{"a": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	// When the other key moves on to a newer holder, which applies its
+	// field as controller-b, without forcing
+	err := apply(bNext, "controller-b", map[string]string{"b": "2"})
+	// Then it lands, as the same applies unfenced would
+	if err != nil {
+		cm := get(t, applied(ns, "shared", nil))
+		t.Fatalf("newer holder of %q applying its own field: %v\nfield managers: %v", otherKey, err, managers(cm))
+	}
+	cm := get(t, applied(ns, "shared", nil))
+	if cm.Data["b"] != "2" || cm.Data["a"] != "1" || cm.Annotations[fence.AnnotationFor(otherKey)] != otherNew.Token.String() {
+		t.Errorf("object %v %v, want a=1, b=2 and the newer token of %q", cm.Data, cm.Annotations, otherKey)
+	}
+}
+
+// TestFencedApplyOfAnObjectDeletedAfterTheReadAnswersAsAnApply: the guard
+// sends the read's resourceVersion; when the object is deleted between the
+// read and the apply, the caller must see what an apply answers (the object
+// created again, or the refusal of a newer holder), not an error server-side
+// apply never gives.
+func TestFencedApplyOfAnObjectDeletedAfterTheReadAnswersAsAnApply(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	_, current := takeover(t, ns, key)
+	reader := newHookedReader(t)
+	holderWithHook, holder := fenced(t, reader, current), fenced(t, nil, current)
+	if err := ocfApply(ctx, holder, applied(ns, "gone", map[string]string{dataKey: "1"})); err != nil {
+		t.Fatal(err)
+	}
+	reader.arm(func() {
+		if err := env.Client.Delete(ctx, applied(ns, "gone", nil)); err != nil {
+			t.Errorf("deleting in between: %v", err)
+		}
+	})
+	if err := ocfApply(ctx, holderWithHook, applied(ns, "gone", map[string]string{dataKey: "2"})); err != nil {
+		t.Fatalf("apply after the object was deleted since the read: %v (an unfenced apply creates it)", err)
+	}
+	if cm := get(t, applied(ns, "gone", nil)); cm.Data[dataKey] != "2" || cm.Annotations[fence.AnnotationFor(key)] != current.Token.String() {
+		t.Errorf("object %v %v, want the apply, stamped %s", cm.Data, cm.Annotations, current.Token)
+	}
+}

@@ -34,12 +34,18 @@
 //     without knowing the whole object.
 //   - Server-side apply, Patch with client.Apply or [Client.Apply], as ocf
 //     writes every managed resource: the applied configuration gets the
-//     stamps of the grants, the stamps of other keys as the read found them
-//     (so that an apply under a field manager shared by the holders of
-//     several keys does not remove them), and the read's resourceVersion,
-//     which makes the apply conditional on the read. Field ownership is the
-//     caller's field manager's, as with an unfenced apply; the stamps are
-//     owned by it too. A Conflict the guard caused (someone wrote between
+//     stamps of the grants and the read's resourceVersion, which makes the
+//     apply conditional on the read. It takes no other key's stamp: only
+//     those the caller's field manager (client.FieldOwner) already applies,
+//     as the read's managedFields say, are kept as read, so that an apply
+//     under a field manager shared by the holders of several keys does not
+//     remove them, and an apply never makes its manager co-own another
+//     key's stamp (whose next holder would then meet a field manager
+//     conflict on it). Field ownership is the caller's field manager's, as
+//     with an unfenced apply; the stamps of its grants are owned by it too,
+//     so the holders of one key share a field manager or force ownership,
+//     as ocf does. An apply that names no field owner keeps no other key's
+//     stamp. A Conflict the guard caused (someone wrote between
 //     the read and the apply) is not what an apply answers: the client
 //     reads, checks and applies again, up to 5 times, so that the caller
 //     sees the apply land, or the refusal of a newer holder's stamp. A field
@@ -62,7 +68,9 @@
 // The client owns every annotation under [AnnotationPrefix]: it writes the
 // stamps of its grants and keeps the stamps of other keys exactly as the read
 // found them, whatever the caller's object or patch says about them, so a
-// holder of one key never erases the stamp of another.
+// holder of one key never erases the stamp of another (a server-side apply
+// keeps them by not naming them, or, those its field manager applies, by
+// naming them as read).
 //
 // A stamp that is not a valid token (hand-edited, truncated) is refused with
 // a [*MalformedStampError] naming the annotation, never overwritten: the

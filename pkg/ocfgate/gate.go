@@ -39,8 +39,9 @@ type Reason string
 const (
 	// ReasonPrerequisiteNotMet: the owner does not hold every key it names
 	// (held elsewhere, an older object goes first, a handover drains, the
-	// keys are invalid, the claim failed), is being deleted, or its grants
-	// belong to an older generation of its spec. ocf priority 10.
+	// keys are invalid, the claim failed), hands a key over in this pass,
+	// is being deleted, or its grants belong to an older generation of its
+	// spec. ocf priority 10.
 	ReasonPrerequisiteNotMet Reason = "PrerequisiteNotMet"
 	// ReasonError: the component ran without the claim middleware, a
 	// wiring fault. ocf priority 20.
@@ -50,7 +51,8 @@ const (
 // Pass is the gate's answer for one component in one pass.
 type Pass struct {
 	// Open is true when the owner holds every key it names in this pass,
-	// for the generation the component reconciles: the component may
+	// for the generation the component reconciles, and hands none of them
+	// over in this pass: the component may
 	// apply its resources (through claimmw.FencedClient for what the keys
 	// protect).
 	Open bool
@@ -73,10 +75,12 @@ func Check(ctx context.Context, t conditions.Type, generation int64) Pass {
 
 // Decide is the gate for a component whose condition type is t, in a pass
 // the middleware decided as state, over an owner at generation. It is open
-// only when state is Granted and the claim was judged for generation; it
-// closes on the deletion path (the component's cleanup is the owner's
-// deletion pass, not an apply), while the owner waits for a key, and when
-// the claim failed or its keys are invalid. It is a pure function of its arguments: every pass
+// only when state is Granted, hands no key over, and the claim was judged
+// for generation; it closes on the deletion path (the component's cleanup
+// is the owner's deletion pass, not an apply), in a pass that hands a key
+// over (State.Handovers: the pass that moves the workloads off it), while
+// the owner waits for a key, and when the claim failed or its keys are
+// invalid. It is a pure function of its arguments: every pass
 // decides afresh.
 func Decide(state claimmw.State, t conditions.Type, generation int64) Pass {
 	switch {
@@ -86,6 +90,12 @@ func Decide(state claimmw.State, t conditions.Type, generation int64) Pass {
 		// The spec changed after the middleware judged its keys: these
 		// grants belong to the older spec. The change brings another pass.
 		return closed(t, ReasonPrerequisiteNotMet, fmt.Sprintf("Waits for its claim to be judged for generation %d.", generation), generation)
+	case state.Granted && len(state.Handovers) > 0:
+		// This pass moves the workloads off the keys, and the middleware
+		// commits the handover as soon as it succeeds: an apply now would
+		// re-create what the successor is about to take over.
+		h := state.Handovers[0]
+		return closed(t, ReasonPrerequisiteNotMet, fmt.Sprintf("Hands key %q over to %s; it applies nothing.", h.Key, h.Successor), generation)
 	case state.Granted:
 		return Pass{Open: true}
 	}

@@ -88,3 +88,21 @@ func TestCheckWithoutTheMiddlewareIsClosed(t *testing.T) {
 		t.Errorf("Check without the middleware (-want +got):\n%s", diff)
 	}
 }
+
+// TestDecideClosesInThePassThatHandsTheKeyOver: with claimmw.WithHandover,
+// the pass that sees a key in State.Handovers is the one that must move the
+// workloads off it, and the middleware commits the handover as soon as that
+// pass succeeds. A component whose gate is open applies its resources again
+// in that very pass, so the successor starts while the predecessor's
+// resources were just re-applied: the gate must close.
+func TestDecideClosesInThePassThatHandsTheKeyOver(t *testing.T) {
+	state := granted(3)
+	state.Handovers = []claimmw.Handover{{Key: "k"}}
+	got := ocfgate.Decide(state, schema, 3)
+	if got.Open {
+		t.Fatalf("Decide in a handover pass = open; want closed, staging False")
+	}
+	if got.Condition.Status != metav1.ConditionFalse || got.Condition.Type != string(schema) || got.Condition.ObservedGeneration != 3 {
+		t.Errorf("closed gate staged %+v, want %s False at generation 3", got.Condition, schema)
+	}
+}

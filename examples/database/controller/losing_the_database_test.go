@@ -24,7 +24,8 @@ import (
 )
 
 // applyCounter counts the server-side applies the manager's client sends,
-// per object name: every apply of a component, fenced or not, goes through
+// per object name, and the schema record's per Database that sent it
+// ([migratedBy]): every apply of a component, fenced or not, goes through
 // it.
 type applyCounter struct {
 	mu sync.Mutex
@@ -39,14 +40,22 @@ func (a *applyCounter) newClient(cfg *rest.Config, o client.Options) (client.Cli
 	return interceptor.NewClient(base, interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if patch.Type() == types.ApplyPatchType {
+				name := obj.GetName()
+				if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Data[controller.SchemaMigratedBy] != "" {
+					name = migratedBy(name, cm.Data[controller.SchemaMigratedBy])
+				}
 				a.mu.Lock()
-				a.n[obj.GetName()]++
+				a.n[name]++
 				a.mu.Unlock()
 			}
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 	}), nil
 }
+
+// migratedBy names, for the applyCounter, the applies of the schema record
+// named record sent by the Database db (namespace/name).
+func migratedBy(record, db string) string { return record + "@" + db }
 
 func (a *applyCounter) of(names ...string) int {
 	a.mu.Lock()
@@ -125,7 +134,9 @@ func TestAComponentStopsApplyingInThePassThatTellsItsDatabaseIsLost(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	granted, data := stamp(t, c, ns, "orders"+controller.SchemaSuffix, key)
+	record := controller.SchemaRecordName(key)
+	ordersSchema := migratedBy(record, ns+"/orders")
+	granted, data := stamp(t, c, ns, record, key)
 	if granted == "" || data["version"] != "1" {
 		t.Fatalf("orders' schema record: token %q, data %v; want a stamp and version 1", granted, data)
 	}
@@ -133,7 +144,7 @@ func TestAComponentStopsApplyingInThePassThatTellsItsDatabaseIsLost(t *testing.T
 	billing := create("billing", 1)
 	waitForClaim(t, c, ns, "billing", conditions.ReasonParked)
 	time.Sleep(300 * time.Millisecond) // no pass of orders in flight
-	before := applies.of("orders"+controller.SchemaSuffix, "orders"+controller.ConnectionSuffix)
+	before := applies.of(ordersSchema, "orders"+controller.ConnectionSuffix)
 
 	// When billing takes the database over while orders still exists (a
 	// contender that judged orders dead: a partition, a lagging liveness),
@@ -170,17 +181,19 @@ func TestAComponentStopsApplyingInThePassThatTellsItsDatabaseIsLost(t *testing.T
 	eventuallyReady(t, c, ns, "billing")
 	time.Sleep(300 * time.Millisecond) // every pass the loss caused has ended
 	// And orders applied nothing since it lost the database: not version 2
-	if got := applies.of("orders"+controller.SchemaSuffix, "orders"+controller.ConnectionSuffix) - before; got != 0 {
+	if got := applies.of(ordersSchema, "orders"+controller.ConnectionSuffix) - before; got != 0 {
 		t.Errorf("orders applied %d times after it lost its database, want 0", got)
 	}
-	if tok, data := stamp(t, c, ns, "orders"+controller.SchemaSuffix, key); tok != granted || data["version"] != "1" {
-		t.Errorf("orders' schema record after the loss: token %s, data %v; want %s and version 1 untouched", tok, data, granted)
+	// (the record is the database's, shared with billing: billing's
+	// migration to version 1 is the last one, never orders' to version 2)
+	taken, data := stamp(t, c, ns, record, key)
+	if data[controller.SchemaVersion] != "1" || data[controller.SchemaMigratedBy] != ns+"/billing" {
+		t.Errorf("the schema record after the loss: token %s, data %v; want version 1 migrated by billing, never orders' version 2", taken, data)
 	}
 	// And its connection details are withdrawn
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders" + controller.ConnectionSuffix}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Errorf("orders' connection ConfigMap after the loss: %v, want NotFound", err)
 	}
-	taken, _ := stamp(t, c, ns, "billing"+controller.SchemaSuffix, key)
 	if !newer(t, taken, granted) {
 		t.Errorf("billing's token %s is not newer than orders' %s", taken, granted)
 	}
@@ -192,11 +205,144 @@ func TestAComponentStopsApplyingInThePassThatTellsItsDatabaseIsLost(t *testing.T
 	// Then orders is granted again and applies version 2 with a newer token
 	waitForClaim(t, c, ns, "orders", conditions.ReasonClaimed)
 	eventuallyReady(t, c, ns, "orders")
-	regranted, data := stamp(t, c, ns, "orders"+controller.SchemaSuffix, key)
+	regranted, data := stamp(t, c, ns, record, key)
 	if data["version"] != "2" || !newer(t, regranted, taken) {
 		t.Errorf("orders' schema record after the grant: token %s, data %v; want version 2 and a token newer than %s", regranted, data, taken)
 	}
-	if applies.of("orders"+controller.SchemaSuffix) == 0 {
+	if applies.of(ordersSchema) == 0 {
 		t.Error("no apply of orders' schema was counted")
+	}
+}
+
+// hookedApplies runs a hook, once, when the manager's client is about to
+// send the server-side apply of the named object: the pass that sends it
+// was granted before the hook ran.
+type hookedApplies struct {
+	mu   sync.Mutex
+	name string
+	hook func()
+}
+
+func (h *hookedApplies) arm(name string, hook func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.name, h.hook = name, hook
+}
+
+func (h *hookedApplies) newClient(cfg *rest.Config, o client.Options) (client.Client, error) {
+	base, err := client.NewWithWatch(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	return interceptor.NewClient(base, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			h.mu.Lock()
+			var hook func()
+			if patch.Type() == types.ApplyPatchType && obj.GetName() == h.name {
+				hook, h.hook, h.name = h.hook, nil, ""
+			}
+			h.mu.Unlock()
+			if hook != nil {
+				hook()
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}), nil
+}
+
+// TestASchemaMigrationBegunBeforeATakeoverIsRefusedOnceTheNewHolderMigrated:
+// reconcile.go applies the schema record, which "stands in for the database
+// itself", through the fenced client so that "a Database that lost its
+// database since this pass began is refused instead of migrating under a
+// newer holder". Here orders' pass is granted, then billing takes the
+// database over and migrates it (its pass applies its schema record, fenced
+// with the newer token) before orders' apply is sent: orders' migration
+// must be refused, its schema record left at version 1.
+func TestASchemaMigrationBegunBeforeATakeoverIsRefusedOnceTheNewHolderMigrated(t *testing.T) {
+	hooks := &hookedApplies{}
+	ns, c := startManager(t, func(o *ctrl.Options) { o.NewClient = hooks.newClient })
+	ctx := context.Background()
+	const url = "postgres://pg.data.svc/orders"
+	create := func(name string) *v1alpha1.Database {
+		db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.DatabaseSpec{URL: url, SchemaVersion: 1}}
+		if err := c.Create(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	// Given orders holds the database and migrated it to version 1
+	orders := create("orders")
+	waitForClaim(t, c, ns, "orders", conditions.ReasonClaimed)
+	eventuallyReady(t, c, ns, "orders")
+	key, err := controller.Key(orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := controller.SchemaRecordName(key)
+	granted, _ := stamp(t, c, ns, record, key)
+	// And billing waits for it
+	billing := create("billing")
+	waitForClaim(t, c, ns, "billing", conditions.ReasonParked)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(billing), billing); err != nil {
+		t.Fatal(err)
+	}
+
+	// When, in orders' next granted pass, before its schema apply is sent,
+	// billing takes the database over (a contender that judged orders
+	// dead) and migrates it as billing's pass does
+	claimCfg := controller.ClaimConfig(ns)
+	claimCfg.Set = controller.Name
+	taker, err := claim.New(env.APIReader, c, claimCfg,
+		claim.WithLiveness(claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := taker.HolderOf(billing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hookRan := make(chan claim.Token, 1)
+	hooks.arm(record, func() {
+		_, o, err := taker.Acquire(ctx, key, self)
+		if err != nil || o.Reason != claim.ReasonTakenOver {
+			t.Errorf("taking the database over for billing: %+v, %v", o, err)
+			hookRan <- ""
+			return
+		}
+		fenced, err := fence.New(c, env.APIReader, fence.Grant{Key: key, Token: o.Token})
+		if err != nil {
+			t.Errorf("billing's fenced client: %v", err)
+		}
+		cm := &corev1.ConfigMap{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: record, Labels: map[string]string{controller.LabelManagedBy: controller.ManagedBy}},
+			Data:       map[string]string{controller.SchemaDatabase: key, controller.SchemaVersion: "1", controller.SchemaMigratedBy: ns + "/billing"},
+		}
+		if err := fenced.Patch(ctx, cm, client.Apply, client.ForceOwnership, client.FieldOwner(controller.FieldOwner)); err != nil {
+			t.Errorf("billing migrating the database: %v", err)
+		}
+		hookRan <- o.Token
+	})
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"schemaVersion":2}}`))
+	if err := c.Patch(ctx, &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}}, patch); err != nil {
+		t.Fatal(err)
+	}
+	var taken claim.Token
+	select {
+	case taken = <-hookRan:
+	case <-time.After(20 * time.Second):
+		t.Fatal("orders' pass never applied its schema record after the spec change")
+	}
+	if !newer(t, taken, granted) {
+		t.Fatalf("billing's token %s is not newer than orders' %s", taken, granted)
+	}
+
+	// Then orders learns it lost the database
+	waitForClaim(t, c, ns, "orders", conditions.ReasonParked)
+	time.Sleep(300 * time.Millisecond) // the pass the loss caused has ended
+	// And its migration to version 2 was refused: the database is billing's
+	if tok, data := stamp(t, c, ns, record, key); data["version"] != "1" {
+		t.Errorf("orders migrated the database to version %s with token %s after billing took it over with %s; want the stale migration refused (fence.ErrFenced)",
+			data["version"], tok, taken)
 	}
 }

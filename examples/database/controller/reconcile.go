@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -45,15 +47,32 @@ const (
 	ReasonError conditions.Reason = "Error"
 )
 
-// Names of the ConfigMaps the components write, suffixed to the Database's.
+// ConnectionSuffix names the ConfigMap of the connection details
+// applications mount, suffixed to the Database's name.
+const ConnectionSuffix = "-connection"
+
+// The schema record's data keys.
 const (
-	// SchemaSuffix names the schema record: it stands in for the database
-	// itself (a real operator migrates PostgreSQL and stores the fencing
-	// token there), so it is written through the fenced client.
-	SchemaSuffix = "-schema"
-	// ConnectionSuffix names the connection details applications mount.
-	ConnectionSuffix = "-connection"
+	// SchemaDatabase is the key of the database the record stands for.
+	SchemaDatabase = "database"
+	// SchemaVersion is the schema version the database is migrated to.
+	SchemaVersion = "version"
+	// SchemaMigratedBy is the Database (namespace/name) that migrated it.
+	SchemaMigratedBy = "migratedBy"
 )
+
+// SchemaRecordName names the schema record of the database whose key is
+// key, in the claim namespace. The record stands in for the database itself
+// (a real operator migrates PostgreSQL and stores the fencing token there),
+// so there is one per key, shared by every Database naming it, and it is
+// written through the fenced client: a newer holder's migration stamps the
+// very object a stale holder would write next, and the fence refuses the
+// stale one. A record per Database would never carry another holder's
+// stamp, and would refuse nothing.
+func SchemaRecordName(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "schema-" + hex.EncodeToString(sum[:8])
+}
 
 // Reconcile is the controller-runtime entry point the middleware calls: it
 // reads the owner and runs the core.
@@ -173,10 +192,15 @@ func (r *Reconciler) convergeSchema(ctx context.Context, rc reconcileContext, t 
 	}
 	state, _ := claimmw.StateFrom(ctx)
 	version := strconv.Itoa(int(db.Spec.SchemaVersion))
-	err := r.applyConfigMap(ctx, rc, SchemaSuffix, map[string]string{
-		"database": state.Grants[0].Key,
-		"version":  version,
+	key := state.Grants[0].Key
+	// The database is no Database's: the record carries no owner
+	// reference, and the holder drops it on its deletion path.
+	record := r.configMap(r.ClaimNamespace, SchemaRecordName(key), map[string]string{
+		SchemaDatabase:   key,
+		SchemaVersion:    version,
+		SchemaMigratedBy: db.Namespace + "/" + db.Name,
 	})
+	err := r.apply(ctx, rc, record)
 	switch {
 	case errors.Is(err, fence.ErrFenced):
 		// A newer holder wrote the database: this Database lost it, and
@@ -206,7 +230,12 @@ func (r *Reconciler) convergeConnection(ctx context.Context, rc reconcileContext
 		return gate.Condition, nil
 	}
 	state, _ := claimmw.StateFrom(ctx)
-	err := r.applyConfigMap(ctx, rc, ConnectionSuffix, map[string]string{"url": state.Grants[0].Key})
+	cm := r.configMap(db.Namespace, db.Name+ConnectionSuffix, map[string]string{"url": state.Grants[0].Key})
+	if err := controllerutil.SetControllerReference(db, cm, r.client.Scheme()); err != nil {
+		err = fmt.Errorf("owning ConfigMap %s: %w", cm.Name, err)
+		return failed(t, db, err), err
+	}
+	err := r.apply(ctx, rc, cm)
 	switch {
 	case errors.Is(err, fence.ErrFenced):
 		return Condition(t, false, ReasonPrerequisiteNotMet, "Lost its database to a newer holder.", db.Generation), nil
@@ -220,22 +249,22 @@ func (r *Reconciler) convergeConnection(ctx context.Context, rc reconcileContext
 // FieldOwner is the field manager the components apply their resources as.
 const FieldOwner = "database-controller"
 
-// applyConfigMap applies the owner's ConfigMap with suffix, holding data,
-// as ocf applies every managed resource: server-side apply, forcing
-// ownership, through the client of the ReconcileContext.
-func (r *Reconciler) applyConfigMap(ctx context.Context, rc reconcileContext, suffix string, data map[string]string) error {
-	db := rc.Owner
-	cm := &corev1.ConfigMap{
+// configMap is a ConfigMap the components apply: labelled as the
+// operator's, so that its cache sees it.
+func (r *Reconciler) configMap(namespace, name string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: db.Namespace, Name: db.Name + suffix,
+			Namespace: namespace, Name: name,
 			Labels: map[string]string{LabelManagedBy: ManagedBy},
 		},
 		Data: data,
 	}
-	if err := controllerutil.SetControllerReference(db, cm, r.client.Scheme()); err != nil {
-		return fmt.Errorf("owning ConfigMap %s: %w", cm.Name, err)
-	}
+}
+
+// apply applies cm as ocf applies every managed resource: server-side
+// apply, forcing ownership, through the client of the ReconcileContext.
+func (r *Reconciler) apply(ctx context.Context, rc reconcileContext, cm *corev1.ConfigMap) error {
 	if err := rc.Client.Patch(ctx, cm, client.Apply, client.ForceOwnership, client.FieldOwner(FieldOwner)); err != nil {
 		return fmt.Errorf("applying ConfigMap %s: %w", cm.Name, err)
 	}
@@ -253,7 +282,7 @@ func (r *Reconciler) dropSchema(ctx context.Context, db *v1alpha1.Database, stat
 	if err != nil {
 		return fmt.Errorf("dropping the schema of Database %s/%s: %w", db.Namespace, db.Name, err)
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: db.Namespace, Name: db.Name + SchemaSuffix}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.ClaimNamespace, Name: SchemaRecordName(state.Grants[0].Key)}}
 	if err := fenced.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) && !errors.Is(err, fence.ErrFenced) {
 		return fmt.Errorf("dropping the schema of Database %s/%s: %w", db.Namespace, db.Name, err)
 	}
