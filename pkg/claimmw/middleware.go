@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocf-claim/claim/internal/mutant"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/conditions"
@@ -239,6 +240,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 		return m.finalize(ctx, userCtx, req, obj, self)
 	}
 	p := &pass{obj: obj, self: self, was: m.previous(obj)}
+	mutant.Do(mutant.MustTellInMemory, func() { p.was = m.rememberedPrevious(req, p.was) })
 	gen := obj.GetGeneration()
 
 	p.keys, err = m.keysOf(ctx, obj)
@@ -356,9 +358,11 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	m.renew.stopExcept(req.NamespacedName, norms...)
 	innerCtx, stop := guard(userCtx, holds)
 	state := State{Granted: true, Grants: grants, Releasing: grantsOf(p.giveUp), Handovers: handovers, Condition: cond}
+	mutant.Do(mutant.ReleaseBeforeInner, func() { _ = m.release(ctx, p, "before its inner pass") })
 	res, err := m.inner.Reconcile(m.innerContext(innerCtx, state), req)
 	stop()
 	if err != nil {
+		mutant.Do(mutant.ReleaseAfterFailedInner, func() { _ = m.release(ctx, p, "after a failed inner pass") })
 		// The inner pass did not finish: keys it gives up may still be in
 		// use by its old workloads, and keys it hands over may not be free
 		// of them yet. Keep them.
@@ -419,10 +423,13 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	// The inner reconciler must run when the object has to stop using keys:
 	// it just lost one, or it gives some up. Otherwise the parked mode
 	// decides.
+	mutant.Do(mutant.LostKeyNeverTold, func() { p.was = previous{} })
+	mutant.Do(mutant.ReleaseBeforeInner, func() { _ = m.release(ctx, p, "before its inner pass") })
 	if m.cfg.parkedMode == RunInnerWhileParked || p.was.mayHaveHeld() || len(p.giveUp) > 0 {
 		state := State{Releasing: grantsOf(p.giveUp), Condition: cond}
 		inner, err := m.inner.Reconcile(m.innerContext(userCtx, state), req)
 		if err != nil {
+			mutant.Do(mutant.ReleaseAfterFailedInner, func() { _ = m.release(ctx, p, "after a failed inner pass") })
 			return inner, err
 		}
 		if inner.RequeueAfter > 0 && inner.RequeueAfter < after {
