@@ -37,8 +37,8 @@ type actor struct {
 	fail    float64
 	crashP  float64 // chance that a told pass crashes its operator midway
 	next    int64
-	starts  map[int64]time.Time   // pass -> when it began
-	ops     map[int64]*operator   // pass -> the operator process running it
+	starts  map[int64]time.Time // pass -> when it began
+	ops     map[int64]*operator // pass -> the operator process running it
 	readers map[*operator]client.Reader
 	open    map[wkey]*window
 	windows []*window

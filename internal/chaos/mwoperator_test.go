@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -744,7 +744,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 			res.counts.grantedPasses++
 			res.counts.grants += len(x.state.Grants)
 		}
-		if x.err != nil && slices.ContainsFunc(windows, func(w window) bool { return w.uid == x.uid && !w.start.After(x.start) && (w.end.IsZero() || w.end.After(x.end)) }) {
+		if x.err != nil && slices.ContainsFunc(windows, func(w window) bool {
+			return w.uid == x.uid && !w.start.After(x.start) && (w.end.IsZero() || w.end.After(x.end))
+		}) {
 			res.counts.failedTold++
 		}
 	}
