@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ocf-claim/claim/internal/chaos"
@@ -34,7 +35,9 @@ import (
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/conditions"
 	"github.com/ocf-claim/claim/pkg/expiry"
+	"github.com/ocf-claim/claim/pkg/finalizer"
 )
 
 // mwFeatures are the parts of the real world a seed turns on, each drawn
@@ -59,17 +62,31 @@ type mwFeatures struct {
 	// handover: the world asks holders to hand a key to a named object,
 	// behind a gate that opens once the old holder's workload stopped.
 	handover bool
+	// second: a second middleware reconciles the kind in the same manager
+	// (its own name, condition and finalizer; it names no keys), so the
+	// first keeps records without a claim set, which might be the second's.
+	second bool
 	// restarts: the operator crashes before and after writes, between a
 	// claim write and the status write, in the middle of told passes, and
 	// is rolled (sometimes two processes overlap for a moment).
 	restarts bool
 }
 
+// featuresOf draws the profiles of seed; the first three seeds, those of
+// make test, share every profile out between them.
 func featuresOf(seed uint64) mwFeatures {
+	switch seed {
+	case 1:
+		return mwFeatures{innerFails: true, statusFails: true, handover: true, restarts: true}
+	case 2:
+		return mwFeatures{lag: true, renewal: true, labels: true}
+	case 3:
+		return mwFeatures{setless: true, fairness: true, second: true, restarts: true}
+	}
 	rng := rand.New(rand.NewPCG(seed, 0xfea7))
 	p := func(x float64) bool { return rng.Float64() < x }
 	return mwFeatures{innerFails: p(0.3), statusFails: p(0.3), lag: p(0.4), renewal: p(0.3), fairness: p(0.3),
-		labels: p(0.3), setless: p(0.25), handover: p(0.3), restarts: p(0.6)}
+		labels: p(0.3), setless: p(0.25), handover: p(0.3), second: p(0.2), restarts: p(0.6)}
 }
 
 func (f mwFeatures) String() string {
@@ -78,7 +95,7 @@ func (f mwFeatures) String() string {
 		on   bool
 		name string
 	}{{f.innerFails, "inner-fails"}, {f.statusFails, "status-fails"}, {f.lag, "lag"}, {f.renewal, "renewal"}, {f.fairness, "fairness"},
-		{f.labels, "labels"}, {f.setless, "setless"}, {f.handover, "handover"}, {f.restarts, "restarts"}} {
+		{f.labels, "labels"}, {f.setless, "setless"}, {f.handover, "handover"}, {f.second, "second-middleware"}, {f.restarts, "restarts"}} {
 		if x.on {
 			on = append(on, x.name)
 		}
@@ -91,6 +108,12 @@ func (f mwFeatures) String() string {
 
 // recordLabels are the labels of the labels profile.
 var recordLabels = map[string]string{"chaos.ocf.dev/records": "yes"}
+
+// The second middleware's condition type and finalizer.
+const (
+	secondCondition = conditions.Type("SecondClaimed")
+	secondFinalizer = finalizer.Name("chaos.ocf.dev/second")
+)
 
 // handoverAnnotation names, on a holder, the object the world asks it to
 // hand its keys to.
@@ -299,6 +322,19 @@ func (fl *fleet) start() (*operator, error) {
 	}
 	if err := mw.SetupWithManager(mgr, b); err != nil {
 		return nil, err
+	}
+	if fl.f.second {
+		second, err := claimmw.Wrap(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }),
+			claimmw.FromManager(mgr), claimmw.WithAPIReader(apiReader), claimmw.For(&Claimant{}), claimmw.WithName("second"),
+			claimmw.WithConditionType(secondCondition), claimmw.WithFinalizer(secondFinalizer),
+			claimmw.WithClaim(claim.Config{Namespace: fl.ns}, claim.WithBackend(lease.Backend)),
+			claimmw.WithKeys(func(context.Context, client.Object) ([]string, error) { return nil, nil }), claimmw.WithMetrics(false))
+		if err != nil {
+			return nil, err
+		}
+		if err := second.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&Claimant{}).WithLogConstructor(fl.a.passBegins(nil))); err != nil {
+			return nil, err
+		}
 	}
 	fl.a.mu.Lock()
 	fl.a.readers[op] = mgr.GetClient()
