@@ -648,11 +648,6 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 		w.seedRecords(ctx, t, old)
 	}
 
-	// And one operator process (more during a rolling update)
-	if _, err := fl.start(); err != nil {
-		t.Fatal(err)
-	}
-	defer fl.stopAll()
 	cfg := claim.Config{Namespace: ns, Set: setName}
 	if f.labels {
 		cfg.Labels = recordLabels
@@ -663,6 +658,11 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 		t.Fatal(err)
 	}
 	a.records = w.expiry
+	// And one operator process (more during a rolling update)
+	if _, err := fl.start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fl.stopAll()
 	ticking := make(chan struct{})
 	if f.renewal {
 		go func() {
