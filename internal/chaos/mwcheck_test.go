@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -301,11 +302,38 @@ func (h mwHistory) checkWindows() []error {
 				if h.takeoverBetween(key, older.start, newer.start) {
 					continue
 				}
-				out = append(out, violate(errOverlap, key, "%s and %s acted at once", older, newer))
+				out = append(out, violate(errOverlap, key, "%s and %s acted at once; in between: %s", older, newer, h.between(key, older.start, newer.start)))
 			}
 		}
 	}
 	return out
+}
+
+// between words what happened to key's record from from to to: its
+// versions and the faults injected from outside.
+func (h mwHistory) between(key string, from, to time.Time) string {
+	var parts []string
+	for _, v := range h.versions {
+		if v.Key == key && !v.Seen.Before(from) && !v.Seen.After(to) {
+			what := "holder " + string(v.Holder)
+			if v.Deleted {
+				what = "deleted"
+				if h.deletedFromOutside(v) {
+					what += " from outside"
+				}
+			}
+			parts = append(parts, fmt.Sprintf("%s v%s %s", v.Seen.Format("15:04:05.000"), v.ResourceVersion, what))
+		}
+	}
+	for _, o := range h.outside {
+		if o.key == key && !o.invoked.Before(from) && !o.invoked.After(to) {
+			parts = append(parts, fmt.Sprintf("%s %s", o.invoked.Format("15:04:05.000"), o.kind))
+		}
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // takeoverBetween reports whether an expiry takeover of key was injected
