@@ -181,7 +181,7 @@ func (fl *fleet) start() (*operator, error) {
 	op := &operator{id: id, done: make(chan struct{}), fleet: fl}
 	profile := fl.r.profile
 	if fl.f.restarts {
-		profile.CrashBefore, profile.CrashAfter = 0.004, 0.004
+		profile.CrashBefore, profile.CrashAfter = 0.002, 0.002
 	}
 	stats := fl.stats
 	writes := chaos.NewSchedule(fl.seed^uint64(id)<<20, profile, stats, op.crash)
@@ -606,7 +606,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	a := &actor{ignoreGranted: r.ignoreGranted, rng: rand.New(rand.NewPCG(seed, 0xac7)), fail: innerFail,
 		starts: map[int64]time.Time{}, ops: map[int64]*operator{}, readers: map[*operator]client.Reader{}, open: map[wkey]*window{}}
 	if f.restarts {
-		a.crashP = 0.05
+		a.crashP = 0.03
 	}
 	fl := &fleet{t: t, r: r, seed: seed, ns: ns, f: f, a: a, stats: stats, ctx: ctx, live: map[*operator]bool{},
 		clock: clocktesting.NewFakeClock(time.Now())}
