@@ -132,7 +132,7 @@ MUTANTS ?= $(shell sed -n 's/^\t\([A-Za-z]*\) Name = ".*"$$/\1/p' internal/mutan
 chaos-mutants: envtest ## Put each known bug back (internal/mutant) and fail unless the middleware checker catches every one (MUTANT_SEEDS=20).
 	@failed=; for m in $(MUTANTS); do \
 	  echo "== mutant $$m"; \
-	  if CHAOS_MUTANT=$$m CHAOS_SEEDS=$(MUTANT_SEEDS) go test -count=1 -timeout 60m -run '^TestMiddlewareChaos$$' -v ./internal/chaos/ | grep -E '^(---|ok|FAIL)|mutant|summary'; \
+	  if CHAOS_MUTANT=$$m CHAOS_SEEDS=$(MUTANT_SEEDS) go test -count=1 -timeout 60m -run '^TestMiddlewareChaos$$' -v ./internal/chaos/ | grep -E '^(---|ok|FAIL)|mutant|summary|^ +[a-z]+(-[a-z]+)+: '; \
 	  then :; else failed="$$failed $$m"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "chaos-mutants: not caught:$$failed"; exit 1; fi; echo "chaos-mutants: every mutant caught"
