@@ -309,9 +309,11 @@ func (h mwHistory) checkWindows() []error {
 	return out
 }
 
-// between words what happened to key's record from from to to: its
-// versions and the faults injected from outside.
+// between words what happened to key's record from a little before from
+// to a little after to (the watch sees a version after the write applied):
+// its versions and the faults injected from outside.
 func (h mwHistory) between(key string, from, to time.Time) string {
+	from, to = from.Add(-200*time.Millisecond), to.Add(200*time.Millisecond)
 	var parts []string
 	for _, v := range h.versions {
 		if v.Key == key && !v.Seen.Before(from) && !v.Seen.After(to) {
