@@ -94,13 +94,13 @@ type mwResult struct {
 type mwCounts struct {
 	edits, deletions, creations, recordDeletions, takeovers, handovers int
 	passes, grantedPasses, grants, windows, failedTold                 int
-	restarts, overlaps, crashes                                        int
+	restarts, overlaps, crashes, crashesAfterClaimWrite                int
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d",
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
 		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.takeovers, c.handovers,
-		c.restarts, c.overlaps, c.crashes)
+		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite)
 }
 
 func (c *mwCounts) add(o mwCounts) {
@@ -118,6 +118,7 @@ func (c *mwCounts) add(o mwCounts) {
 	c.restarts += o.restarts
 	c.overlaps += o.overlaps
 	c.crashes += o.crashes
+	c.crashesAfterClaimWrite += o.crashesAfterClaimWrite
 }
 
 func (r mwResult) report() string {
@@ -153,8 +154,10 @@ func claimantKeys(_ context.Context, obj client.Object) ([]string, error) {
 // index lookup in an event handler would lose a wake-up the middleware
 // cannot be blamed for. Every Lease Delete is told to deleting first. A
 // status write fails, before it applies, when statusFails says so (an
-// admission policy or RBAC on /status refusing it).
-func faultyWrites(c client.WithWatch, s *chaos.Schedule, deleting func(context.Context, []client.DeleteOption), statusFails func() bool) client.WithWatch {
+// admission policy or RBAC on /status refusing it). claimWritten is called
+// after each Lease create or update that applied, before its answer
+// returns: where a crash falls between the claim write and the status write.
+func faultyWrites(c client.WithWatch, s *chaos.Schedule, deleting func(context.Context, []client.DeleteOption), statusFails func() bool, claimWritten func(client.Object)) client.WithWatch {
 	f := chaos.Wrap(c, s)
 	return interceptor.NewClient(c, interceptor.Funcs{
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
@@ -164,10 +167,18 @@ func faultyWrites(c client.WithWatch, s *chaos.Schedule, deleting func(context.C
 			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 		},
 		Create: func(ctx context.Context, _ client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			return f.Create(ctx, obj, opts...)
+			err := f.Create(ctx, obj, opts...)
+			if err == nil {
+				claimWritten(obj)
+			}
+			return err
 		},
 		Update: func(ctx context.Context, _ client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			return f.Update(ctx, obj, opts...)
+			err := f.Update(ctx, obj, opts...)
+			if err == nil {
+				claimWritten(obj)
+			}
+			return err
 		},
 		Patch: func(ctx context.Context, _ client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
 			return f.Patch(ctx, obj, p, opts...)

@@ -169,6 +169,9 @@ type fleet struct {
 	pending  int // replacements under way
 	restarts int
 	overlaps int
+	// afterClaimWrite counts the crashes between a claim write and the
+	// status write.
+	afterClaimWrite int
 }
 
 // start builds and starts one operator process.
@@ -230,6 +233,19 @@ func (fl *fleet) start() (*operator, error) {
 				statusMu.Lock()
 				defer statusMu.Unlock()
 				return status.Float64() < statusFail && !fl.quiet()
+			}, func(obj client.Object) {
+				if _, isLease := obj.(*coordinationv1.Lease); !isLease || !fl.f.restarts || fl.quiet() {
+					return
+				}
+				statusMu.Lock()
+				crash := status.Float64() < 0.03
+				statusMu.Unlock()
+				if crash {
+					fl.mu.Lock()
+					fl.afterClaimWrite++
+					fl.mu.Unlock()
+					op.crash()
+				}
 			}), nil
 		},
 	})
@@ -776,6 +792,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	res.violations = append(checkHistory(h), final...)
 	res.counts.restarts, res.counts.overlaps = fl.restarts, fl.overlaps
 	res.counts.crashes = a.crashes
+	res.counts.crashesAfterClaimWrite = fl.afterClaimWrite
 	res.counts.windows = len(windows)
 	for _, x := range h.acts {
 		res.counts.passes++
