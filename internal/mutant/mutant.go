@@ -2,10 +2,13 @@
 // that the randomized checkers can prove they see them (make chaos-mutants).
 //
 // A mutant is named by a [Name] and switched on for the whole process by the
-// environment variable CHAOS_MUTANT=<name>, read once at start. The hooks in
-// the library are single statements ([Do]) that cost one comparison of a
-// package variable when no mutant is on; nothing else in the library depends
-// on this package. Programs other than the checkers never set the variable.
+// environment variable CHAOS_MUTANT=<name>, read once at start, and only in
+// a binary built with the build tag chaosmutants (make chaos-mutants sets
+// it). Without the tag no mutant can be switched on: [Is] is false for
+// every name by a constant, and the compiler drops the hooks, which are
+// single statements ([Do]) in the library; [Active] reports a CHAOS_MUTANT
+// set in such a binary as an error, so that a checker cannot believe it
+// ran a mutant it did not.
 package mutant
 
 import (
@@ -57,12 +60,15 @@ var All = []Name{
 // Env is the environment variable that switches a mutant on.
 const Env = "CHAOS_MUTANT"
 
-// active is the mutant switched on, empty for none.
-var active = Name(os.Getenv(Env))
+// Tag is the build tag without which no mutant can be switched on.
+const Tag = "chaosmutants"
 
 // Active returns the mutant switched on, and an error when the environment
-// names no known mutant.
+// names no known mutant, or names one in a binary built without [Tag].
 func Active() (Name, error) {
+	if env := os.Getenv(Env); env != "" && !enabled {
+		return "", fmt.Errorf("%s=%q: this binary was built without -tags %s, so no mutant is on", Env, env, Tag)
+	}
 	if active != "" && !slices.Contains(All, active) {
 		return active, fmt.Errorf("%s=%q: no such mutant (known: %q)", Env, string(active), All)
 	}

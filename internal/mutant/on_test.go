@@ -1,3 +1,5 @@
+//go:build chaosmutants
+
 package mutant
 
 import "testing"
