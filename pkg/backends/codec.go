@@ -165,7 +165,14 @@ func (cfg Config) DecodeStored(key string, s Stored) Record {
 		rec.Token = Token(s.Version)
 	}
 	if rec.Foreign == "" && rec.Holder.UID != "" {
-		for k, v := range cfg.SelectorLabels(rec.Holder) {
+		// Labels count too where the backend writes them (not on a Shared
+		// object, whose labels are its owner's): a record written before
+		// Config.Labels was set is invisible to a cache restricted by them.
+		want := cfg.RecordLabels(rec.Holder)
+		if s.Shared {
+			want = cfg.SelectorLabels(rec.Holder)
+		}
+		for k, v := range want {
 			if s.Labels[k] != v {
 				rec.Unlabelled = true
 			}

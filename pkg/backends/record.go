@@ -81,9 +81,10 @@ type Record struct {
 	Foreign string
 	// Unlabelled is true when the stored object lacks the holder's selector
 	// labels (someone removed them, or HolderLabels changed), so that a
-	// List by those labels cannot find it. The protocol labels it again at
-	// the holder's next Acquire, unless the record has no claim set (a
-	// record of an older version, left as it is for a rollback).
+	// List by those labels cannot find it, or, on a backend that writes
+	// them, Config.Labels (a record written before they were set), so that
+	// a cache restricted by them cannot see it. The protocol labels it
+	// again at the holder's next Acquire.
 	Unlabelled bool
 	// Ref names the object that stores the record, for messages.
 	Ref types.NamespacedName

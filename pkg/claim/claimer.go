@@ -37,8 +37,11 @@ type Claimer struct {
 	liveness Liveness
 	gate     HandoverGate
 	siblings Siblings
-	clock    clock.PassiveClock
-	message  MessageFunc
+	// predecessor reports an earlier holder of a free key that may still be
+	// acting for it; nil when none was configured.
+	predecessor PredecessorFunc
+	clock       clock.PassiveClock
+	message     MessageFunc
 }
 
 // Option configures a Claimer. The zero set of options is valid: records are
@@ -46,14 +49,15 @@ type Claimer struct {
 type Option func(*options)
 
 type options struct {
-	backend  backends.Factory
-	liveness Liveness
-	gate     HandoverGate
-	siblings Siblings
-	clock    clock.PassiveClock
-	message  MessageFunc
-	server   discovery.ServerVersionInterface
-	cached   client.Reader
+	backend     backends.Factory
+	liveness    Liveness
+	gate        HandoverGate
+	siblings    Siblings
+	predecessor PredecessorFunc
+	clock       clock.PassiveClock
+	message     MessageFunc
+	server      discovery.ServerVersionInterface
+	cached      client.Reader
 }
 
 // WithBackend names where records are stored, for example annotation.Backend
@@ -70,6 +74,21 @@ func WithHandoverGate(g HandoverGate) Option { return func(o *options) { o.gate 
 
 // WithSiblings enables the fairness pre-filter; see [Siblings]. Default: off.
 func WithSiblings(s Siblings) Option { return func(o *options) { o.siblings = s } }
+
+// PredecessorFunc names an earlier holder of key that may still be acting
+// for it although key has no record now: its record was deleted or erased by
+// someone other than that holder, and the holder has not yet been told to stop
+// (or its stopping pass has not yet succeeded). ok is false when there is none.
+// detail says why in words. An error means "cannot judge": the key is not
+// granted and Acquire returns the error.
+type PredecessorFunc func(ctx context.Context, key string, self Holder) (previous Holder, detail string, ok bool, err error)
+
+// WithPredecessors makes Acquire ask f before it creates the record of a free
+// key: while f names a predecessor, the key is not granted, and the Outcome is
+// [ReasonWaitingForHandover] with the predecessor as Previous. pkg/claimmw
+// sets it, so that a key freed from outside goes to a waiter only once its
+// last holder stopped acting for it. Default: none.
+func WithPredecessors(f PredecessorFunc) Option { return func(o *options) { o.predecessor = f } }
 
 // WithClock sets the clock that stamps acquire times. Default: the real one.
 func WithClock(c clock.PassiveClock) Option { return func(o *options) { o.clock = c } }
@@ -168,6 +187,8 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 		siblings: o.siblings,
 		clock:    o.clock,
 		message:  o.message,
+
+		predecessor: o.predecessor,
 	}
 	if c.liveness == nil {
 		c.liveness = HolderExists(reader)
@@ -283,22 +304,14 @@ func (c *Claimer) Acquire(ctx context.Context, key string, self Holder) (Holder,
 		}
 		mutant.Do(mutant.CachedHeldTrusted, func() { c.trustCachedHeld(ctx, key, self, &rec) })
 		last = rec
-		v := judge(rec, self, c.cfg.Set)
+		v := judge(rec, self, c.cfg.sets()...)
 		logger.V(1).Info("judged claim record", "verdict", v.String(), "record", rec.Ref.String(), "version", rec.Version)
 		switch v {
 		case verdictHeld:
-			if rec.Set != "" && rec.Unlabelled {
-				// Stripped of the labels the release sweep finds it by: one
-				// write makes it findable again. A record without a set
-				// (an older version's, or a ported operator's) is left as
-				// it is: re-entry must not rewrite what a rollback reads. A
-				// conflict only means someone wrote the record since; the
-				// next Acquire tries again.
-				if got, err := c.write(ctx, rec, claimFields(rec)); err == nil {
-					rec = got
-				} else if !errors.Is(err, backends.ErrConflict) {
-					return Holder{}, Outcome{}, fmt.Errorf("acquiring claim %q: labelling the record again: %w", key, err)
-				}
+			if got, err := c.restamp(ctx, rec); err == nil {
+				rec = got
+			} else {
+				return Holder{}, Outcome{}, fmt.Errorf("acquiring claim %q: %w", key, err)
 			}
 			return self, c.outcome(Outcome{Reason: ReasonHeld, Key: key, Holder: self, Token: rec.Token, Record: rec}), nil
 		case verdictForeign:
@@ -329,6 +342,15 @@ func (c *Claimer) create(ctx context.Context, key string, self Holder, rec Recor
 		}
 		if first, ok := firstClaimant(self, siblings); ok {
 			return c.outcome(Outcome{Reason: ReasonNotFirst, Key: key, Other: first, Record: rec}), true, nil
+		}
+	}
+	if c.predecessor != nil {
+		prev, detail, ok, err := c.predecessor(ctx, key, self)
+		if err != nil {
+			return Outcome{}, true, fmt.Errorf("acquiring claim %q: asking whether an earlier holder still acts for it: %w", key, err)
+		}
+		if ok && !prev.Is(self) {
+			return c.outcome(Outcome{Reason: ReasonWaitingForHandover, Key: key, Previous: prev, Record: rec, Detail: detail}), true, nil
 		}
 	}
 	next := granting(key, self, c.clock.Now())
@@ -390,7 +412,7 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 	if err != nil {
 		return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: reading record after a lost takeover: %w", key, err)
 	}
-	switch afterTakeoverConflict(reread, current, self, c.cfg.Set) {
+	switch afterTakeoverConflict(reread, current, self, c.cfg.sets()...) {
 	case raceFreed:
 		return Outcome{}, false, nil
 	case raceSelf:
@@ -406,6 +428,95 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 func (c *Claimer) outcome(o Outcome) Outcome {
 	o.Message = c.message(o)
 	return o
+}
+
+// restamp rewrites rec, a record of the Claimer's holder, when it lacks what
+// a record of this Claimer carries: the holder's selector labels, or
+// Config.Labels (which a manager's cache restricted by them needs to see it
+// at all), or its claim set in place of a former one (Config.FormerSets).
+// One write, fenced on rec's version, keeps the grant and its token. A
+// record without any set (an older version's, or a ported operator's) that
+// carries its labels is left as it is: re-entry must not rewrite what a
+// rollback reads. A conflict only means someone wrote the record since: rec
+// is returned as it is and the next call tries again.
+func (c *Claimer) restamp(ctx context.Context, rec Record) (Record, error) {
+	if !rec.Unlabelled && (rec.Set == "" || rec.Set == c.cfg.Set) {
+		return rec, nil
+	}
+	got, err := c.write(ctx, rec, claimFields(rec))
+	switch {
+	case err == nil:
+		log.FromContext(ctx).V(1).Info("stamped claim record with its set and labels", "claimKey", rec.Key, "formerSet", rec.Set)
+		return got, nil
+	case errors.Is(err, backends.ErrConflict):
+		return rec, nil
+	}
+	return rec, fmt.Errorf("stamping record %s with its set and labels: %w", rec.Ref, err)
+}
+
+// Restamp makes rec, a record self holds (as [Claimer.Holdings] returned it),
+// a record of this Claimer as it writes them: stamped with its claim set, and
+// carrying the holder's selector labels and Config.Labels. A record that
+// carries them is returned unchanged, without a write; otherwise one write
+// fenced on the record as read again now. It fails with an error wrapping
+// ErrNotHolder when self no longer holds the key. Use it on records found
+// by an uncached listing that a cache restricted by labels cannot see.
+func (c *Claimer) Restamp(ctx context.Context, self Holder, rec Record) (Record, error) {
+	if err := validateHolder(self); err != nil {
+		return Record{}, fmt.Errorf("stamping claim: %w", err)
+	}
+	cur, err := c.backend.Get(ctx, rec.Key)
+	if err != nil {
+		return Record{}, fmt.Errorf("stamping claim %q: reading record: %w", rec.Key, err)
+	}
+	if !c.mine(cur, self) {
+		return Record{}, fmt.Errorf("stamping claim %q: %w: it is held by %s", rec.Key, ErrNotHolder, describeHolder(cur))
+	}
+	got, err := c.restamp(ctx, cur)
+	if err != nil {
+		return Record{}, fmt.Errorf("stamping claim %q: %w", rec.Key, err)
+	}
+	return got, nil
+}
+
+// Gate returns the HandoverGate of [WithHandoverGate], nil when none was
+// set, for a caller that frees a key it holds and must wait, as a takeover
+// does, until its own workloads of the key are gone.
+func (c *Claimer) Gate() HandoverGate { return c.gate }
+
+// Yields reports whether self would yield key to an older sibling now
+// ([WithSiblings]): the Outcome is [ReasonNotFirst] when the key is free and
+// a sibling goes first. It asks the siblings first and reads the record
+// (uncached) only when one of them goes before self, so a caller may ask it
+// about every key before acquiring any, and yield without writing. Without
+// WithSiblings it never yields.
+func (c *Claimer) Yields(ctx context.Context, key string, self Holder) (Outcome, bool, error) {
+	if c.siblings == nil {
+		return Outcome{}, false, nil
+	}
+	key, err := c.NormalizeKey(key)
+	if err != nil {
+		return Outcome{}, false, fmt.Errorf("asking whether to yield claim: %w", err)
+	}
+	if err := validateHolder(self); err != nil {
+		return Outcome{}, false, fmt.Errorf("asking whether to yield claim %q: %w", key, err)
+	}
+	siblings, err := c.siblings.Siblings(ctx, key, self)
+	if err != nil {
+		return Outcome{}, false, fmt.Errorf("asking whether to yield claim %q: listing sibling claimants: %w", key, err)
+	}
+	first, ok := firstClaimant(self, siblings)
+	if !ok {
+		return Outcome{}, false, nil
+	}
+	rec, err := c.backend.Get(ctx, key)
+	if err != nil {
+		return Outcome{}, false, fmt.Errorf("asking whether to yield claim %q: reading record: %w", key, err)
+	}
+	if judge(rec, self, c.cfg.sets()...) != verdictFree {
+		return Outcome{}, false, nil
+	}
+	return c.outcome(Outcome{Reason: ReasonNotFirst, Key: key, Other: first, Record: rec}), true, nil
 }
 
 // Holds reports whether self holds key now, by one uncached read. Foreign
@@ -475,7 +586,7 @@ func (c *Claimer) Release(ctx context.Context, self Holder, keep ...string) erro
 
 // mine reports whether rec is a record of self in the Claimer's set.
 func (c *Claimer) mine(rec Record, self Holder) bool {
-	return rec.Ours() && rec.Holder.Is(self) && (rec.Set == "" || rec.Set == c.cfg.Set)
+	return rec.Ours() && rec.Holder.Is(self) && ownSet(rec.Set, c.cfg.sets())
 }
 
 // write stores next in place of prev (Create when prev does not exist,

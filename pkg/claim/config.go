@@ -57,10 +57,24 @@ type Config struct {
 	// Claimers (or two middlewares) for one holder kind in one namespace never
 	// release each other's records. It must be a valid label value. Default:
 	// "cfg-" and 10 hex characters of a hash of Prefix and Labels, so that
-	// Claimers with different Labels or Prefix are different sets. Changing
-	// the set of a running operator leaves the old set's records to be
-	// released by hand (kubectl claims release).
+	// Claimers with different Labels or Prefix are different sets. To change
+	// the set of a running operator (renaming a middleware, changing Labels),
+	// name the old set in FormerSets.
 	Set string
+	// FormerSets are claim sets this Claimer takes as its own: a record of its
+	// holder stamped with one of them is held, listed and released as if it
+	// carried Set, and is stamped with Set at its holder's next Acquire. Name
+	// a set here when you rename it (the middleware's name is its default
+	// set); without it, an object whose record carries the old set finds its
+	// key held by another claim of itself, and waits for it. Never name the
+	// set of another Claimer that is still in use.
+	FormerSets []string
+}
+
+// sets returns the claim sets whose records of its holder a Claimer of cfg
+// holds: Set, then FormerSets.
+func (cfg Config) sets() []string {
+	return append([]string{cfg.Set}, cfg.FormerSets...)
 }
 
 // withDefaults returns cfg with every empty field defaulted.
@@ -113,6 +127,11 @@ func (cfg Config) validate() error {
 	}
 	for _, msg := range validation.IsValidLabelValue(cfg.Set) {
 		errs = append(errs, fmt.Errorf("config.Set %q: %s", cfg.Set, msg))
+	}
+	for i, set := range cfg.FormerSets {
+		if set == "" || set == cfg.Set {
+			errs = append(errs, fmt.Errorf("config.FormerSets[%d] %q: must be another, non-empty set than config.Set %q", i, set, cfg.Set))
+		}
 	}
 	seen := map[string]string{}
 	a := cfg.Annotations

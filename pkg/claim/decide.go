@@ -1,6 +1,9 @@
 package claim
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // verdict is what a read of a key's record calls for.
 type verdict int
@@ -21,18 +24,19 @@ func (v verdict) String() string {
 }
 
 // judge decides what the record read for a key calls for, before any
-// liveness question is asked. set is the judging Claimer's claim set: a
-// record of self written by another set is another claim on the same key
+// liveness question is asked. sets are the judging Claimer's claim set and
+// the former sets it adopts (Config.FormerSets): a record of self written by
+// another set is another claim on the same key
 // (two middlewares of one object), judged like any other holder's, so that
 // releasing it in its own set never leaves self acting for the key unseen.
 // A record without a set predates sets and is anyone's of its holder.
-func judge(rec Record, self Holder, set string) verdict {
+func judge(rec Record, self Holder, sets ...string) verdict {
 	switch {
 	case !rec.Exists:
 		return verdictFree
 	case rec.Foreign != "":
 		return verdictForeign
-	case rec.Holder.Is(self) && (rec.Set == "" || rec.Set == set):
+	case rec.Holder.Is(self) && ownSet(rec.Set, sets):
 		return verdictHeld
 	default:
 		return verdictOther
@@ -79,8 +83,8 @@ const (
 
 // afterTakeoverConflict classifies the re-read after a takeover write from
 // stale to self was rejected.
-func afterTakeoverConflict(reread Record, stale, self Holder, set string) raceResult {
-	switch judge(reread, self, set) {
+func afterTakeoverConflict(reread Record, stale, self Holder, sets ...string) raceResult {
+	switch judge(reread, self, sets...) {
 	case verdictFree:
 		return raceFreed
 	case verdictHeld:
@@ -119,4 +123,10 @@ func before(a, b Holder) bool {
 		return a.Created.Before(b.Created)
 	}
 	return strings.Compare(a.NamespacedName().String(), b.NamespacedName().String()) < 0
+}
+
+// ownSet reports whether a record stamped with set belongs to a Claimer of
+// sets: one of them, or no set at all (a record written before sets existed).
+func ownSet(set string, sets []string) bool {
+	return set == "" || slices.Contains(sets, set)
 }

@@ -14,7 +14,7 @@ import (
 // trustCachedHeld is mutant.CachedHeldTrusted: when the cache says self
 // holds key, its record replaces the uncached read.
 func (c *Claimer) trustCachedHeld(ctx context.Context, key string, self Holder, rec *Record) {
-	if r, err := c.cached.Get(ctx, key); err == nil && judge(r, self, c.cfg.Set) == verdictHeld {
+	if r, err := c.cached.Get(ctx, key); err == nil && judge(r, self, c.cfg.sets()...) == verdictHeld {
 		*rec = r
 	}
 }

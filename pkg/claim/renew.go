@@ -14,13 +14,25 @@ func init() {
 	claimhook.Renew = func(ctx context.Context, c any, key string, self Holder) (any, error) {
 		return c.(*Claimer).renew(ctx, key, self)
 	}
+	claimhook.RenewNormalized = func(ctx context.Context, c any, key string, self Holder) (any, error) {
+		return c.(*Claimer).renewNormalized(ctx, key, self)
+	}
 	claimhook.Clock = func(c any) clock.PassiveClock { return c.(*Claimer).clock }
 }
 
 // renew is expiry.Renew, reached through internal/claimhook: one write of a
 // new renew marker that keeps the grant and its token.
 func (c *Claimer) renew(ctx context.Context, key string, self Holder) (Outcome, error) {
-	key, rec, err := c.readHeld(ctx, "renewing", key, self)
+	key, err := c.NormalizeKey(key)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("renewing claim: %w", err)
+	}
+	return c.renewNormalized(ctx, key, self)
+}
+
+// renewNormalized is renew of a key already normalized.
+func (c *Claimer) renewNormalized(ctx context.Context, key string, self Holder) (Outcome, error) {
+	rec, err := c.readHeldNormalized(ctx, "renewing", key, self)
 	if err != nil {
 		return Outcome{}, err
 	}

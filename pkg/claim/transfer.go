@@ -125,17 +125,23 @@ func (c *Claimer) readHeld(ctx context.Context, verb, key string, self Holder) (
 	if err != nil {
 		return "", Record{}, fmt.Errorf("%s claim: %w", verb, err)
 	}
+	rec, err := c.readHeldNormalized(ctx, verb, key, self)
+	return key, rec, err
+}
+
+// readHeldNormalized is readHeld of a key already normalized.
+func (c *Claimer) readHeldNormalized(ctx context.Context, verb, key string, self Holder) (Record, error) {
 	if err := validateHolder(self); err != nil {
-		return "", Record{}, fmt.Errorf("%s claim %q: %w", verb, key, err)
+		return Record{}, fmt.Errorf("%s claim %q: %w", verb, key, err)
 	}
 	rec, err := c.backend.Get(ctx, key)
 	if err != nil {
-		return "", Record{}, fmt.Errorf("%s claim %q: reading record: %w", verb, key, err)
+		return Record{}, fmt.Errorf("%s claim %q: reading record: %w", verb, key, err)
 	}
 	if !c.mine(rec, self) {
-		return "", Record{}, fmt.Errorf("%s claim %q: %w: it is held by %s", verb, key, ErrNotHolder, describeHolder(rec))
+		return Record{}, fmt.Errorf("%s claim %q: %w: it is held by %s", verb, key, ErrNotHolder, describeHolder(rec))
 	}
-	return key, rec, nil
+	return rec, nil
 }
 
 // granting returns the claim fields of a write that grants key to holder at

@@ -91,3 +91,58 @@ func startAnnotationHeld(t *testing.T, waiters ...string) (*fixture, client.Clie
 	}
 	return f, c, cm
 }
+
+// TestADeletionPassIsToldAnAnnotationRecordWhoseLabelsAnotherWriterReplaced:
+// another writer's CreateOrUpdate that sets metadata.labels whole strips the
+// holder's selector labels from the storage object while the record (its
+// annotations) stays. A holder being deleted never acquires again, so
+// nothing puts the labels back: its deletion passes must still be told the
+// record it holds, and the key must not move on before one of them that was
+// given it succeeded.
+func TestADeletionPassIsToldAnAnnotationRecordWhoseLabelsAnotherWriterReplaced(t *testing.T) {
+	// Given alpha holds k on the storage object, bravo waits for it, and
+	// alpha's cleanup of k (a deletion pass given k) keeps failing
+	f, c, cm := startAnnotationHeld(t, "bravo")
+	ctx := context.Background()
+	f.inner.mu.Lock()
+	f.inner.fail = func(name string, cl call) error {
+		if name == "alpha" && cl.state.Deleting && len(cl.state.Grants) > 0 {
+			return errNotStopped
+		}
+		return nil
+	}
+	f.inner.mu.Unlock()
+	alpha, _ := f.widget(t, "alpha")
+	if err := direct(t).Delete(ctx, alpha); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wakeWithin, func() (bool, string) {
+		for _, cl := range f.inner.callsOf("alpha") {
+			if cl.state.Deleting && len(cl.state.Grants) == 1 {
+				return true, ""
+			}
+		}
+		return false, "alpha's deletion pass was never given k"
+	})
+	// When another writer replaces the storage object's labels whole
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Labels = map[string]string{"team": "storage"}
+	if err := c.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if rec := f.record(t, "k"); !rec.Exists || rec.Holder.UID != alpha.UID {
+		t.Fatalf("record of k after the labels were replaced: exists %t, holder %s; want alpha's", rec.Exists, rec.Holder)
+	}
+	// Then alpha's deletion passes are still told k, alpha stays until one
+	// of them succeeds, and bravo does not get k meanwhile
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if cl := f.lastCall(t, "alpha", func(cl call) bool { return cl.state.Deleting }); len(cl.state.Grants) == 0 {
+			t.Fatalf("a deletion pass of alpha was told no grants while the record of k names alpha (bravo: %+v)", f.claimed(t, "bravo"))
+		}
+		if cond := f.claimed(t, "bravo"); cond.Status == metav1.ConditionTrue {
+			t.Fatalf("bravo was granted k before a deletion pass of alpha given k succeeded: %+v", cond)
+		}
+	}
+}

@@ -123,6 +123,16 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		}
 		return reconcile.Result{}, nil
 	}
+	if !state.Granted { // told to stop: the keys go to others only after a nil return
+		if err := r.stopBrokers(ctx, cc); err != nil {
+			return reconcile.Result{}, err // still Stopping: told again in the next pass
+		}
+	}
+	for _, g := range state.Releasing { // keys it gives up: stop using them, then return nil
+		if err := r.dropData(ctx, cc, g.Key); err != nil {
+			return reconcile.Result{}, err // the keys are kept until this succeeds
+		}
+	}
 	for _, g := range claimmw.GrantsFrom(ctx) { // the keys held for this pass, with fencing tokens
 		if g.Key == storageKey(cc) {
 			cc.Status.StorageToken = g.Token.String() // the brokers present it to the backend
@@ -132,6 +142,13 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	ready = conditions.FoldReady(ready, state.Condition) // a claim that is not True overrides Ready
 	conditions.Set(&cc.Status.Conditions, ready)
 	return reconcile.Result{}, r.Client.Status().Update(ctx, cc)
+}
+
+// stopBrokers scales the cluster's brokers to zero; here, it deletes their
+// ConfigMap.
+func (r *ClusterReconciler) stopBrokers(ctx context.Context, cc *v1alpha1.CamundaCluster) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cc.Namespace, Name: cc.Name + "-brokers"}}
+	return client.IgnoreNotFound(r.Client.Delete(ctx, cm))
 }
 
 // dropData deletes what the cluster stored under key; only its holder may.

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
 // HandoverFunc names the object that obj hands key to, for a planned
@@ -105,28 +106,59 @@ func (m *Middleware) successorOf(ctx context.Context, obj client.Object, self cl
 	return h, true, nil
 }
 
-// successorThere reports, by an uncached read, whether succ still exists
-// with its UID and is not being deleted.
-func (m *Middleware) successorThere(ctx context.Context, succ claim.Holder) (bool, error) {
+// successorReady reads succ uncached and reports whether it exists with its
+// UID and is not being deleted (there), and whether it waits for key now
+// (ready): its claim condition, for its current spec, is WaitingForHandover,
+// it names key, and it holds every key it names before key, so that key is
+// the one it waits for. why says, when it does not wait, why not.
+func (m *Middleware) successorReady(ctx context.Context, key string, succ claim.Holder) (there, ready bool, why string, err error) {
 	obj := newObject(m.cfg.prototype)
 	if err := m.cfg.apiReader.Get(ctx, succ.NamespacedName(), obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return false, false, "", nil
 		}
-		return false, fmt.Errorf("reading successor %s before the commit: %w", succ, err)
+		return false, false, "", fmt.Errorf("reading successor %s before the commit: %w", succ, err)
 	}
-	return obj.GetUID() == succ.UID && obj.GetDeletionTimestamp() == nil, nil
+	if obj.GetUID() != succ.UID || obj.GetDeletionTimestamp() != nil {
+		return false, false, "", nil
+	}
+	c := m.conditionOf(obj)
+	if c.Reason != string(conditions.ReasonWaitingForHandover) || c.ObservedGeneration != obj.GetGeneration() {
+		return true, false, "it is not waiting for a handover", nil
+	}
+	keys, err := m.keysOf(ctx, obj)
+	if err != nil {
+		return true, false, "its keys cannot be computed", nil //nolint:nilerr // its spec, not this pass, is at fault
+	}
+	for _, k := range keys {
+		if k.norm == key {
+			return true, true, "", nil
+		}
+		held, err := m.claimer.Holds(ctx, k.raw, succ)
+		if err != nil {
+			return true, false, "", fmt.Errorf("reading claim %q of successor %s before the commit: %w", claim.Redact(k.norm), succ, err)
+		}
+		if !held {
+			return true, false, fmt.Sprintf("it waits for key %q first", claim.Redact(k.norm)), nil
+		}
+	}
+	return true, false, "it does not name the key", nil
 }
 
 // commitHandovers makes each successor the holder of its key. It runs only
 // after an inner pass that saw the handovers and returned success without a
-// requeue: that pass moved the workloads off the keys.
-func (m *Middleware) commitHandovers(ctx context.Context, obj client.Object, self claim.Holder, handovers []Handover) error {
+// requeue: that pass moved the workloads off the keys. A successor that does
+// not wait for the key now (it waits for another key first, does not name it
+// yet, or has not yet seen the prepared handover) is not committed to: it
+// would give the key up at once, and the handover would start again. The
+// key is kept, both objects are told why, and waiting reports that the pass
+// should ask again.
+func (m *Middleware) commitHandovers(ctx context.Context, obj client.Object, self claim.Holder, handovers []Handover) (waiting bool, err error) {
 	var errs []error
 	for _, h := range handovers {
 		// The successor was read when the pass began; it may be gone since,
 		// and a record handed to a holder that is gone would outlive it.
-		there, err := m.successorThere(ctx, h.Successor)
+		there, ready, why, err := m.successorReady(ctx, h.Key, h.Successor)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -139,6 +171,16 @@ func (m *Middleware) commitHandovers(ctx context.Context, obj client.Object, sel
 			m.event(obj, corev1.EventTypeNormal, EventHandoverAborted, ActionHandover, fmt.Sprintf("Aborted the handover of %q to %s: it is gone or being deleted.", h.Key, h.Successor))
 			continue
 		}
+		if !ready {
+			waiting = true
+			note := fmt.Sprintf("Keeps %q until %s waits for it: %s.", h.Key, h.Successor, why)
+			log.FromContext(ctx).Info("not committing a handover to a successor that does not wait for the key", "claimKey", claim.Redact(h.Key), "successor", h.Successor.String(), "why", why)
+			m.event(obj, corev1.EventTypeNormal, EventHandoverPending, ActionHandover, note)
+			if succ := newObject(m.cfg.prototype); m.cfg.apiReader.Get(ctx, h.Successor.NamespacedName(), succ) == nil {
+				m.event(succ, corev1.EventTypeNormal, EventHandoverPending, ActionHandover, fmt.Sprintf("%s keeps %q for it until it waits for the key: %s.", self, h.Key, why))
+			}
+			continue
+		}
 		o, err := m.claimer.Commit(ctx, h.raw, self, h.Successor)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("committing handover of claim %q to %s: %w", h.Key, h.Successor, err))
@@ -148,5 +190,5 @@ func (m *Middleware) commitHandovers(ctx context.Context, obj client.Object, sel
 		log.FromContext(ctx).Info("handed claim over", "claimKey", h.Key, "successor", h.Successor.String(), "token", o.Token.String())
 		m.event(obj, corev1.EventTypeNormal, EventHandedOver, ActionHandover, fmt.Sprintf("Handed %q over to %s.", h.Key, h.Successor))
 	}
-	return errors.Join(errs...)
+	return waiting, errors.Join(errs...)
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -116,6 +117,23 @@ type writes struct {
 	// names that holder: its renewals, not a takeover by another.
 	failRenewalsOf atomic.Value
 	failedRenewals atomic.Int32
+	// failStatusOf, when it holds a name, fails every status write of the
+	// Widget of that name, as an admission policy or missing RBAC would.
+	failStatusOf atomic.Value
+	failedStatus atomic.Int32
+}
+
+// failsStatus reports whether obj's status write is to be refused.
+func (w *writes) failsStatus(obj client.Object) bool {
+	name, _ := w.failStatusOf.Load().(string)
+	if name == "" || obj.GetName() != name {
+		return false
+	}
+	if _, isLease := obj.(*coordinationv1.Lease); isLease {
+		return false
+	}
+	w.failedStatus.Add(1)
+	return true
 }
 
 // failsRenewal reports whether obj is a Lease update to refuse.
@@ -177,10 +195,16 @@ func (w *writes) funcs() interceptor.Funcs {
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 			w.add("update/"+sub, obj)
+			if sub == "status" && w.failsStatus(obj) {
+				return apierrors.NewForbidden(schema.GroupResource{Group: testcrd.GroupVersion.Group, Resource: "widgets/status"}, obj.GetName(), errors.New("injected: status writes refused"))
+			}
 			return c.SubResource(sub).Update(ctx, obj, opts...)
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 			w.add("patch/"+sub, obj)
+			if sub == "status" && w.failsStatus(obj) {
+				return apierrors.NewForbidden(schema.GroupResource{Group: testcrd.GroupVersion.Group, Resource: "widgets/status"}, obj.GetName(), errors.New("injected: status writes refused"))
+			}
 			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 		},
 	}
@@ -205,6 +229,15 @@ type setup struct {
 	workers int
 	// config is the manager's identity; default: an administrator.
 	config *rest.Config
+	// leaseLabels, when set, restricts the manager's cache of Leases to
+	// those labels, as lease.CacheByObject does with claim.Config.Labels.
+	leaseLabels map[string]string
+	// innerFail, when set, is the inner reconciler's fail function from
+	// its first pass on (before the manager starts).
+	innerFail func(name string, c call) error
+	// failStatusOf, when set, refuses the status writes of the Widget of
+	// that name from the manager's start (writes.failStatusOf).
+	failStatusOf string
 }
 
 // newManager returns a manager for one test, its cache restricted to ns, its
@@ -235,15 +268,32 @@ func newManager(t *testing.T, ns string, funcs *interceptor.Funcs) ctrl.Manager 
 
 func start(t *testing.T, s setup) *fixture {
 	t.Helper()
-	f := &fixture{ns: env.Namespace(t), inner: &inner{}, writes: &writes{}}
+	f, _ := startIn(t, env.Namespace(t), s)
+	return f
+}
+
+// startIn runs one manager (one operator process) restricted to ns, as start
+// does, and returns with the fixture a stop function that ends the manager
+// and waits for it: a restart is a stop followed by another startIn on the
+// same ns.
+func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
+	t.Helper()
+	f := &fixture{ns: ns, inner: &inner{fail: s.innerFail}, writes: &writes{}}
+	if s.failStatusOf != "" {
+		f.writes.failStatusOf.Store(s.failStatusOf)
+	}
 	cfg := env.Config
 	if s.config != nil {
 		cfg = s.config
 	}
+	cacheOpts := cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}}
+	if s.leaseLabels != nil {
+		cacheOpts.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(f.ns, s.leaseLabels)}
+	}
 	mgr, err := ctrl.NewManager(rest.CopyConfig(cfg), ctrl.Options{
 		Scheme:     env.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
+		Cache:      cacheOpts,
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
 			c, err := client.NewWithWatch(cfg, o)
@@ -286,13 +336,17 @@ func start(t *testing.T, s setup) *fixture {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	return f
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return f, stop
 }
 
 // direct returns an uncached client of its own, as a user's kubectl.

@@ -55,6 +55,11 @@ const (
 	// EventHandedOver: the object committed a handover; the successor
 	// holds the key.
 	EventHandedOver EventReason = "HandedOver"
+	// EventHandoverPending: the object's pass moved off a key it hands
+	// over, but the successor does not wait for that key yet (it waits for
+	// another key first, or has not seen the prepared handover): the key is
+	// kept, and the commit is tried again. Recorded on both objects.
+	EventHandoverPending EventReason = "HandoverPending"
 )
 
 // EventAction is the action of an event the middleware records: a verb,
@@ -123,6 +128,7 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 		if c.fairness {
 			opts = append(opts, claim.WithSiblings(claim.SiblingsFunc(m.siblings)))
 		}
+		opts = append(opts, claim.WithPredecessors(m.predecessor))
 		if c.manager != nil {
 			dc, err := discovery.NewDiscoveryClientForConfig(c.manager.GetConfig())
 			if err != nil {
@@ -210,6 +216,9 @@ type pass struct {
 	// it no longer names, and while parked the keys after the blocked one.
 	// They are released after an inner pass that was told of them succeeds.
 	giveUp []claim.Record
+	// kept are records the object holds and keeps without acting for them:
+	// on the InvalidKey path, what it held before its keys became unknown.
+	kept []claim.Record
 	// was is what the claim condition said when the pass began.
 	was previous
 }
@@ -250,8 +259,9 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 		return m.claimError(ctx, userCtx, req, p, err)
 	}
 	if err != nil {
-		// What the object names is unknown: keep what it holds, act on
-		// nothing, and wait for the spec to be fixed.
+		// What the object names is unknown: keep (and renew) what it holds,
+		// act on nothing, and wait for the spec to be fixed.
+		p.kept, _ = m.holdingsOf(ctx, p)
 		return m.parked(ctx, userCtx, req, p, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, m.invalidMessage(err), gen))
 	}
 	if len(p.keys) > 0 {
@@ -266,15 +276,30 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
 		}
 	}
-	holdings, err := m.claimer.CachedHoldings(ctx, self)
+	holdings, err := m.holdingsOf(ctx, p)
 	if err != nil {
 		return m.claimError(ctx, userCtx, req, p, fmt.Errorf("listing the claims %s holds: %w", req.NamespacedName, err))
 	}
+	yield, err := m.yields(ctx, p.keys, self)
+	if err != nil {
+		return m.claimError(ctx, userCtx, req, p, err)
+	}
+	if yield != nil {
+		// An older object goes first for a free key: yield before writing
+		// any record, or every parked pass would create records and
+		// release them again.
+		y := redact(m.cfg.disclosure, *yield, self)
+		p.blocked = &y
+	}
 	for _, k := range p.keys {
+		if p.blocked != nil {
+			break
+		}
 		o, err := m.acquire(ctx, k.raw, self)
 		if err != nil {
 			m.metrics.setHeld(req.NamespacedName, len(p.granted))
 			if errors.Is(err, claim.ErrInvalidKey) {
+				p.kept = holdings
 				return m.parked(ctx, userCtx, req, p, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, m.invalidMessage(err), gen))
 			}
 			return m.claimError(ctx, userCtx, req, p, err)
@@ -298,11 +323,65 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 		p.granted = nil
 	}
 	m.metrics.setHeld(req.NamespacedName, len(p.granted))
-	p.giveUp = giveUp(holdings, p.granted, m.sharesKind())
+	p.giveUp = giveUp(holdings, p.granted, func(rec claim.Record) bool { return m.namedByAnother(ctx, obj, rec.Key) })
+	p.giveUp = m.restampUnlabelled(ctx, self, p.giveUp)
 	if p.blocked != nil {
 		return m.parked(ctx, userCtx, req, p, conditions.ForOutcome(m.cfg.condType, *p.blocked, gen))
 	}
 	return m.granted(ctx, userCtx, req, p)
+}
+
+// holdingsOf lists the records the object holds. While its claim condition
+// speaks of its current spec, from the manager's cache: the records of the
+// keys it names were read again by Acquire anyway, and the list only tells
+// which others need releasing. After a spec change (or before any condition),
+// uncached: a record written before Config.Labels was set is invisible to a
+// cache restricted by them, and a key the object stopped naming is found only
+// by this list.
+func (m *Middleware) holdingsOf(ctx context.Context, p *pass) ([]claim.Record, error) {
+	if p.was.current {
+		return m.claimer.CachedHoldings(ctx, p.self)
+	}
+	return m.claimer.Holdings(ctx, p.self)
+}
+
+// restampUnlabelled stamps given-up records that lack the Claimer's labels,
+// so that a later pass finds them in a cache restricted by those labels
+// if this pass does not release them. A record found lost is dropped: it is
+// not the object's to give up any more.
+func (m *Middleware) restampUnlabelled(ctx context.Context, self claim.Holder, recs []claim.Record) []claim.Record {
+	out := recs[:0]
+	for _, rec := range recs {
+		if rec.Unlabelled {
+			got, err := m.claimer.Restamp(ctx, self, rec)
+			switch {
+			case errors.Is(err, claim.ErrNotHolder):
+				continue
+			case err != nil:
+				log.FromContext(ctx).Error(err, "stamping a claim record the object gives up with its labels", "claimKey", claim.Redact(rec.Key))
+			default:
+				rec = got
+			}
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// yields asks, before any key is acquired, whether the object yields one of
+// keys to an older object (the fairness pre-filter): the first such
+// outcome, or nil.
+func (m *Middleware) yields(ctx context.Context, keys []namedKey, self claim.Holder) (*claim.Outcome, error) {
+	for _, k := range keys {
+		o, ok, err := m.claimer.Yields(ctx, k.raw, self)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return &o, nil
+		}
+	}
+	return nil, nil
 }
 
 // giveUp returns the holdings that are not among the keys granted in this
@@ -311,19 +390,20 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 // waiting deadlock-free whatever the key sets were before: an object never
 // holds a key while it waits for a smaller one.
 //
-// A record without a claim set (written before sets existed) is given up
-// only when keepSetless is false: when another middleware reconciles the
-// same kind in this manager, it may be that middleware's. The deletion path
-// releases it either way.
-func giveUp(holdings []claim.Record, granted []heldKey, keepSetless bool) []claim.Record {
+// A record without a claim set (written before sets existed) is kept when
+// theirs reports that another middleware of the kind names its key for the
+// object: it may be that middleware's. The deletion path releases it either
+// way.
+func giveUp(holdings []claim.Record, granted []heldKey, theirs func(claim.Record) bool) []claim.Record {
 	var out []claim.Record
 	for _, rec := range holdings {
-		if rec.Set == "" && keepSetless {
+		if slices.ContainsFunc(granted, func(h heldKey) bool { return h.o.Key == rec.Key }) {
 			continue
 		}
-		if !slices.ContainsFunc(granted, func(h heldKey) bool { return h.o.Key == rec.Key }) {
-			out = append(out, rec)
+		if rec.Set == "" && theirs(rec) {
+			continue
 		}
+		out = append(out, rec)
 	}
 	return out
 }
@@ -334,12 +414,20 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	for i, k := range p.keys {
 		norms[i] = k.norm
 	}
+	// Renewed first: whatever fails below (a status write, a handover
+	// plan), the records it acts for must not expire under it.
+	holds, err := m.renew.ensure(ctx, req.NamespacedName, p.self, p.granted)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	m.renew.keep(ctx, req.NamespacedName, p.self, p.giveUp)
+	m.renew.stopExcept(req.NamespacedName, append(norms, keysOf(p.giveUp)...)...)
 	cond := conditions.ForKeys(m.cfg.condType, norms, p.obj.GetGeneration())
 	if _, err := m.setCondition(ctx, p.obj, cond); err != nil {
 		return reconcile.Result{}, err
 	}
 	m.grantEvents(p.obj, p.granted)
-	if p.was.mayHaveHeld() && p.was.current {
+	if (p.was.claimed || p.was.failed) && p.was.current {
 		m.regrantEvents(p.obj, p.granted, p.was.failed)
 	}
 
@@ -351,63 +439,87 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	holds, err := m.renew.ensure(ctx, req.NamespacedName, p.self, p.granted)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	m.renew.stopExcept(req.NamespacedName, norms...)
 	innerCtx, stop := guard(userCtx, holds)
 	state := State{Granted: true, Grants: grants, Releasing: grantsOf(p.giveUp), Handovers: handovers, Condition: cond}
-	mutant.Do(mutant.ReleaseBeforeInner, func() { _ = m.release(ctx, p, "before its inner pass") })
+	mutant.Do(mutant.ReleaseBeforeInner, func() { _, _ = m.release(ctx, p, reconcile.Result{}, "before its inner pass") })
 	res, err := m.inner.Reconcile(m.innerContext(innerCtx, state), req)
 	stop()
 	if err != nil {
-		mutant.Do(mutant.ReleaseAfterFailedInner, func() { _ = m.release(ctx, p, "after a failed inner pass") })
+		mutant.Do(mutant.ReleaseAfterFailedInner, func() { _, _ = m.release(ctx, p, reconcile.Result{}, "after a failed inner pass") })
 		// The inner pass did not finish: keys it gives up may still be in
 		// use by its old workloads, and keys it hands over may not be free
 		// of them yet. Keep them.
 		return res, err
 	}
 	if len(handovers) > 0 && res.IsZero() {
-		if err := m.commitHandovers(ctx, p.obj, p.self, handovers); err != nil {
+		waiting, err := m.commitHandovers(ctx, p.obj, p.self, handovers)
+		if err != nil {
 			return reconcile.Result{}, err
 		}
+		if waiting {
+			res = soonest(res, m.cfg.waitRequeue)
+		}
 	}
-	return res, m.release(ctx, p, "which it no longer names")
+	return m.release(ctx, p, res, "which it no longer names")
+}
+
+// soonest returns res with a requeue no later than after.
+func soonest(res reconcile.Result, after time.Duration) reconcile.Result {
+	if res.RequeueAfter == 0 || after < res.RequeueAfter {
+		res.RequeueAfter = after
+	}
+	return res
 }
 
 // parked runs a pass in which the object does not hold every key: the
 // condition, events, the inner reconciler in parked mode when it must or
 // may run, and the release of what the object gave up.
+//
+// An object that may still be acting for keys (its condition said Claimed,
+// or Stopping) is told to stop: its condition says Stopping until a pass
+// that told it returned success, and only then says what blocks it. So a
+// told pass that fails, or a status write that fails, is followed by
+// another told pass, and the object counts as acting for its keys until
+// one succeeded (see [Middleware.predecessor]).
 func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request, p *pass, cond metav1.Condition) (reconcile.Result, error) {
 	reason := conditions.Reason(cond.Reason)
-	changed, err := m.setCondition(ctx, p.obj, cond)
-	if err != nil {
-		return reconcile.Result{}, err
+	tell := mustTell(p.was, len(p.giveUp))
+	mutant.Do(mutant.LostKeyNeverTold, func() { tell = len(p.giveUp) > 0 })
+	shown := cond
+	if p.was.mayHaveHeld() {
+		shown = stopping(cond)
 	}
-	if changed {
+	changed, werr := m.setCondition(ctx, p.obj, shown)
+	if werr != nil && !tell {
+		return reconcile.Result{}, werr
+	}
+	if changed && !p.was.stopping {
 		m.metrics.observeParked(reason)
 		eventType := corev1.EventTypeNormal
 		if reason.Priority() >= conditions.ReasonClaimError.Priority() {
 			eventType = corev1.EventTypeWarning
 		}
-		if p.was.mayHaveHeld() && !isInvalid(reason) {
+		if (p.was.mayHaveHeld() || p.was.failed) && !isInvalid(reason) {
 			m.event(p.obj, corev1.EventTypeWarning, EventLost, ActionPark, "Lost its claim: "+cond.Message)
 		} else {
 			m.event(p.obj, eventType, EventReason(reason), ActionPark, cond.Message)
 		}
 	}
 	m.grantEvents(p.obj, p.granted)
-	// A key of the held prefix stays held while the object waits, so its
-	// renewal goes on; every other hold ends.
-	if _, err := m.renew.ensure(ctx, req.NamespacedName, p.self, p.granted); err != nil {
+	// Every record the object still holds stays renewed until it is
+	// deleted: the held prefix it waits with, the keys it gives up (until
+	// released), and what it keeps while its keys are unknown.
+	if _, err := m.renew.ensure(ctx, req.NamespacedName, p.self, p.granted); err != nil && !tell {
 		return reconcile.Result{}, err
 	}
-	kept := make([]string, len(p.granted))
-	for i, h := range p.granted {
-		kept[i] = h.o.Key
+	m.renew.keep(ctx, req.NamespacedName, p.self, p.giveUp)
+	m.renew.keep(ctx, req.NamespacedName, p.self, p.kept)
+	held := keysOf(p.giveUp)
+	held = append(held, keysOf(p.kept)...)
+	for _, h := range p.granted {
+		held = append(held, h.o.Key)
 	}
-	m.renew.stopExcept(req.NamespacedName, kept...)
+	m.renew.stopExcept(req.NamespacedName, held...)
 
 	after := m.cfg.parkedRequeue
 	if reason == conditions.ReasonWaitingForHandover {
@@ -420,39 +532,115 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	}
 	res := reconcile.Result{RequeueAfter: after}
 
-	// The inner reconciler must run when the object has to stop using keys:
-	// it just lost one, or it gives some up. Otherwise the parked mode
-	// decides.
-	mutant.Do(mutant.LostKeyNeverTold, func() { p.was = previous{} })
-	mutant.Do(mutant.ReleaseBeforeInner, func() { _ = m.release(ctx, p, "before its inner pass") })
-	if m.cfg.parkedMode == RunInnerWhileParked || p.was.mayHaveHeld() || len(p.giveUp) > 0 {
-		state := State{Releasing: grantsOf(p.giveUp), Condition: cond}
+	mutant.Do(mutant.ReleaseBeforeInner, func() { _, _ = m.release(ctx, p, reconcile.Result{}, "before its inner pass") })
+	if tell || m.cfg.parkedMode == RunInnerWhileParked {
+		state := State{Releasing: grantsOf(p.giveUp), Condition: shown}
 		inner, err := m.inner.Reconcile(m.innerContext(userCtx, state), req)
 		if err != nil {
-			mutant.Do(mutant.ReleaseAfterFailedInner, func() { _ = m.release(ctx, p, "after a failed inner pass") })
+			mutant.Do(mutant.ReleaseAfterFailedInner, func() { _, _ = m.release(ctx, p, reconcile.Result{}, "after a failed inner pass") })
+			// Still Stopping (or still Claimed, if the write failed): the next
+			// pass tells it again, after the controller's backoff.
 			return inner, err
 		}
 		if inner.RequeueAfter > 0 && inner.RequeueAfter < after {
 			res.RequeueAfter = inner.RequeueAfter
 		}
 	}
-	return res, m.release(ctx, p, "which it gave up while it waits")
+	if werr != nil {
+		// The told pass succeeded, so the given-up keys may go; the
+		// condition is written again in the next pass.
+		res, err := m.release(ctx, p, res, "which it gave up while it waits")
+		return res, errors.Join(werr, err)
+	}
+	if shown.Reason != cond.Reason {
+		// The told pass succeeded: the object stopped acting. Say what
+		// blocks it before the release wakes the waiters, which read it.
+		if _, err := m.setCondition(ctx, p.obj, cond); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return m.release(ctx, p, res, "which it gave up while it waits")
+}
+
+// mustTell reports whether a parked pass must call the inner reconciler to
+// stop using keys: it may still be acting for keys it held (its condition
+// said Claimed or Stopping), or it gives keys up. RunInnerWhileParked calls
+// it in every pass anyway.
+func mustTell(was previous, givingUp int) bool {
+	return was.mayHaveHeld() || givingUp > 0
+}
+
+// stopping returns the Stopping form of a parked condition: shown while the
+// object may still be acting for keys it held, until a told pass succeeds.
+func stopping(cond metav1.Condition) metav1.Condition {
+	out := cond
+	out.Reason = string(conditions.ReasonStopping)
+	out.Status = conditions.ReasonStopping.Status()
+	out.Message = conditions.BoundMessage(strings.TrimSuffix(cond.Message, ".") + "; its reconciler is told to stop acting for its keys until a pass succeeds.")
+	return out
 }
 
 // release frees the records the pass gave up, after the inner pass that was
-// told of them succeeded. Each is re-read and deleted fenced on that read.
-func (m *Middleware) release(ctx context.Context, p *pass, why string) error {
+// told of them succeeded, each through the handover gate with the object
+// itself as the previous holder: a gate such as PodsGone keeps a key the
+// object stops naming until its workloads of that key are gone, exactly as
+// it keeps a takeover waiting. A key held back is kept (and renewed), and the
+// pass is requeued to ask the gate again. Each released record is re-read
+// and deleted fenced on that read.
+func (m *Middleware) release(ctx context.Context, p *pass, res reconcile.Result, why string) (reconcile.Result, error) {
 	if len(p.giveUp) == 0 {
-		return nil
+		return res, nil
 	}
-	released, err := m.claimer.ReleaseRecords(ctx, p.self, p.giveUp...)
+	free, waiting, err := m.gated(ctx, p.self, p.giveUp)
+	if waiting {
+		res = soonest(res, m.cfg.waitRequeue)
+	}
+	released, rerr := m.claimer.ReleaseRecords(ctx, p.self, free...)
+	for _, k := range released {
+		m.renew.stop(client.ObjectKeyFromObject(p.obj), k)
+	}
 	if len(released) > 0 {
 		m.event(p.obj, corev1.EventTypeNormal, EventReleased, ActionRelease, boundNote("Released "+quoteKeys(released)+", "+why+"."))
 	}
-	if err != nil {
-		return fmt.Errorf("releasing claims of %s: %w", client.ObjectKeyFromObject(p.obj), err)
+	if err = errors.Join(err, rerr); err != nil {
+		return res, fmt.Errorf("releasing claims of %s: %w", client.ObjectKeyFromObject(p.obj), err)
 	}
-	return nil
+	return res, nil
+}
+
+// gated splits recs into those the handover gate lets self free now and
+// reports whether it held any back.
+func (m *Middleware) gated(ctx context.Context, self claim.Holder, recs []claim.Record) ([]claim.Record, bool, error) {
+	gate := m.claimer.Gate()
+	if gate == nil {
+		return recs, false, nil
+	}
+	var free []claim.Record
+	var errs []error
+	waiting := false
+	for _, rec := range recs {
+		open, detail, err := gate.Open(ctx, rec.Key, self)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("asking the handover gate before releasing claim %q: %w", claim.Redact(rec.Key), err))
+			continue
+		}
+		if !open {
+			waiting = true
+			log.FromContext(ctx).Info("keeping a claim the object gives up until the handover gate opens", "claimKey", claim.Redact(rec.Key), "detail", detail)
+			continue
+		}
+		free = append(free, rec)
+	}
+	return free, waiting, errors.Join(errs...)
+}
+
+// keysOf returns the keys of recs.
+func keysOf(recs []claim.Record) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.Key
+	}
+	return out
 }
 
 // invalidMessage is the InvalidKey message of err: the error, with any URL
@@ -461,18 +649,35 @@ func (m *Middleware) release(ctx context.Context, p *pass, why string) error {
 func (m *Middleware) invalidMessage(err error) string { return sentence(claim.Redact(err.Error())) }
 
 // claimError shows an error that kept the claim from being judged as the
-// ClaimError condition, tells the inner reconciler when it was acting until
-// now or runs while parked (parked: it may not act on a claim nobody could
-// judge, and its own summary must not stay True), and returns the error for
-// the controller to retry.
+// ClaimError condition and returns the error for the controller to retry.
+// An object that may still be acting for its keys is told to stop first,
+// under the Stopping condition (with the error's message) until that told
+// pass succeeds; the inner reconciler also runs with RunInnerWhileParked
+// (it may not act on a claim nobody could judge, and its own summary must
+// not stay True).
 func (m *Middleware) claimError(ctx, userCtx context.Context, req reconcile.Request, p *pass, err error) (reconcile.Result, error) {
 	cond := conditions.New(m.cfg.condType, conditions.ReasonClaimError, errorMessage(m.cfg.disclosure, err), p.obj.GetGeneration())
-	if _, werr := m.setCondition(ctx, p.obj, cond); werr != nil {
+	// Whatever it still holds stays renewed while the claim cannot be
+	// judged: it may still act for it (after a restart, no hold runs yet).
+	if held, herr := m.holdingsOf(ctx, p); herr == nil {
+		m.renew.keep(ctx, req.NamespacedName, p.self, held)
+	}
+	shown := cond
+	if p.was.mayHaveHeld() {
+		shown = stopping(cond)
+	}
+	if _, werr := m.setCondition(ctx, p.obj, shown); werr != nil && !errors.Is(werr, context.Canceled) {
 		log.FromContext(ctx).Error(werr, "writing the claim condition after an error")
 	}
-	if m.cfg.parkedMode == RunInnerWhileParked || p.was.claimed {
-		if _, ierr := m.inner.Reconcile(m.innerContext(userCtx, State{Condition: cond}), req); ierr != nil {
-			log.FromContext(ctx).Error(ierr, "the inner reconciler's pass after a claim error failed")
+	if m.cfg.parkedMode == RunInnerWhileParked || p.was.mayHaveHeld() {
+		if _, ierr := m.inner.Reconcile(m.innerContext(userCtx, State{Condition: shown}), req); ierr != nil {
+			log.FromContext(ctx).Error(ierr, "the inner reconciler's pass after a claim error failed; it is told again in the next pass")
+			return reconcile.Result{}, err
+		}
+		if shown.Reason != cond.Reason {
+			if _, werr := m.setCondition(ctx, p.obj, cond); werr != nil && !errors.Is(werr, context.Canceled) {
+				log.FromContext(ctx).Error(werr, "writing the claim condition after an error")
+			}
 		}
 	}
 	return reconcile.Result{}, err
@@ -483,31 +688,44 @@ func (m *Middleware) claimError(ctx, userCtx context.Context, req reconcile.Requ
 // object, in the API server.
 type previous struct {
 	claimed bool // True, reason Claimed
-	failed  bool // False, reason ClaimError: it may have held every key before
+	failed  bool // False, reason ClaimError: a claim error, told if it may have held
+	// stopping: False, reason Stopping: it lost a key it may still be
+	// acting for, and no told pass has succeeded since.
+	stopping bool
 	// current: the condition was computed for the object's current
 	// generation, so its key set has not changed since.
 	current bool
 }
 
-// mayHaveHeld reports whether the object may have been acting for its keys
-// until this pass: it must be told to stop (a parked inner pass) and told
-// that it lost them.
-func (p previous) mayHaveHeld() bool { return p.claimed || p.failed }
+// mayHaveHeld reports whether the object may be acting for keys it held:
+// it must be told to stop (a parked inner pass), and told that it lost them,
+// until a told pass succeeds.
+func (p previous) mayHaveHeld() bool { return p.claimed || p.stopping }
 
 func (m *Middleware) previous(obj client.Object) previous {
-	conds, err := conditionsOf(obj)
-	if err != nil {
-		return previous{}
-	}
-	c := meta.FindStatusCondition(*conds, string(m.cfg.condType))
-	if c == nil {
+	c := m.conditionOf(obj)
+	if c.Type == "" {
 		return previous{}
 	}
 	return previous{
-		claimed: c.Status == metav1.ConditionTrue && c.Reason == string(conditions.ReasonClaimed),
-		failed:  c.Reason == string(conditions.ReasonClaimError),
-		current: c.ObservedGeneration == obj.GetGeneration(),
+		claimed:  c.Status == metav1.ConditionTrue && c.Reason == string(conditions.ReasonClaimed),
+		failed:   c.Reason == string(conditions.ReasonClaimError),
+		stopping: c.Reason == string(conditions.ReasonStopping),
+		current:  c.ObservedGeneration == obj.GetGeneration(),
 	}
+}
+
+// mayAct reports whether an object whose claim condition is c may be acting
+// for the keys it names: from its first granted pass (Claimed) until a pass
+// told to stop returned success (Stopping until then).
+func mayAct(c metav1.Condition) bool {
+	switch conditions.Reason(c.Reason) {
+	case conditions.ReasonClaimed:
+		return c.Status == metav1.ConditionTrue
+	case conditions.ReasonStopping:
+		return true
+	}
+	return false
 }
 
 // conditionOf returns obj's claim condition as read, zero when it has none.
@@ -556,9 +774,12 @@ func (m *Middleware) acquire(ctx context.Context, key string, self claim.Holder)
 	return o, err
 }
 
-// finalize runs the deletion path: the inner reconciler, told which keys the
-// object still holds, then one release sweep, then the finalizer comes off.
-// A deleted object never acquires.
+// finalize runs the deletion path. Each pass lists, uncached, the records the
+// object still holds, tells the inner reconciler those (State.Grants, with
+// Deleting), keeps them renewed, and after that pass succeeded releases
+// exactly those; only a pass that found none and told the inner reconciler
+// so removes the finalizer. A deleted object never acquires, and a record
+// is never released without a deletion pass that was given it.
 func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Request, obj client.Object, self claim.Holder) (reconcile.Result, error) {
 	// Whether or not the finalizer is still there (a person may have removed
 	// it while another finalizer keeps the object): the inner pass cleans up
@@ -567,14 +788,27 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
 	}
-	res, err := m.inner.Reconcile(m.innerContext(userCtx, State{Deleting: true, Grants: grantsOf(holdings), Condition: m.conditionOf(obj)}), req)
+	holds := m.renew.keep(ctx, req.NamespacedName, self, holdings)
+	m.renew.stopExcept(req.NamespacedName, keysOf(holdings)...)
+	innerCtx, stop := guard(userCtx, holds)
+	res, err := m.inner.Reconcile(m.innerContext(innerCtx, State{Deleting: true, Grants: grantsOf(holdings), Condition: m.conditionOf(obj)}), req)
+	stop()
 	if err != nil {
 		return res, err
 	}
-	// A deleted object acts no more: stop renewing before the release.
-	m.renew.stopExcept(req.NamespacedName)
+	if was := m.conditionOf(obj); mayAct(was) {
+		// Its deletion pass succeeded: it acts for no key any more. Said
+		// before the release wakes the waiters, which read it.
+		released := conditions.New(m.cfg.condType, conditions.ReasonReleased, "Being deleted; its deletion pass succeeded and it acts for no key.", was.ObservedGeneration)
+		if _, err := m.setCondition(ctx, obj, released); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	if len(holdings) > 0 {
 		released, err := m.claimer.ReleaseRecords(ctx, self, holdings...)
+		for _, k := range released {
+			m.renew.stop(req.NamespacedName, k)
+		}
 		if len(released) > 0 {
 			m.event(obj, corev1.EventTypeNormal, EventReleased, ActionRelease, boundNote("Released "+quoteKeys(released)+" before deletion."))
 		}
@@ -582,72 +816,54 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 			return reconcile.Result{}, fmt.Errorf("releasing the claims of %s before its deletion: %w", req.NamespacedName, err)
 		}
 		// The objects waiting for these keys are woken by their release.
-		// The sweep that lists every record of the object (a List the API
-		// server may hold up to 100 ms until its watch cache is current)
-		// and the finalizer follow in a later pass, after theirs.
+		// The pass that lists nothing and removes the finalizer follows,
+		// after theirs.
 		return reconcile.Result{RequeueAfter: sweepAfterRelease}, nil
-	}
-	release := func(ctx context.Context) error {
-		if err := m.claimer.Release(ctx, self); err != nil {
-			return fmt.Errorf("releasing claims: %w", err)
-		}
-		return nil
 	}
 	if !m.fin.Has(obj) {
 		m.forget(req)
 		return res, nil
 	}
-	if _, err := m.fin.Finalize(ctx, obj, release); err != nil {
+	// This pass listed no record and told the inner reconciler so: nothing
+	// is left to release.
+	if _, err := m.fin.Finalize(ctx, obj, func(context.Context) error { return nil }); err != nil {
 		return reconcile.Result{}, err
 	}
 	m.forget(req)
 	return res, nil
 }
 
-// sweepAfterRelease is how long a deleted object that released its keys
-// waits before its last pass, so that the passes of the objects its release
-// woke come first.
-const sweepAfterRelease = 50 * time.Millisecond
-
-// deletionHoldings returns the records the object being deleted holds, read
-// uncached: one Get per key it names, and, when the cache shows a record of
-// it for another key (or its keys cannot be computed), one List of its
-// records. A Get is answered at once; an uncached List may wait for the API
-// server's watch cache.
+// deletionHoldings returns every record the object being deleted holds, read
+// uncached: one List of its records (by its selector labels), and one Get per
+// key it still names, which finds a record whose labels another writer
+// replaced (an annotation record on an object others edit).
 func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, self claim.Holder) ([]claim.Record, error) {
-	keys, kerr := m.keysOf(ctx, obj)
-	cached, err := m.claimer.CachedHoldings(ctx, self)
+	out, err := m.claimer.Holdings(ctx, self)
 	if err != nil {
 		return nil, err
 	}
-	named := func(r claim.Record) bool {
-		return slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == r.Key })
-	}
-	if kerr != nil || !all(cached, named) {
-		return m.claimer.Holdings(ctx, self)
-	}
-	set := m.claimer.Config().Set
-	var out []claim.Record
+	keys, _ := m.keysOf(ctx, obj)
+	set := m.claimer.Config()
 	for _, k := range keys {
+		if slices.ContainsFunc(out, func(r claim.Record) bool { return r.Key == k.norm }) {
+			continue
+		}
 		rec, err := m.claimer.Current(ctx, k.raw)
 		if err != nil {
 			return nil, err
 		}
-		if rec.Ours() && rec.Holder.Is(self) && (rec.Set == "" || rec.Set == set) {
+		if rec.Ours() && rec.Holder.Is(self) && (rec.Set == "" || rec.Set == set.Set || slices.Contains(set.FormerSets, rec.Set)) {
 			out = append(out, rec)
 		}
 	}
+	slices.SortFunc(out, func(a, b claim.Record) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
 }
 
-func all[T any](s []T, f func(T) bool) bool {
-	for _, v := range s {
-		if !f(v) {
-			return false
-		}
-	}
-	return true
-}
+// sweepAfterRelease is how long a deleted object that released its keys
+// waits before its last pass, so that the passes of the objects its release
+// woke come first.
+const sweepAfterRelease = 50 * time.Millisecond
 
 func (m *Middleware) forget(req reconcile.Request) {
 	m.renew.stopExcept(req.NamespacedName)

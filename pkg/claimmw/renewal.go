@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/ocf-claim/claim/internal/claimhook"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/expiry"
 )
@@ -102,6 +103,59 @@ func (r *renewals) ensure(ctx context.Context, obj types.NamespacedName, self cl
 		out[o.Key] = hctx
 	}
 	return out, nil
+}
+
+// keep starts a hold, where none is live, for every record of recs that self
+// still holds but does not act for as granted in this pass: keys it gives
+// up, keys it keeps while its key set is unknown, and, on the deletion path,
+// every key it still holds. A record stays renewed until it is deleted, so
+// that no contender judging by expiry takes a key over while its holder
+// may still be stopping its use of it. Each is renewed once first (by the
+// key as stored: its raw form may be unknown), which proves it is still
+// held. A record found lost is skipped; any other renewal error is logged
+// and tried again in the next pass, as a pass that must stop using a key
+// is never held up by a renewal. It returns the live holds by key.
+func (r *renewals) keep(ctx context.Context, obj types.NamespacedName, self claim.Holder, recs []claim.Record) map[string]context.Context {
+	if r == nil || len(recs) == 0 {
+		return nil
+	}
+	out := make(map[string]context.Context, len(recs))
+	for _, rec := range recs {
+		hk := holdKey{obj: obj, key: rec.Key}
+		r.mu.Lock()
+		h, ok := r.holds[hk]
+		closed := r.closed
+		r.mu.Unlock()
+		if closed {
+			return out
+		}
+		if ok && h.uid == self.UID && h.ctx.Err() == nil {
+			out[rec.Key] = h.ctx
+			continue
+		}
+		if ok {
+			h.stop()
+		}
+		renewed, err := claimhook.RenewNormalized(ctx, r.claimer, rec.Key, self)
+		if err != nil {
+			r.drop(hk)
+			if !errors.Is(err, claim.ErrNotHolder) {
+				log.FromContext(ctx).Error(err, "renewing a claim the object still holds; trying again in its next pass", "claimKey", claim.Redact(rec.Key))
+			}
+			continue
+		}
+		hctx, stop := claimhook.HoldNormalized(r.keeper, context.WithoutCancel(ctx), rec.Key, renewed)
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			stop()
+			return out
+		}
+		r.holds[hk] = &hold{uid: self.UID, ctx: hctx, stop: stop}
+		r.mu.Unlock()
+		out[rec.Key] = hctx
+	}
+	return out
 }
 
 // stop ends obj's hold of key, if any.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -57,7 +58,7 @@ func (m *Middleware) index(ctx context.Context, mgr manager.Manager) error {
 		return nil
 	}
 	indexer := mgr.GetFieldIndexer()
-	if err := indexer.IndexField(ctx, newObject(m.cfg.prototype), m.keysIndex(), m.indexKeys); err != nil {
+	if err := indexer.IndexField(ctx, newObject(m.cfg.prototype), m.keysIndex(), m.indexKeyValues); err != nil {
 		return fmt.Errorf("indexing objects by claim key under %q (two claim middlewares for one kind need different names; see claimmw.WithName): %w", m.keysIndex(), err)
 	}
 	if err := indexer.IndexField(ctx, newObject(m.cfg.prototype), m.recordsIndex(), m.indexRecords); err != nil {
@@ -81,7 +82,7 @@ func (m *Middleware) index(ctx context.Context, mgr manager.Manager) error {
 	}
 	m.indexed = true
 	m.kind = kindKey{mgr: mgr, gvk: m.cfg.gvk}
-	setUp.add(m.kind)
+	setUp.add(m.kind, m)
 	return nil
 }
 
@@ -91,31 +92,65 @@ type kindKey struct {
 	gvk schema.GroupVersionKind
 }
 
-// setUp counts the middlewares set up per kind and manager: configuration,
-// known once the operator has built its controllers, that no pass decides a
-// claim by.
-var setUp = &kindCount{n: map[kindKey]int{}}
+// setUp lists the middlewares set up per kind and manager: configuration,
+// known once the operator has built its controllers. A pass asks it only
+// whether another middleware of its kind names a key for the same object.
+var setUp = &kindRegistry{m: map[kindKey][]*Middleware{}}
 
-type kindCount struct {
+type kindRegistry struct {
 	mu sync.Mutex
-	n  map[kindKey]int
+	m  map[kindKey][]*Middleware
 }
 
-func (c *kindCount) add(k kindKey) {
+func (c *kindRegistry) add(k kindKey, m *Middleware) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n[k]++
+	c.m[k] = append(c.m[k], m)
 }
 
-func (c *kindCount) get(k kindKey) int {
+// onManager returns every middleware set up on mgr, of any kind.
+func (c *kindRegistry) onManager(mgr manager.Manager) []*Middleware {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.n[k]
+	var out []*Middleware
+	for k, ms := range c.m {
+		if k.mgr == mgr {
+			out = append(out, ms...)
+		}
+	}
+	return out
 }
 
-// sharesKind reports whether another middleware reconciles the same kind in
-// the same manager.
-func (m *Middleware) sharesKind() bool { return m.indexed && setUp.get(m.kind) > 1 }
+func (c *kindRegistry) others(k kindKey, self *Middleware) []*Middleware {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Middleware
+	for _, m := range c.m[k] {
+		if m != self {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// namedByAnother reports whether another middleware of the same kind in the
+// same manager names key (normalized) for obj, or cannot tell: a record
+// without a claim set may then be that middleware's.
+func (m *Middleware) namedByAnother(ctx context.Context, obj client.Object, key string) bool {
+	if !m.indexed {
+		return false
+	}
+	for _, other := range setUp.others(m.kind, m) {
+		keys, err := other.keysOf(ctx, obj)
+		if err != nil {
+			return true
+		}
+		if slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == key }) {
+			return true
+		}
+	}
+	return false
+}
 
 // indexKeys returns the normalized keys obj names; an object whose keys
 // cannot be computed names none.
@@ -129,6 +164,20 @@ func (m *Middleware) indexKeys(obj client.Object) []string {
 		out[i] = k.norm
 	}
 	return out
+}
+
+// unknownKeys is the key index's value for an object whose keys cannot be
+// computed now (InvalidKey): it may still act for keys it named before, so
+// the predecessor check must find it. No key equals it: keys have no
+// control characters.
+const unknownKeys = "\x00unknown"
+
+// indexKeyValues is the key index: the keys obj names, or unknownKeys.
+func (m *Middleware) indexKeyValues(obj client.Object) []string {
+	if _, err := m.keysOf(context.Background(), obj); err != nil {
+		return []string{unknownKeys}
+	}
+	return m.indexKeys(obj)
 }
 
 // indexRecords returns the record names of the keys obj names.
@@ -249,14 +298,35 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 	}
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil {
+			was, is := m.conditionOf(e.ObjectOld), m.conditionOf(e.ObjectNew)
+			switch {
+			case e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil,
+				// It waits for a handover now: its predecessor may commit.
+				was.Reason != string(conditions.ReasonWaitingForHandover) && is.Reason == string(conditions.ReasonWaitingForHandover):
 				wake(ctx, e.ObjectNew, q)
+			case mayAct(was) && !mayAct(is):
+				// It stopped acting for its keys: an object waiting for a
+				// key it may have acted for asks again. Its keys may be
+				// unknown now, or another middleware's: every object
+				// waiting for a handover in this manager asks.
+				wake(ctx, e.ObjectNew, q)
+				for _, other := range setUp.onManager(m.kind.mgr) {
+					for _, r := range other.waiting(ctx) {
+						q.Add(r)
+					}
+				}
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			wake(ctx, e.Object, q)
 		},
 	}
+}
+
+// waiting returns a request for every object of the middleware's kind whose
+// claim condition is WaitingForHandover, read from the cache.
+func (m *Middleware) waiting(ctx context.Context) []reconcile.Request {
+	return m.naming(ctx, m.waitingIndex(), "true")
 }
 
 // HandoverEvents returns the event handler that wakes objects waiting for a

@@ -62,6 +62,17 @@ const (
 	// ReasonInvalidKey: the keys of the object could not be computed, or a
 	// key is not acceptable; the object's spec needs fixing.
 	ReasonInvalidKey Reason = "InvalidKey"
+	// ReasonStopping: the object lost a key it may still be acting for (its
+	// record was deleted, taken over or handed over), or could not judge a
+	// claim it held; its reconciler is told to stop in every pass until one
+	// returns success, and the reason then becomes what blocks the object.
+	// While an object is Stopping, a key it may act for is granted to no
+	// other object.
+	ReasonStopping Reason = "Stopping"
+	// ReasonReleased: the object is being deleted; its deletion pass
+	// succeeded, it acts for no key any more, and its records are released
+	// (or are being released).
+	ReasonReleased Reason = "Released"
 )
 
 // Priority ranks reasons when several conditions are folded into one:
@@ -103,16 +114,17 @@ var ocfPriorities = map[string]Priority{
 // Priority ranks r on ocf's scale:
 //
 //	Claimed, NoKeys                      Operational (2)
-//	NotFirst, Parked, WaitingForHandover Blocked / PrerequisiteNotMet (10)
+//	NotFirst, Parked, WaitingForHandover,
+//	Stopping                             Blocked / PrerequisiteNotMet (10)
 //	ClaimError                           Error (20): a fault, retried
 //	Foreign, InvalidKey                  Error (20): a person must act
 //
 // Any other reason ranks as [PriorityOf] says.
 func (r Reason) Priority() Priority {
 	switch r {
-	case ReasonClaimed, ReasonNoKeys:
+	case ReasonClaimed, ReasonNoKeys, ReasonReleased:
 		return PriorityOperational
-	case ReasonNotFirst, ReasonParked, ReasonWaitingForHandover:
+	case ReasonNotFirst, ReasonParked, ReasonWaitingForHandover, ReasonStopping:
 		return PriorityBlocked
 	case ReasonClaimError, ReasonForeign, ReasonInvalidKey:
 		return PriorityError

@@ -182,6 +182,25 @@ func Renew(ctx context.Context, c *claim.Claimer, key string, self claim.Holder)
 // from Acquire), cannot say when the deadline started: the held context is
 // cancelled at once. Renew first and hold the Renew's Outcome.
 func (k *Keeper) Hold(ctx context.Context, key string, granted claim.Outcome) (held context.Context, stop func()) {
+	return k.hold(ctx, key, granted, func(ctx context.Context) error {
+		_, err := Renew(ctx, k.claimer, key, granted.Holder)
+		return err
+	})
+}
+
+func init() {
+	claimhook.HoldNormalized = func(keeper any, ctx context.Context, key string, granted any) (context.Context, func()) {
+		k := keeper.(*Keeper)
+		o, _ := granted.(claim.Outcome)
+		return k.hold(ctx, key, o, func(ctx context.Context) error {
+			_, err := claimhook.RenewNormalized(ctx, k.claimer, key, o.Holder)
+			return err
+		})
+	}
+}
+
+// hold is Hold with the renewal it sends.
+func (k *Keeper) hold(ctx context.Context, key string, granted claim.Outcome, renew func(context.Context) error) (held context.Context, stop func()) {
 	self := granted.Holder
 	// Causes end up in logs: name the key as the grant normalized it, and
 	// never with the user info of a URL in it.
@@ -242,8 +261,7 @@ func (k *Keeper) Hold(ctx context.Context, key string, granted claim.Outcome) (h
 				inflight = true
 				sent := clk.Now()
 				go func() {
-					_, err := Renew(held, k.claimer, key, self)
-					results <- result{sent: sent, err: err}
+					results <- result{sent: sent, err: renew(held)}
 				}()
 			case r := <-results:
 				inflight = false

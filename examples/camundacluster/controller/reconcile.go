@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/examples/camundacluster/api/v1alpha1"
+	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -36,6 +37,10 @@ const (
 	// ReasonHandingOver: the cluster hands its keys to spec.handoverTo and
 	// waits for its brokers to stop.
 	ReasonHandingOver conditions.Reason = "HandingOver"
+	// ReasonReleasing: the cluster moved to other keys (a new storage
+	// backend or realm) and its brokers of the old ones still run; the old
+	// keys are released, through the handover gate, once they stopped.
+	ReasonReleasing conditions.Reason = "Releasing"
 )
 
 // handoverRequeue is how soon a cluster handing over looks at its pods
@@ -97,7 +102,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		log.FromContext(ctx).Info("rendered StatefulSet", "operation", op, "replicas", *want.Spec.Replicas, "granted", state.Granted)
 	}
 	if !handingOver {
-		return r.writeStatus(ctx, cc, state, *want.Spec.Replicas, token, "")
+		releasing, err := r.stillUsing(ctx, cc, state.Releasing)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		res, err := r.writeStatus(ctx, cc, state, *want.Spec.Replicas, token, releasing)
+		if err != nil || !res.IsZero() || releasing.message == "" {
+			return res, err
+		}
+		// The middleware keeps the old keys (its gate selects these pods)
+		// until they stopped: look again soon, as no event of this
+		// cluster's follows a pod of its StatefulSet.
+		return reconcile.Result{RequeueAfter: handoverRequeue}, nil
 	}
 	// A handover is committed after a pass that returns a zero Result:
 	// return one only when no broker of this cluster runs any more.
@@ -106,13 +122,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if len(running) == 0 {
-		return r.writeStatus(ctx, cc, state, 0, token, "")
+		return r.writeStatus(ctx, cc, state, 0, token, readyNote{})
 	}
 	msg := fmt.Sprintf("Handing over to %s once pod %s stops.", cc.Spec.HandoverTo, strings.Join(running, ", "))
-	if res, err := r.writeStatus(ctx, cc, state, 0, token, msg); err != nil || !res.IsZero() {
+	if res, err := r.writeStatus(ctx, cc, state, 0, token, readyNote{ReasonHandingOver, msg}); err != nil || !res.IsZero() {
 		return res, err
 	}
 	return reconcile.Result{RequeueAfter: handoverRequeue}, nil
+}
+
+// readyNote is a Ready reason and message that say what the cluster waits for.
+type readyNote struct {
+	reason  conditions.Reason
+	message string
+}
+
+// stillUsing says, for the Ready message, which pods of cc still run with a
+// key it gives up (state.Releasing): a StatefulSet replaces its pods one at
+// a time, so the old backend is written until the last old pod stopped.
+// Empty when none does.
+func (r *Reconciler) stillUsing(ctx context.Context, cc *v1alpha1.CamundaCluster, releasing []claimmw.Grant) (readyNote, error) {
+	var out []string
+	for _, g := range releasing {
+		var pods corev1.PodList
+		if err := r.reader.List(ctx, &pods, client.InNamespace(cc.Namespace), client.MatchingLabels(PodsOfKey(g.Key, claim.HolderOf(cc)))); err != nil {
+			return readyNote{}, fmt.Errorf("listing pods of CamundaCluster %s/%s: %w", cc.Namespace, cc.Name, err)
+		}
+		for i := range pods.Items {
+			if !terminal(&pods.Items[i]) {
+				out = append(out, pods.Items[i].Name)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return readyNote{}, nil
+	}
+	slices.Sort(out)
+	return readyNote{ReasonReleasing, fmt.Sprintf("Releasing its previous keys once pod %s stops.", strings.Join(slices.Compact(out), ", "))}, nil
 }
 
 // runningPods returns the names of cc's pods that have not stopped, read
@@ -136,15 +182,16 @@ func (r *Reconciler) runningPods(ctx context.Context, cc *v1alpha1.CamundaCluste
 // writeStatus sets Ready, observedGeneration and storageToken, writing only
 // when they changed, with an optimistic lock: the conditions list is written
 // whole and must not replace a newer claim condition.
-// handingOver, when not empty, is the Ready message of a cluster that
-// waits for its brokers to stop before it hands over.
-func (r *Reconciler) writeStatus(ctx context.Context, cc *v1alpha1.CamundaCluster, state claimmw.State, replicas int32, token, handingOver string) (reconcile.Result, error) {
+// waiting, when its message is not empty, is the Ready reason and message of
+// a cluster that waits for brokers to stop: before it hands over
+// (HandingOver), or before the keys it gives up are released (Releasing).
+func (r *Reconciler) writeStatus(ctx context.Context, cc *v1alpha1.CamundaCluster, state claimmw.State, replicas int32, token string, waiting readyNote) (reconcile.Result, error) {
 	base := cc.DeepCopy()
 	ready := conditions.New(conditions.Ready, ReasonRunning,
 		fmt.Sprintf("StatefulSet %s asks for %d broker(s).", cc.Name, replicas), cc.Generation)
 	switch {
-	case handingOver != "":
-		ready = conditions.New(conditions.Ready, ReasonHandingOver, handingOver, cc.Generation)
+	case waiting.message != "":
+		ready = conditions.New(conditions.Ready, waiting.reason, waiting.message, cc.Generation)
 	case replicas == 0:
 		ready = conditions.New(conditions.Ready, ReasonStopped, "The cluster asks for zero brokers.", cc.Generation)
 	}

@@ -1,0 +1,642 @@
+package claimmw_test
+
+// The acting window: an object acts for a key from its first granted pass
+// until a pass told to stop returned success, or until it is gone, and no
+// other object is granted the key while that window may be open. One test
+// per route by which a key is freed or its holder told.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/expiry"
+)
+
+// errNotStopped is what a told pass returns while the workloads it stops
+// are still running.
+var errNotStopped = errors.New("workloads not stopped yet")
+
+// failToldPassesOf makes every pass of name that is told to stop (parked, or
+// giving keys up, or deleting) fail while the returned flag is set.
+func (f *fixture) failToldPassesOf(name string) *atomic.Bool {
+	var failing atomic.Bool
+	failing.Store(true)
+	f.inner.mu.Lock()
+	f.inner.fail = func(n string, c call) error {
+		told := !c.state.Granted || len(c.state.Releasing) > 0
+		if n == name && told && failing.Load() {
+			return errNotStopped
+		}
+		return nil
+	}
+	f.inner.mu.Unlock()
+	return &failing
+}
+
+// takeOverFor takes key over for the Widget named to, as another replica
+// judging the holder expired would: one write fenced on the record's version.
+func (f *fixture) takeOverFor(t *testing.T, key, to string) {
+	t.Helper()
+	w, err := f.widget(t, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := f.mw.Claimer().HolderOf(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })
+	replica, err := claim.New(env.APIReader, direct(t), f.mw.Claimer().Config(), claim.WithBackend(lease.Backend), claim.WithLiveness(expired))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, o, err := replica.Acquire(context.Background(), key, h); err != nil || o.Reason != claim.ReasonTakenOver {
+		t.Fatalf("taking %s over for %s: %+v, %v", key, to, o, err)
+	}
+}
+
+// toldPasses counts the inner passes of name that were not granted.
+func (f *fixture) toldPasses(name string) int {
+	n := 0
+	for _, c := range f.inner.callsOf(name) {
+		if !c.state.Granted {
+			n++
+		}
+	}
+	return n
+}
+
+// neverClaimed fails the test if name's condition is Claimed=True at any
+// poll during d.
+func (f *fixture) neverClaimed(t *testing.T, name string, d time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if c := f.claimed(t, name); c.Status == "True" {
+			t.Fatalf("%s is Claimed while another object may still act for its key: %+v", name, c)
+		}
+	}
+}
+
+func TestALostKeyIsToldInEveryPassUntilAToldPassSucceeds(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	failing := f.failToldPassesOf("alpha")
+	// Given alpha holds k (default mode: its inner is skipped while parked)
+	// and other waits for it
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "other", "k")
+	f.waitForReason(t, "other", conditions.ReasonParked, 10*time.Second)
+	// When k is taken over for other and alpha's passes told to stop fail
+	f.takeOverFor(t, "k", "other")
+	// Then alpha says Stopping, not Parked, and is told again and again
+	cond := f.waitForReason(t, "alpha", conditions.ReasonStopping, lossWithin)
+	if cond.Status != "False" {
+		t.Errorf("alpha while stopping: status %s, want False", cond.Status)
+	}
+	eventually(t, wakeWithin, func() (bool, string) {
+		return f.toldPasses("alpha") >= 3, fmt.Sprintf("alpha was told %d times, want a retry after each failure", f.toldPasses("alpha"))
+	})
+	if got := f.claimed(t, "alpha").Reason; got != string(conditions.ReasonStopping) {
+		t.Fatalf("alpha after failed told passes: reason %s, want Stopping", got)
+	}
+	// When its told pass succeeds, it says what blocks it, and is told no more
+	failing.Store(false)
+	f.waitForReason(t, "alpha", conditions.ReasonParked, wakeWithin)
+	told := f.toldPasses("alpha")
+	time.Sleep(300 * time.Millisecond)
+	if got := f.toldPasses("alpha"); got != told {
+		t.Errorf("alpha was told %d more times after it stopped", got-told)
+	}
+}
+
+func TestAToldPassRunsWhenTheStatusWriteFails(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "other", "k")
+	f.waitForReason(t, "other", conditions.ReasonParked, 10*time.Second)
+	// Given alpha's status cannot be written (an admission policy, RBAC)
+	f.writes.failStatusOf.Store("alpha")
+	// When alpha loses k
+	f.takeOverFor(t, "k", "other")
+	// Then its inner reconciler is told to stop all the same
+	eventually(t, wakeWithin, func() (bool, string) {
+		return f.toldPasses("alpha") >= 1 && f.writes.failedStatus.Load() >= 1,
+			fmt.Sprintf("alpha told %d times, %d status writes refused", f.toldPasses("alpha"), f.writes.failedStatus.Load())
+	})
+	// And once its status can be written, it says Parked
+	f.writes.failStatusOf.Store("")
+	f.touch(t, "alpha")
+	f.waitForReason(t, "alpha", conditions.ReasonParked, wakeWithin)
+}
+
+func TestAKeyErasedFromOutsideGoesBackToItsLiveHolderNotToTheWaiter(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	alpha, _ := f.widget(t, "alpha")
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	for round := range 5 {
+		// When a person deletes the record of k while alpha acts for it
+		f.deleteLease(t, "k")
+		// Then bravo is never granted k, and alpha holds it again
+		f.neverClaimed(t, "bravo", 400*time.Millisecond)
+		eventually(t, wakeWithin, func() (bool, string) {
+			rec := f.record(t, "k")
+			return rec.Exists && rec.Holder.UID == alpha.UID, fmt.Sprintf("round %d: record of k: exists %t, holder %s", round, rec.Exists, rec.Holder)
+		})
+		f.waitForReason(t, "bravo", conditions.ReasonParked, wakeWithin)
+	}
+}
+
+func TestAKeyFreedFromOutsideGoesToAWaiterOnlyOnceItsStoppingHolderSucceeded(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	failing := f.failToldPassesOf("alpha")
+	// Given alpha holds j and k, and xray and bravo wait for them
+	f.createWidget(t, "alpha", "j", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	alpha, _ := f.widget(t, "alpha")
+	f.createWidget(t, "xray", "j")
+	f.waitForReason(t, "xray", conditions.ReasonParked, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When j is taken over for xray, so alpha must stop and give k up, but
+	// its told passes fail: it keeps k
+	f.takeOverFor(t, "j", "xray")
+	f.waitForReason(t, "alpha", conditions.ReasonStopping, lossWithin)
+	if rec := f.record(t, "k"); !rec.Exists || rec.Holder.UID != alpha.UID {
+		t.Fatalf("record of k while alpha's told pass fails: exists %t, holder %s; want alpha's", rec.Exists, rec.Holder)
+	}
+	// And a person deletes k's record
+	f.deleteLease(t, "k")
+	// Then bravo waits for alpha to stop, and is not granted k
+	cond := f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
+	mustContain(t, "bravo's message", cond.Message, "alpha")
+	f.neverClaimed(t, "bravo", time.Second)
+	// When alpha's told pass succeeds, bravo is granted k
+	failing.Store(false)
+	f.waitForReason(t, "alpha", conditions.ReasonParked, wakeWithin)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+// renewTimeOf returns the renew time of key's Lease.
+func (f *fixture) renewTimeOf(t *testing.T, key string) time.Time {
+	t.Helper()
+	l := &coordinationv1.Lease{}
+	name := f.mw.Claimer().Config().NameFunc(key)
+	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, l); err != nil {
+		t.Fatalf("reading Lease of %q: %v", key, err)
+	}
+	if l.Spec.RenewTime == nil {
+		return time.Time{}
+	}
+	return l.Spec.RenewTime.Time
+}
+
+// shortRenewal is a real-clock renewal short enough for a test to outlive a
+// whole lease duration.
+func shortRenewal(t *testing.T) setup {
+	t.Helper()
+	const duration = 3 * time.Second
+	exp, err := expiry.New(duration, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return setup{
+		opts:      []claimmw.Option{claimmw.WithRenewal(expiry.KeeperConfig{Duration: duration, RenewEvery: 300 * time.Millisecond, RenewDeadline: 2 * time.Second})},
+		claimOpts: []claim.Option{claim.WithLiveness(exp)},
+	}
+}
+
+func TestAKeyBeingGivenUpStaysRenewedUntilItsToldPassSucceeds(t *testing.T) {
+	t.Parallel()
+	f := start(t, shortRenewal(t))
+	failing := f.failToldPassesOf("alpha")
+	// Given alpha holds k1 on time-based liveness and bravo waits for it
+	f.createWidget(t, "alpha", "k1")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k1")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha swaps to k2 and its passes that stop using k1 fail
+	f.setKeys(t, "alpha", "k2")
+	eventually(t, wakeWithin, func() (bool, string) {
+		for _, c := range f.inner.callsOf("alpha") {
+			if len(c.state.Releasing) > 0 {
+				return true, ""
+			}
+		}
+		return false, "alpha was never told to give k1 up"
+	})
+	// Then k1 is renewed all along, and bravo does not take it over even
+	// after a whole lease duration
+	first := f.renewTimeOf(t, "k1")
+	f.neverClaimed(t, "bravo", 4*time.Second)
+	if later := f.renewTimeOf(t, "k1"); !later.After(first) {
+		t.Errorf("k1 was not renewed while alpha gave it up: renew time %v, then %v", first, later)
+	}
+	// When alpha's told pass succeeds, bravo gets k1
+	failing.Store(false)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+func TestTheDeletionPathKeepsRenewingWhatTheObjectStillHolds(t *testing.T) {
+	t.Parallel()
+	f := start(t, shortRenewal(t))
+	failing := f.failToldPassesOf("alpha")
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha is deleted and its deletion pass (its cleanup) keeps failing
+	alpha, _ := f.widget(t, "alpha")
+	if err := direct(t).Delete(context.Background(), alpha); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wakeWithin, func() (bool, string) {
+		for _, c := range f.inner.callsOf("alpha") {
+			if c.state.Deleting {
+				return true, ""
+			}
+		}
+		return false, "alpha's deletion pass never ran"
+	})
+	// Then k stays renewed, and bravo does not take it over while alpha cleans up
+	first := f.renewTimeOf(t, "k")
+	f.neverClaimed(t, "bravo", 4*time.Second)
+	if later := f.renewTimeOf(t, "k"); !later.After(first) {
+		t.Errorf("k was not renewed while alpha's deletion pass failed: renew time %v, then %v", first, later)
+	}
+	failing.Store(false)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+func TestAHandoverIsCommittedOnlyToASuccessorWaitingForThatKey(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
+	// Given alpha holds k, charlie holds a, and bravo names a and k, so it
+	// waits for a (held by charlie) before it could wait for k
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	alpha, _ := f.widget(t, "alpha")
+	f.createWidget(t, "charlie", "a")
+	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "a", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha hands k to bravo
+	before := f.writes.snapshot()["update Lease"]
+	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
+	// Then alpha keeps k while bravo waits for a, and the handover does not
+	// loop: a prepare, and nothing more
+	time.Sleep(2 * time.Second)
+	if rec := f.record(t, "k"); rec.Holder.UID != alpha.UID {
+		t.Fatalf("record of k: holder %s, want alpha while bravo waits for another key", rec.Holder)
+	}
+	if n := f.writes.snapshot()["update Lease"] - before; n > 2 {
+		t.Errorf("%d Lease updates while bravo could not take k, want the prepare only", n)
+	}
+	// When charlie lets a go, bravo takes a, waits for k, and alpha commits
+	charlie, _ := f.widget(t, "charlie")
+	if err := direct(t).Delete(context.Background(), charlie); err != nil {
+		t.Fatal(err)
+	}
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, 2*wakeWithin)
+	f.waitForReason(t, "alpha", conditions.ReasonParked, wakeWithin)
+}
+
+// labelledSetup is a fixture whose claim records carry team=x and whose
+// Lease cache sees only records with that label, as the docs recommend.
+func labelledSetup() setup {
+	labels := map[string]string{"team": "x"}
+	return setup{claimCfg: &claim.Config{Labels: labels}, leaseLabels: labels}
+}
+
+// recordBeforeLabels writes key's record for the Widget name as a release of
+// the operator before Config.Labels was set did: without the labels.
+func (f *fixture) recordBeforeLabels(t *testing.T, key, name string) {
+	t.Helper()
+	w, err := f.widget(t, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := f.mw.Claimer().HolderOf(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.mw.Claimer().Config()
+	old, err := claim.New(env.APIReader, direct(t), claim.Config{Namespace: f.ns, Set: cfg.Set}, claim.WithBackend(lease.Backend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, o, err := old.Acquire(context.Background(), key, h); err != nil || !o.Granted() {
+		t.Fatalf("writing %s's record of %s without labels: %+v, %v", name, key, o, err)
+	}
+}
+
+func TestAKeySwappedAfterAnUpgradeIsReleasedThoughTheCacheCannotSeeItsOldRecord(t *testing.T) {
+	t.Parallel()
+	f := start(t, labelledSetup())
+	// Given alpha holds old through a record written before the labels
+	// existed, invisible to the manager's Lease cache, and bravo names old
+	f.createWidget(t, "alpha")
+	f.waitForReason(t, "alpha", conditions.ReasonNoKeys, 10*time.Second)
+	f.recordBeforeLabels(t, "old", "alpha")
+	f.createWidget(t, "bravo", "old")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha's spec moves to new
+	f.setKeys(t, "alpha", "new")
+	// Then alpha gives old up and bravo gets it: no deadlock
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, wakeWithin)
+	f.touch(t, "bravo")
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+func TestAReenteredRecordWrittenBeforeTheLabelsIsStampedWithThem(t *testing.T) {
+	t.Parallel()
+	f := start(t, labelledSetup())
+	f.createWidget(t, "alpha")
+	f.waitForReason(t, "alpha", conditions.ReasonNoKeys, 10*time.Second)
+	f.recordBeforeLabels(t, "k", "alpha")
+	// When alpha names k, which it already holds
+	f.setKeys(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, wakeWithin)
+	// Then its record carries the labels, so the cache and its wake-ups see it
+	l := &coordinationv1.Lease{}
+	name := f.mw.Claimer().Config().NameFunc("k")
+	eventually(t, wakeWithin, func() (bool, string) {
+		if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, l); err != nil {
+			return false, err.Error()
+		}
+		return l.Labels["team"] == "x", fmt.Sprintf("labels of k's Lease: %v", l.Labels)
+	})
+}
+
+func TestTheDeletionPassIsToldEveryRecordTheObjectHoldsEvenOnesTheCacheCannotSee(t *testing.T) {
+	t.Parallel()
+	f := start(t, labelledSetup())
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	// Given alpha also holds old through a record the cache cannot see
+	f.recordBeforeLabels(t, "old", "alpha")
+	// When alpha is deleted
+	alpha, _ := f.widget(t, "alpha")
+	if err := direct(t).Delete(context.Background(), alpha); err != nil {
+		t.Fatal(err)
+	}
+	// Then its first deletion pass is told both keys, and both are released
+	eventually(t, wakeWithin, func() (bool, string) {
+		_, err := f.widget(t, "alpha")
+		return err != nil, "alpha is still there"
+	})
+	var first []string
+	for _, c := range f.inner.callsOf("alpha") {
+		if c.state.Deleting {
+			for _, g := range c.state.Grants {
+				first = append(first, g.Key)
+			}
+			break
+		}
+	}
+	if fmt.Sprint(first) != "[k old]" {
+		t.Errorf("first deletion pass told %v, want [k old]", first)
+	}
+	if f.leaseExists(t, "old") || f.leaseExists(t, "k") {
+		t.Error("a record of alpha outlived it")
+	}
+}
+
+func TestYieldingToAnOlderObjectWritesNoRecord(t *testing.T) {
+	t.Parallel()
+	// Given an older sibling that wants k2 and could take it
+	older := claim.Holder{APIVersion: testcrd.GroupVersion.String(), Kind: "Widget", Namespace: "elsewhere", Name: "older", UID: types.UID("older-uid"), Created: time.Now().Add(-time.Hour)}
+	siblings := claim.SiblingsFunc(func(_ context.Context, key string, _ claim.Holder) ([]claim.Holder, error) {
+		if key == "k2" {
+			return []claim.Holder{older}, nil
+		}
+		return nil, nil
+	})
+	f := start(t, setup{claimOpts: []claim.Option{claim.WithSiblings(siblings)}})
+	// When young names k1 and k2, both free
+	f.createWidget(t, "young", "k1", "k2")
+	// Then it yields, without creating k1's record and deleting it again
+	f.waitForReason(t, "young", conditions.ReasonNotFirst, 10*time.Second)
+	f.touch(t, "young")
+	time.Sleep(time.Second)
+	counts := f.writes.snapshot()
+	if counts["create Lease"] != 0 || counts["delete Lease"] != 0 {
+		t.Errorf("a yielding object wrote records: %d created, %d deleted", counts["create Lease"], counts["delete Lease"])
+	}
+}
+
+func TestAKeyDeletedFromOutsideWhileItsHolderCleansUpIsNotGrantedToAWaiter(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	failing := f.failToldPassesOf("alpha")
+	// Given alpha holds k and bravo waits for it
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha is deleted and its deletion pass, given k, keeps failing
+	// (its cleanup of k's workloads is not done)
+	alpha, _ := f.widget(t, "alpha")
+	if err := direct(t).Delete(context.Background(), alpha); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wakeWithin, func() (bool, string) {
+		for _, c := range f.inner.callsOf("alpha") {
+			if c.state.Deleting && len(c.state.Grants) == 1 {
+				return true, ""
+			}
+		}
+		return false, "alpha's deletion pass was never given k"
+	})
+	// And a person deletes k's record while alpha still cleans up
+	f.deleteLease(t, "k")
+	// Then bravo is not granted k while alpha's window for k is open
+	f.neverClaimed(t, "bravo", 2*time.Second)
+	// And once alpha's cleanup succeeds and alpha is gone, bravo gets k
+	failing.Store(false)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+func TestAKeyDeletedFromOutsideIsNotGrantedThroughAnotherMiddlewareWhileItsHolderActs(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	// Two middlewares of one kind in one claim namespace: storage claims
+	// spec.keys, network claims spec.handTo; both may name one key.
+	handToKey := func(_ context.Context, obj client.Object) ([]string, error) {
+		if k := obj.(*testcrd.Widget).Spec.HandTo; k != "" {
+			return []string{k}, nil
+		}
+		return nil, nil
+	}
+	fs := atkStart(t, ns,
+		atkMW{keys: specKeys, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
+		atkMW{keys: handToKey, opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
+	)
+	st, nw := fs[0], fs[1]
+	reason := func(f *fixture, name string, ct conditions.Type) metav1.Condition { return f.atkCondition(t, name, ct) }
+	// Given x acts for k through the storage middleware
+	st.createWidget(t, "x", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := reason(st, "x", "StorageClaimed")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v", c)
+	})
+	x, _ := st.widget(t, "x")
+	// And y names k through the network middleware and waits for it
+	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y"}, Spec: testcrd.WidgetSpec{HandTo: "k"}}
+	if err := direct(t).Create(context.Background(), y); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := reason(nw, "y", "NetworkClaimed")
+		return c.Reason == string(conditions.ReasonParked), fmt.Sprintf("y: %+v", c)
+	})
+	for round := range 8 {
+		// When a person deletes k's record while x acts for it
+		st.deleteLease(t, "k")
+		// Then y is never granted k, and x holds it again
+		for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if c := reason(nw, "y", "NetworkClaimed"); c.Status == metav1.ConditionTrue {
+				t.Fatalf("round %d: y was granted k, freed from outside while x acted for it through the other middleware (x now: %+v)", round, reason(st, "x", "StorageClaimed"))
+			}
+		}
+		eventually(t, wakeWithin, func() (bool, string) {
+			rec := st.record(t, "k")
+			return rec.Exists && rec.Holder.UID == x.UID, fmt.Sprintf("round %d: record of k: exists %t, holder %s", round, rec.Exists, rec.Holder)
+		})
+	}
+}
+
+// keysForbiddenLabel makes forbiddenKeys fail with an API error, as a keys
+// function whose read of a referenced object is refused (RBAC) would.
+const keysForbiddenLabel = "keys-forbidden"
+
+// forbiddenKeys is specKeys, failing with Forbidden while the Widget carries
+// keysForbiddenLabel: a claim error, not an invalid key.
+func forbiddenKeys(ctx context.Context, obj client.Object) ([]string, error) {
+	if obj.GetLabels()[keysForbiddenLabel] == "true" {
+		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "storage-credentials", errors.New("injected: the keys function may not read its reference"))
+	}
+	return specKeys(ctx, obj)
+}
+
+func TestAHolderStoppingAfterAClaimErrorKeepsItsRecordRenewedAcrossARestart(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	s := shortRenewal(t)
+	s.opts = append(s.opts, claimmw.WithKeys(forbiddenKeys))
+	// alpha's passes told to stop fail: its workloads cannot be stopped yet
+	s.innerFail = func(name string, c call) error {
+		if name == "alpha" && !c.state.Granted {
+			return errNotStopped
+		}
+		return nil
+	}
+	f, stop := startIn(t, ns, s)
+	// Given alpha holds k on time-based liveness and bravo waits for it
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha's keys function meets an API error: alpha is Stopping, and
+	// its told passes fail
+	f.edit(t, "alpha", func(w *testcrd.Widget) {
+		if w.Labels == nil {
+			w.Labels = map[string]string{}
+		}
+		w.Labels[keysForbiddenLabel] = "true"
+	})
+	f.waitForReason(t, "alpha", conditions.ReasonStopping, wakeWithin)
+	// And the operator restarts
+	stop()
+	f, _ = startIn(t, ns, s)
+	// Then alpha's record of k stays renewed while alpha is Stopping, and
+	// bravo does not take k over, even after two lease durations
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if c := f.claimed(t, "bravo"); c.Status == metav1.ConditionTrue {
+			t.Fatalf("bravo took k over while alpha may still act for it (alpha: %+v)", f.claimed(t, "alpha"))
+		}
+	}
+	if got := f.claimed(t, "alpha").Reason; got != string(conditions.ReasonStopping) {
+		t.Fatalf("alpha: reason %s, want Stopping while its told passes fail", got)
+	}
+}
+
+func TestAClaimedHolderWhoseStatusWritesFailKeepsItsRecordRenewedAcrossARestart(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	s := shortRenewal(t)
+	f, stop := startIn(t, ns, s)
+	// Given alpha holds k on time-based liveness and bravo waits for it
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When the operator restarts, alpha's spec changed meanwhile (its keys
+	// did not), and alpha's status can no longer be written (an admission
+	// policy, RBAC on /status)
+	stop()
+	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "nobody" })
+	s.failStatusOf = "alpha"
+	f, _ = startIn(t, ns, s)
+	eventually(t, wakeWithin, func() (bool, string) {
+		return f.writes.failedStatus.Load() >= 1, "alpha's status write was never refused"
+	})
+	// Then alpha, still Claimed and never told to stop, keeps k renewed, and
+	// bravo does not take k over, even after two lease durations
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if c := f.claimed(t, "bravo"); c.Status == metav1.ConditionTrue {
+			t.Fatalf("bravo took k over while alpha acts for it (alpha: %+v)", f.claimed(t, "alpha"))
+		}
+	}
+}
+
+func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderWithUnknownKeysIsStopping(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	failing := f.failToldPassesOf("alpha")
+	// Given alpha holds k and bravo waits for it
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	alpha, _ := f.widget(t, "alpha")
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha's spec, still naming k, gets a reference its keys function
+	// cannot resolve: alpha keeps k, is Stopping, and its told passes fail
+	f.setKeys(t, "alpha", "k", failKeysFuncKey)
+	f.waitForReason(t, "alpha", conditions.ReasonStopping, wakeWithin)
+	if rec := f.record(t, "k"); !rec.Exists || rec.Holder.UID != alpha.UID {
+		t.Fatalf("record of k while alpha's keys are unknown: exists %t, holder %s; want alpha's", rec.Exists, rec.Holder)
+	}
+	// And a person deletes k's record
+	f.deleteLease(t, "k")
+	// Then bravo is not granted k while alpha may still act for it
+	f.neverClaimed(t, "bravo", 2*time.Second)
+	// And once alpha's told pass succeeds, bravo gets k
+	failing.Store(false)
+	f.touch(t, "alpha")
+	f.waitForReason(t, "alpha", conditions.ReasonInvalidKey, wakeWithin)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
