@@ -63,6 +63,9 @@ type window struct {
 	key        string
 	token      claim.Token
 	start, end time.Time
+	// passStart is when the pass that started it began: the earliest time
+	// that pass can have read the record it acted on.
+	passStart time.Time
 	// opened and closed are the passes that started and stopped it.
 	opened, closed int64
 }
@@ -186,7 +189,7 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		}
 		k := wkey{uid: obj.UID, key: g.Key}
 		if a.open[k] == nil {
-			w := &window{object: req.Name, uid: obj.UID, key: g.Key, token: g.Token, start: rec.start, opened: pass}
+			w := &window{object: req.Name, uid: obj.UID, key: g.Key, token: g.Token, start: rec.start, passStart: rec.passStart, opened: pass}
 			a.open[k] = w
 			a.windows = append(a.windows, w)
 		}

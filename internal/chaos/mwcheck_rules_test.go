@@ -111,6 +111,14 @@ func TestMiddlewareCheckerHistoryRules(t *testing.T) {
 			versions: append(slices.Clone(base), stored(k, "L1", "20", "b", 15)),
 		},
 	}, {
+		name: "two holders at once after an expiry takeover the older read its grant before",
+		h: mwHistory{
+			windows: []window{func() window { w := win("a", k, "10", 20, 30); w.passStart = at(5); return w }(),
+				win("b", k, "20", 25, 40)},
+			outside:  []outside{{kind: outsideTakeover, key: k, holder: "b", invoked: at(13), returned: at(14)}},
+			versions: append(slices.Clone(base), stored(k, "L1", "20", "b", 15)),
+		},
+	}, {
 		name: "a takeover while the holder acts, nothing from outside",
 		h: mwHistory{
 			windows:  []window{win("a", k, "10", 10, 30), win("b", k, "20", 20, 40)},

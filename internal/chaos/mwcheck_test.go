@@ -31,7 +31,8 @@ var (
 	// (a window runs from the first inner call that acted for the key to
 	// the end of the told pass that stopped its workload and succeeded, or
 	// until the object is gone), and no expiry takeover was injected on the
-	// key between the start of the older window and the start of the newer.
+	// key between the start of the pass that opened the older window and the
+	// start of the newer.
 	errOverlap = errors.New("one-actor-per-key")
 	// errTokenOrder: an object acted with an older token in a pass that
 	// began after another object had acted with a newer one.
@@ -299,7 +300,13 @@ func (h mwHistory) checkWindows() []error {
 				if older.uid == newer.uid || !newer.start.Before(h.end(older)) {
 					continue
 				}
-				if h.takeoverBetween(key, older.start, newer.start) {
+				// The older holder's pass may have read its grant before
+				// the takeover and acted after it.
+				from := older.start
+				if !older.passStart.IsZero() && older.passStart.Before(from) {
+					from = older.passStart
+				}
+				if h.takeoverBetween(key, from, newer.start) {
 					continue
 				}
 				out = append(out, violate(errOverlap, key, "%s and %s acted at once; in between: %s", older, newer, h.between(key, older.start, newer.start)))
