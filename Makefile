@@ -121,3 +121,19 @@ SEEDS ?= 200
 .PHONY: chaos
 chaos: envtest ## Randomized claims and middleware under injected faults, history-checked (SEEDS=200; CHAOS_SEED=N replays one).
 	CHAOS_SEEDS=$(SEEDS) go test -race -count=1 -timeout 120m -run '^(TestChaos|TestMiddlewareChaos)$$' -v ./internal/chaos/
+
+# `make chaos-mutants`: each known bug of internal/mutant put back in turn
+# (CHAOS_MUTANT=<name>, in a test binary built with -tags chaosmutants, the
+# only kind in which a mutant can be on) and TestMiddlewareChaos run until a
+# seed reports a violation, for at most MUTANT_SEEDS seeds; with a mutant
+# on, the test fails when no seed does. Fails unless every mutant is caught.
+MUTANT_SEEDS ?= 20
+MUTANTS ?= $(shell sed -n 's/^\t\([A-Za-z]*\) Name = ".*"$$/\1/p' internal/mutant/mutant.go)
+.PHONY: chaos-mutants
+chaos-mutants: envtest ## Put each known bug back (internal/mutant) and fail unless the middleware checker catches every one (MUTANT_SEEDS=20).
+	@failed=; for m in $(MUTANTS); do \
+	  echo "== mutant $$m"; \
+	  if CHAOS_MUTANT=$$m CHAOS_SEEDS=$(MUTANT_SEEDS) go test -tags chaosmutants -count=1 -timeout 60m -run '^TestMiddlewareChaos$$' -v ./internal/chaos/ | grep -E '^(---|ok|FAIL)|mutant|summary|^ +[a-z]+(-[a-z]+)+: '; \
+	  then :; else failed="$$failed $$m"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "chaos-mutants: not caught:$$failed"; exit 1; fi; echo "chaos-mutants: every mutant caught"

@@ -466,3 +466,17 @@ func (r *recorder) sync(ctx context.Context, c client.Client) ([]history.Version
 	}
 	return append([]history.Version(nil), r.versions...), nil
 }
+
+// countSince is how many Lease versions (writes and deletions, the sentinel
+// aside) the watch delivered since t.
+func (r *recorder) countSince(t time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, v := range r.versions {
+		if v.Seen.After(t) {
+			n++
+		}
+	}
+	return n
+}

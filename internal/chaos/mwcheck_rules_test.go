@@ -2,6 +2,7 @@ package chaos_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func gone(key string, lease types.UID, rv string, holder types.UID, seen int) hi
 // rulesOf returns the rules errs break.
 func rulesOf(errs []error) []error {
 	var out []error
-	for _, rule := range []error{errUnbacked, errOverlap, errTokenOrder, errUntoldRelease, errTakeover, errLeak, errClaimedNotHeld, errHoldsWhileWaiting, errDeadlock, errNotConverged} {
+	for _, rule := range []error{errUnbacked, errOverlap, errTokenOrder, errUnheld, errUntoldRelease, errTakeover, errLeak, errClaimedNotHeld, errHoldsWhileWaiting, errDeadlock, errNotConverged, errWritesGoOn} {
 		for _, e := range errs {
 			if errors.Is(e, rule) {
 				out = append(out, rule)
@@ -63,6 +64,16 @@ func sameRules(got, want []error) bool {
 	return true
 }
 
+// win is uid's acting window for key with token from start to end; end < 0
+// is a workload still running.
+func win(uid types.UID, key string, token claim.Token, start, end int) window {
+	w := window{object: string(uid), uid: uid, key: key, token: token, start: at(start)}
+	if end >= 0 {
+		w.end = at(end)
+	}
+	return w
+}
+
 // TestMiddlewareCheckerHistoryRules proves each rule about the run on a
 // hand-made history: it holds for what the middleware may do and breaks
 // for what it must not.
@@ -70,46 +81,56 @@ func TestMiddlewareCheckerHistoryRules(t *testing.T) {
 	const k = "store-0"
 	// a holds k with token 10 (record L1); b gets it with token 20.
 	base := []history.Version{stored(k, "L1", "10", "a", 5)}
+	handedOn := append(slices.Clone(base), gone(k, "L1", "10", "a", 35), stored(k, "L2", "20", "b", 45))
 	for _, tc := range []struct {
 		name string
 		h    mwHistory
 		want []error
 	}{{
-		name: "one holder after another, the first released after it was told",
+		name: "one holder after another, the first released after its told pass ended",
 		h: mwHistory{
-			acts: []act{acting("a", k, "10", 0, 10, 20),
-				{uid: "a", pass: 2, passStart: at(25), start: at(30), end: at(31), state: claimmw.State{Releasing: []claimmw.Grant{{Key: k, Token: "10"}}}},
-				acting("b", k, "20", 40, 50, 60)},
-			releases: []release{{pass: 2, version: "10"}},
-			versions: append(base, gone(k, "L1", "10", "a", 35), stored(k, "L2", "20", "b", 45)),
+			acts:     []act{acting("a", k, "10", 0, 10, 20), acting("b", k, "20", 40, 50, 60)},
+			windows:  []window{win("a", k, "10", 10, 31), win("b", k, "20", 50, -1)},
+			releases: []release{{pass: 2, version: "10", sent: at(33)}},
+			versions: handedOn,
 		},
 	}, {
-		name: "two holders at once, nothing from outside",
+		name: "a workload that outlives its pass overlaps the next holder's",
 		h: mwHistory{
-			acts:     []act{acting("a", k, "10", 0, 10, 30), acting("b", k, "20", 12, 20, 40)},
-			versions: append(base, stored(k, "L1", "20", "b", 15)),
+			acts:     []act{acting("a", k, "10", 0, 10, 12), acting("b", k, "20", 40, 50, 60)},
+			windows:  []window{win("a", k, "10", 10, -1), win("b", k, "20", 50, -1)},
+			outside:  []outside{{kind: outsideDelete, key: k, lease: "L1", invoked: at(34), returned: at(35)}},
+			versions: handedOn,
 		},
-		want: []error{errOverlap, errTakeover},
+		want: []error{errOverlap},
 	}, {
 		name: "two holders at once after an expiry takeover from outside",
 		h: mwHistory{
-			acts:     []act{acting("a", k, "10", 0, 10, 30), acting("b", k, "20", 12, 20, 40)},
+			windows:  []window{win("a", k, "10", 10, 30), win("b", k, "20", 20, 40)},
 			outside:  []outside{{kind: outsideTakeover, key: k, holder: "b", invoked: at(13), returned: at(14)}},
-			versions: append(base, stored(k, "L1", "20", "b", 15)),
+			versions: append(slices.Clone(base), stored(k, "L1", "20", "b", 15)),
 		},
 	}, {
-		name: "two holders at once after the record was deleted from outside",
+		name: "two holders at once after an expiry takeover the older read its grant before",
 		h: mwHistory{
-			acts:     []act{acting("a", k, "10", 0, 10, 30), acting("b", k, "20", 12, 20, 40)},
-			outside:  []outside{{kind: outsideDelete, key: k, lease: "L1", invoked: at(13), returned: at(14)}},
-			versions: append(base, gone(k, "L1", "10", "a", 14), stored(k, "L2", "20", "b", 16)),
+			windows: []window{func() window { w := win("a", k, "10", 20, 30); w.passStart = at(5); return w }(),
+				win("b", k, "20", 25, 40)},
+			outside:  []outside{{kind: outsideTakeover, key: k, holder: "b", invoked: at(13), returned: at(14)}},
+			versions: append(slices.Clone(base), stored(k, "L1", "20", "b", 15)),
 		},
+	}, {
+		name: "a takeover while the holder acts, nothing from outside",
+		h: mwHistory{
+			windows:  []window{win("a", k, "10", 10, 30), win("b", k, "20", 20, 40)},
+			versions: append(slices.Clone(base), stored(k, "L1", "20", "b", 15)),
+		},
+		want: []error{errOverlap, errTakeover},
 	}, {
 		name: "an older token acts in a pass begun after a newer one acted",
 		h: mwHistory{
 			acts:     []act{acting("b", k, "20", 0, 10, 20), acting("a", k, "10", 25, 30, 40)},
 			outside:  []outside{{kind: outsideTakeover, key: k, holder: "b", invoked: at(1), returned: at(2)}},
-			versions: append(base, stored(k, "L1", "20", "b", 3)),
+			versions: append(slices.Clone(base), stored(k, "L1", "20", "b", 3)),
 		},
 		want: []error{errTokenOrder},
 	}, {
@@ -120,50 +141,87 @@ func TestMiddlewareCheckerHistoryRules(t *testing.T) {
 		},
 		want: []error{errUnbacked},
 	}, {
-		name: "a record deleted without its holder being told",
+		name: "acting while the record names another",
 		h: mwHistory{
-			acts:     []act{acting("a", k, "10", 0, 10, 20)},
-			versions: append(base, gone(k, "L1", "10", "a", 30)),
+			acts: []act{func() act {
+				x := acting("a", k, "10", 8, 10, 20)
+				x.unheld = []unheld{{key: k, holder: "b", at: at(10)}}
+				return x
+			}()},
+			versions: base,
+		},
+		want: []error{errUnheld},
+	}, {
+		name: "acting while the record was just deleted from outside",
+		h: mwHistory{
+			acts: []act{func() act {
+				x := acting("a", k, "10", 8, 10, 20)
+				x.unheld = []unheld{{key: k, at: at(10)}}
+				return x
+			}()},
+			outside:  []outside{{kind: outsideDelete, key: k, lease: "L1", invoked: at(9), returned: at(9)}},
+			versions: append(slices.Clone(base), gone(k, "L1", "10", "a", 9)),
+		},
+	}, {
+		name: "a record deleted while its holder's workload runs",
+		h: mwHistory{
+			windows:  []window{win("a", k, "10", 10, -1)},
+			releases: []release{{pass: 2, version: "10", sent: at(25)}},
+			versions: append(slices.Clone(base), gone(k, "L1", "10", "a", 30)),
 		},
 		want: []error{errUntoldRelease},
 	}, {
-		name: "a record deleted by a failed pass that was told",
+		name: "a record deleted before the told pass that stopped the workload ended",
 		h: mwHistory{
-			acts: []act{{uid: "a", pass: 2, passStart: at(20), start: at(21), end: at(22), err: errors.New("inner failed"),
-				state: claimmw.State{Releasing: []claimmw.Grant{{Key: k, Token: "10"}}}}},
-			releases: []release{{pass: 2, version: "10"}},
-			versions: append(base, gone(k, "L1", "10", "a", 30)),
+			windows:  []window{win("a", k, "10", 10, 28)},
+			releases: []release{{pass: 2, version: "10", sent: at(25)}},
+			versions: append(slices.Clone(base), gone(k, "L1", "10", "a", 30)),
 		},
 		want: []error{errUntoldRelease},
 	}, {
-		name: "a record deleted by a pass that was not told",
+		name: "a record deleted while its holder was only being deleted",
 		h: mwHistory{
-			acts:     []act{{uid: "a", pass: 2, passStart: at(20), start: at(21), end: at(22)}},
-			releases: []release{{pass: 2, version: "10"}},
-			versions: append(base, gone(k, "L1", "10", "a", 30)),
+			windows:  []window{win("a", k, "10", 10, -1)},
+			deleted:  map[types.UID]time.Time{"a": at(12)},
+			releases: []release{{pass: 3, version: "10", sent: at(25)}},
+			versions: append(slices.Clone(base), gone(k, "L1", "10", "a", 30)),
 		},
 		want: []error{errUntoldRelease},
 	}, {
-		name: "a record deleted by the holder's deletion pass",
+		name: "a record deleted once its holder's object was gone",
 		h: mwHistory{
-			acts:     []act{{uid: "a", pass: 3, passStart: at(20), start: at(21), end: at(22), state: claimmw.State{Deleting: true}}},
-			releases: []release{{pass: 3, version: "10"}},
-			versions: append(base, gone(k, "L1", "10", "a", 30)),
+			windows:  []window{win("a", k, "10", 10, -1)},
+			gone:     map[types.UID]time.Time{"a": at(20)},
+			versions: append(slices.Clone(base), gone(k, "L1", "10", "a", 30)),
 		},
 	}, {
-		name: "a record deleted by another object's deletion pass",
-		h: mwHistory{
-			acts:     []act{{uid: "c", pass: 3, passStart: at(20), start: at(21), end: at(22), state: claimmw.State{Deleting: true}}},
-			releases: []release{{pass: 3, version: "10"}},
-			versions: append(base, gone(k, "L1", "10", "a", 30)),
-		},
-		want: []error{errUntoldRelease},
-	}, {
-		name: "a record taken over after its holder's deletion was asked",
+		name: "a record taken over while its holder was only being deleted",
 		h: mwHistory{
 			deleted:  map[types.UID]time.Time{"a": at(10)},
-			versions: append(base, stored(k, "L1", "20", "b", 15)),
+			versions: append(slices.Clone(base), stored(k, "L1", "20", "b", 15)),
 		},
+		want: []error{errTakeover},
+	}, {
+		name: "a record taken over after its holder was gone",
+		h: mwHistory{
+			gone:     map[types.UID]time.Time{"a": at(10)},
+			versions: append(slices.Clone(base), stored(k, "L1", "20", "b", 15)),
+		},
+	}, {
+		name: "with expiry, a holder that had stopped acting loses its record",
+		h: mwHistory{
+			renewal:  true,
+			windows:  []window{win("a", k, "10", 5, 12)},
+			versions: append(slices.Clone(base), stored(k, "L1", "20", "b", 15)),
+		},
+	}, {
+		name: "with expiry, a holder still acting loses its record",
+		h: mwHistory{
+			renewal:  true,
+			windows:  []window{win("a", k, "10", 5, -1)},
+			versions: append(slices.Clone(base), stored(k, "L1", "20", "b", 15)),
+		},
+		want: []error{errTakeover},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Given a hand-made history

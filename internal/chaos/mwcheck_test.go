@@ -3,8 +3,10 @@ package chaos_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -25,19 +27,28 @@ var (
 	// errUnbacked: the inner reconciler acted for a key with a token that
 	// no stored version of the key's record names it with (or with none).
 	errUnbacked = errors.New("acted-without-grant")
-	// errOverlap: two objects acted for one key at the same time, and no
-	// record of that key was deleted or taken over from outside between the
-	// start of the older grant's pass and the start of the newer's action.
+	// errOverlap: the acting windows of two objects for one key overlap
+	// (a window runs from the first inner call that acted for the key to
+	// the end of the told pass that stopped its workload and succeeded, or
+	// until the object is gone), and no expiry takeover was injected on the
+	// key between the start of the pass that opened the older window and the
+	// start of the newer.
 	errOverlap = errors.New("one-actor-per-key")
 	// errTokenOrder: an object acted with an older token in a pass that
 	// began after another object had acted with a newer one.
 	errTokenOrder = errors.New("tokens-increase")
-	// errUntoldRelease: a record was deleted, neither from outside nor by
-	// a pass of its holder whose inner call succeeded and was told to stop
-	// using the key (State.Releasing) or ran the deletion (State.Deleting).
-	errUntoldRelease = errors.New("released-only-when-told")
-	// errTakeover: a record passed from a holder whose object was never
-	// deleted to another, without an injected expiry takeover.
+	// errUnheld: an object acted for a key whose record, read uncached as
+	// the inner call started, did not name it, and nothing from outside
+	// touched the record since its pass began.
+	errUnheld = errors.New("holds-record-when-acting")
+	// errUntoldRelease: a record was deleted, not from outside, while its
+	// holder's acting window for the key was open (its told pass had not
+	// ended with success) and its object was not gone.
+	errUntoldRelease = errors.New("released-only-after-stopped")
+	// errTakeover: a record passed from one holder to another without an
+	// injected expiry takeover while the previous holder's object was not
+	// gone, and either its liveness is its existence (no expiry, no
+	// handover in the profile) or its acting window for the key was open.
 	errTakeover = errors.New("taken-over-only-when-gone")
 	// errLeak: after quiescence a record names a holder that is gone or no
 	// longer names its key.
@@ -54,6 +65,9 @@ var (
 	// every key recorded for it nor Parked behind a live holder that names
 	// the key, or is still being deleted.
 	errNotConverged = errors.New("converges")
+	// errWritesGoOn: once the state looked settled, a claim record was
+	// written within the quiet interval that follows (a livelock).
+	errWritesGoOn = errors.New("writes-stop")
 )
 
 // violation is one broken promise of the middleware.
@@ -88,9 +102,20 @@ type act struct {
 	err                   error
 	state                 claimmw.State
 	// acted are the keys the inner reconciler acted for, with their
-	// tokens: the grants of a Granted pass (and, for the broken inner
-	// that ignores State.Granted, every key it names).
+	// tokens: the grants of a Granted pass or of a deletion pass (and, for
+	// the broken inner that ignores State.Granted, every key it names).
 	acted []claimmw.Grant
+	// unheld are the keys acted for whose record, read uncached as the
+	// inner call started, did not name the object.
+	unheld []unheld
+}
+
+// unheld is a key acted for whose record named holder (none when empty)
+// when it was read, at at.
+type unheld struct {
+	key    string
+	holder types.UID
+	at     time.Time
 }
 
 // outside is a fault injected on a key from outside the protocol.
@@ -113,6 +138,7 @@ const (
 type release struct {
 	pass    int64
 	version string
+	sent    time.Time
 }
 
 // mwHistory is what one seed of the middleware run recorded.
@@ -121,7 +147,12 @@ type mwHistory struct {
 	releases []release
 	outside  []outside
 	deleted  map[types.UID]time.Time // object UID -> when its deletion was requested
+	gone     map[types.UID]time.Time // object UID -> when the object disappeared
 	versions []history.Version
+	windows  []window
+	// handovers and renewal say that a live holder may lose a key it does
+	// not act for: by a committed handover, by expiry.
+	handovers, renewal bool
 }
 
 // interval is one object acting for one key.
@@ -131,6 +162,14 @@ type interval struct {
 	key                   string
 	token                 claim.Token
 	passStart, start, end time.Time
+}
+
+func (w window) String() string {
+	end := "running"
+	if !w.end.IsZero() {
+		end = w.end.Format("15:04:05.000")
+	}
+	return fmt.Sprintf("%s (%s) token %q window %s..%s (passes %d..%d)", w.object, w.uid, w.token, w.start.Format("15:04:05.000"), end, w.opened, w.closed)
 }
 
 func (iv interval) String() string {
@@ -196,17 +235,23 @@ func checkHistory(h mwHistory) []error {
 				if older.passStart.After(newer.start) {
 					out = append(out, violate(errTokenOrder, key, "%s acted with the older token in a pass that began after %s acted with the newer one", older, newer))
 				}
-				if older.start.Before(newer.end) && newer.start.Before(older.end) && !h.excused(key, older.passStart, newer.start) {
-					out = append(out, violate(errOverlap, key, "%s and %s acted at once, and nothing from outside touched the record in between", older, newer))
-				}
 			}
 		}
 	}
+	for _, a := range h.acts {
+		for _, u := range a.unheld {
+			if !h.excused(u.key, a.passStart, u.at) {
+				out = append(out, violate(errUnheld, u.key, "%s (%s) acted in pass %d (begun %s) while the record named %q (read %s)",
+					a.object, a.uid, a.pass, a.passStart.Format("15:04:05.000"), u.holder, u.at.Format("15:04:05.000")))
+			}
+		}
+	}
+	out = append(out, h.checkWindows()...)
 	return append(out, h.checkTransitions()...)
 }
 
 // excused reports whether a fault from outside the protocol touched key's
-// record between from and to: the only way two objects may act at once.
+// record between from and to.
 func (h mwHistory) excused(key string, from, to time.Time) bool {
 	for _, o := range h.outside {
 		if o.key == key && o.returned.After(from) && o.invoked.Before(to) {
@@ -216,9 +261,106 @@ func (h mwHistory) excused(key string, from, to time.Time) bool {
 	return false
 }
 
+// end is when w ended: the end of its told pass, or when its object was
+// gone, whichever came first; the far future while it runs.
+func (h mwHistory) end(w window) time.Time {
+	end := w.end
+	if end.IsZero() {
+		end = time.Unix(1<<40, 0)
+	}
+	if g, ok := h.gone[w.uid]; ok && g.Before(end) {
+		end = g
+	}
+	return end
+}
+
+// acting reports whether uid's acting window for key was open at t.
+func (h mwHistory) acting(uid types.UID, key string, t time.Time) (window, bool) {
+	for _, w := range h.windows {
+		if w.uid == uid && w.key == key && w.start.Before(t) && h.end(w).After(t) {
+			return w, true
+		}
+	}
+	return window{}, false
+}
+
+// checkWindows applies errOverlap to the acting windows.
+func (h mwHistory) checkWindows() []error {
+	var out []error
+	byKey := map[string][]window{}
+	for _, w := range h.windows {
+		byKey[w.key] = append(byKey[w.key], w)
+	}
+	keys := slices.Sorted(maps.Keys(byKey))
+	for _, key := range keys {
+		ws := byKey[key]
+		slices.SortFunc(ws, func(a, b window) int { return a.start.Compare(b.start) })
+		for i, older := range ws {
+			for _, newer := range ws[i+1:] {
+				if older.uid == newer.uid || !newer.start.Before(h.end(older)) {
+					continue
+				}
+				// The older holder's pass may have read its grant before
+				// the takeover and acted after it.
+				from := older.start
+				if !older.passStart.IsZero() && older.passStart.Before(from) {
+					from = older.passStart
+				}
+				if h.takeoverBetween(key, from, newer.start) {
+					continue
+				}
+				out = append(out, violate(errOverlap, key, "%s and %s acted at once; in between: %s", older, newer, h.between(key, older.start, newer.start)))
+			}
+		}
+	}
+	return out
+}
+
+// between words what happened to key's record from a little before from
+// to a little after to (the watch sees a version after the write applied):
+// its versions and the faults injected from outside.
+func (h mwHistory) between(key string, from, to time.Time) string {
+	from, to = from.Add(-200*time.Millisecond), to.Add(200*time.Millisecond)
+	var parts []string
+	for _, v := range h.versions {
+		if v.Key == key && !v.Seen.Before(from) && !v.Seen.After(to) {
+			what := "holder " + string(v.Holder)
+			if v.Deleted {
+				what = "deleted"
+				if h.deletedFromOutside(v) {
+					what += " from outside"
+				}
+			}
+			parts = append(parts, fmt.Sprintf("%s v%s %s", v.Seen.Format("15:04:05.000"), v.ResourceVersion, what))
+		}
+	}
+	for _, o := range h.outside {
+		if o.key == key && !o.invoked.Before(from) && !o.invoked.After(to) {
+			parts = append(parts, fmt.Sprintf("%s %s", o.invoked.Format("15:04:05.000"), o.kind))
+		}
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// takeoverBetween reports whether an expiry takeover of key was injected
+// between from and to.
+func (h mwHistory) takeoverBetween(key string, from, to time.Time) bool {
+	for _, o := range h.outside {
+		if o.kind == outsideTakeover && o.key == key && o.returned.After(from) && o.invoked.Before(to) {
+			return true
+		}
+	}
+	return false
+}
+
 // checkTransitions follows each record object through its versions: a
-// deletion must come from outside or after its holder was told, a change of
-// holder from an expiry takeover or after the previous holder's deletion.
+// deletion must come from outside or after its holder stopped acting for
+// the key, a change of holder from an expiry takeover, from a previous
+// holder that is gone, or (with expiry or handovers) from one that had
+// stopped acting for the key.
 func (h mwHistory) checkTransitions() []error {
 	var out []error
 	last := map[types.UID]history.Version{} // record UID -> its previous version
@@ -227,22 +369,40 @@ func (h mwHistory) checkTransitions() []error {
 		last[v.UID] = v
 		switch {
 		case v.Deleted:
-			holder, version := v.Holder, ""
+			holder, version := v.Holder, v.ResourceVersion
 			if seen && !prev.Deleted {
 				holder, version = prev.Holder, prev.ResourceVersion
 			}
-			if !h.deletedFromOutside(v) && !h.told(holder, v.Key, version) {
-				out = append(out, violate(errUntoldRelease, v.Key, "record %s of holder %s (version %s) was deleted at %s, but by no pass of that holder whose inner call succeeded and was told to release it (deletes of that version by passes %v)",
-					v.Name, holder, version, v.Seen.Format("15:04:05.000"), h.deleters(version)))
+			if h.deletedFromOutside(v) {
+				continue
+			}
+			at := v.Seen
+			for _, r := range h.releases {
+				if r.version == version && r.sent.Before(at) {
+					at = r.sent
+				}
+			}
+			if w, open := h.acting(holder, v.Key, at); open {
+				out = append(out, violate(errUntoldRelease, v.Key, "record %s of holder %s (version %s) was deleted (delete sent %s, by passes %v) while its acting window %s was open",
+					v.Name, holder, version, at.Format("15:04:05.000"), h.deleters(version), w))
 			}
 		case seen && !prev.Deleted && prev.Holder != v.Holder:
-			if !h.takenOver(v) && !h.deletedBefore(prev.Holder, v.Seen) {
-				out = append(out, violate(errTakeover, v.Key, "record %s passed from %s to %s at version %s while %s's object was never deleted",
-					v.Name, prev.Holder, v.Holder, v.ResourceVersion, prev.Holder))
+			if h.takenOver(v) || h.goneBefore(prev.Holder, v.Seen) {
+				continue
+			}
+			w, open := h.acting(prev.Holder, v.Key, v.Seen)
+			if open || !(h.handovers || h.renewal) {
+				out = append(out, violate(errTakeover, v.Key, "record %s passed from %s to %s at version %s (%s) while %s's object was not gone (acting: %t %s)",
+					v.Name, prev.Holder, v.Holder, v.ResourceVersion, v.Seen.Format("15:04:05.000"), prev.Holder, open, w))
 			}
 		}
 	}
 	return out
+}
+
+func (h mwHistory) goneBefore(uid types.UID, t time.Time) bool {
+	at, ok := h.gone[uid]
+	return ok && at.Before(t)
 }
 
 func (h mwHistory) deletedFromOutside(v history.Version) bool {
@@ -258,32 +418,6 @@ func (h mwHistory) takenOver(v history.Version) bool {
 	for _, o := range h.outside {
 		if o.kind == outsideTakeover && o.key == v.Key && o.holder == v.Holder && o.invoked.Before(v.Seen) {
 			return true
-		}
-	}
-	return false
-}
-
-func (h mwHistory) deletedBefore(uid types.UID, t time.Time) bool {
-	at, ok := h.deleted[uid]
-	return ok && at.Before(t)
-}
-
-// told reports whether a pass that asked to delete version of key's record
-// was a pass of holder whose inner call succeeded and ran its deletion or
-// was told to release key. Only that pass's release may delete it: the
-// middleware releases after the inner call of the same pass returned.
-func (h mwHistory) told(holder types.UID, key, version string) bool {
-	for _, r := range h.releases {
-		if r.version != version || r.pass == 0 {
-			continue
-		}
-		for _, a := range h.acts {
-			if a.pass != r.pass || a.uid != holder || a.err != nil {
-				continue
-			}
-			if a.state.Deleting || slices.ContainsFunc(a.state.Releasing, func(g claimmw.Grant) bool { return g.Key == key }) {
-				return true
-			}
 		}
 	}
 	return false

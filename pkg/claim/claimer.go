@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/ocf-claim/claim/internal/mutant"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 )
@@ -306,6 +307,7 @@ func (c *Claimer) Acquire(ctx context.Context, key string, self Holder) (Holder,
 		if err != nil {
 			return Holder{}, Outcome{}, fmt.Errorf("acquiring claim %q: reading record: %w", key, err)
 		}
+		mutant.Do(mutant.CachedHeldTrusted, func() { c.trustCachedHeld(ctx, key, self, &rec) })
 		last = rec
 		v := judge(rec, self, c.cfg.sets()...)
 		logger.V(1).Info("judged claim record", "verdict", v.String(), "record", rec.Ref.String(), "version", rec.Version)
@@ -654,6 +656,7 @@ func (c *Claimer) ReleaseRecords(ctx context.Context, self Holder, recs ...Recor
 			errs = append(errs, fmt.Errorf("releasing claim %q of %s: reading record: %w", r.Key, self, err))
 			continue
 		}
+		mutant.Do(mutant.ReleaseWhateverRecord, func() { rec.Holder = self })
 		if !c.mine(rec, self) {
 			continue
 		}

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocf-claim/claim/internal/mutant"
 )
 
 // Liveness judges whether the holder of a claim record is still alive. A
@@ -271,6 +273,7 @@ func objectAlive(ctx context.Context, reader client.Reader, obj client.Object, h
 	case err != nil:
 		return false, fmt.Errorf("reading holder %s: %w", h, err)
 	}
+	mutant.Do(mutant.DeletingHolderJudgedGone, func() { deletingAsGone(obj) })
 	return obj.GetUID() == h.UID, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocf-claim/claim/internal/mutant"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/conditions"
@@ -258,6 +259,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 		return m.finalize(ctx, userCtx, req, obj, self)
 	}
 	p := &pass{obj: obj, self: self, was: m.previous(obj)}
+	mutant.Do(mutant.MustTellInMemory, func() { p.was = m.rememberedPrevious(req, p.was) })
 	gen := obj.GetGeneration()
 
 	p.keys, err = m.keysOf(ctx, obj)
@@ -449,9 +451,11 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	}
 	innerCtx, stop := guard(userCtx, holds)
 	state := State{Granted: true, Grants: grants, Releasing: grantsOf(p.giveUp), Handovers: handovers, Condition: cond}
+	mutant.Do(mutant.ReleaseBeforeInner, func() { _, _ = m.release(ctx, p, reconcile.Result{}, "before its inner pass") })
 	res, err := m.inner.Reconcile(m.innerContext(innerCtx, state), req)
 	stop()
 	if err != nil {
+		mutant.Do(mutant.ReleaseAfterFailedInner, func() { _, _ = m.release(ctx, p, reconcile.Result{}, "after a failed inner pass") })
 		// The inner pass did not finish: keys it gives up may still be in
 		// use by its old workloads, and keys it hands over may not be free
 		// of them yet. Keep them.
@@ -490,6 +494,7 @@ func soonest(res reconcile.Result, after time.Duration) reconcile.Result {
 func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request, p *pass, cond metav1.Condition) (reconcile.Result, error) {
 	reason := conditions.Reason(cond.Reason)
 	tell := mustTell(p.was, len(p.giveUp))
+	mutant.Do(mutant.LostKeyNeverTold, func() { tell = len(p.giveUp) > 0 })
 	shown := cond
 	if p.was.mayHaveHeld() {
 		shown = stoppingCondition(cond)
@@ -537,10 +542,12 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	}
 	res := reconcile.Result{RequeueAfter: after}
 
+	mutant.Do(mutant.ReleaseBeforeInner, func() { _, _ = m.release(ctx, p, reconcile.Result{}, "before its inner pass") })
 	if tell || m.cfg.parkedMode == RunInnerWhileParked {
 		state := State{Releasing: grantsOf(p.giveUp), Condition: shown}
 		inner, err := m.inner.Reconcile(m.innerContext(userCtx, state), req)
 		if err != nil {
+			mutant.Do(mutant.ReleaseAfterFailedInner, func() { _, _ = m.release(ctx, p, reconcile.Result{}, "after a failed inner pass") })
 			// Still Stopping (or still Claimed, if the write failed): the next
 			// pass tells it again, after the controller's backoff.
 			return inner, err

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/ocf-claim/claim/internal/mutant"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -319,6 +320,7 @@ func (m *Middleware) recordChanged(ctx context.Context, rec client.Object) []rec
 	if name := ann[a.HolderName]; name != "" && (ann[a.HolderKind] == "" || ann[a.HolderKind] == m.cfg.kind) {
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ann[a.HolderNamespace], Name: name}})
 	}
+	mutant.Do(mutant.NotWokenByRecordEvents, func() { reqs = withoutHolder(reqs, ann[a.HolderName]) })
 	return reqs
 }
 

@@ -1,0 +1,253 @@
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+)
+
+// actor is the inner reconciler of the checker's world, shared by every
+// operator process of a seed as the cluster is: when a pass acts for a key
+// it starts a workload for that key (a StatefulSet, a migration) that keeps
+// running after the pass; only a pass told to stop it, that returns
+// success, stops it. A workload's life is an acting window, the unit the
+// checker judges. The actor records every call, every window and every
+// Lease Delete the operators send.
+type actor struct {
+	// records reads a key's record uncached, at the start of each call
+	// that acts: the object must hold it whenever it acts.
+	records *claim.Claimer
+	// ignoreGranted makes it act for every key its object names, granted
+	// or not (a broken inner reconciler).
+	ignoreGranted bool
+
+	mu      sync.Mutex
+	rng     *rand.Rand
+	fail    float64
+	crashP  float64 // chance that a told pass crashes its operator midway
+	next    int64
+	starts  map[int64]time.Time // pass -> when it began
+	ops     map[int64]*operator // pass -> the operator process running it
+	readers map[*operator]client.Reader
+	open    map[wkey]*window
+	windows []*window
+	acts    []act
+	// releases are the Lease Deletes the operators sent.
+	releases []release
+	crashes  int
+}
+
+// wkey is one workload: an object (by UID) acting for a key.
+type wkey struct {
+	uid types.UID
+	key string
+}
+
+// window is one acting window: from the start of the first inner call
+// that acted for the key until the end of the told pass that stopped the
+// workload and returned success (zero while it runs).
+type window struct {
+	object     string
+	uid        types.UID
+	key        string
+	token      claim.Token
+	start, end time.Time
+	// passStart is when the pass that started it began: the earliest time
+	// that pass can have read the record it acted on.
+	passStart time.Time
+	// opened and closed are the passes that started and stopped it.
+	opened, closed int64
+}
+
+// passSink is a logger that drops everything and carries the number of
+// the controller's pass it was made for. The controller puts it in the
+// context of the pass, and the middleware passes that context on to the
+// inner reconciler and to the claim writes, so the inner call and each
+// Lease Delete tell which pass they belong to.
+type passSink struct{ pass int64 }
+
+func (passSink) Init(logr.RuntimeInfo)            {}
+func (passSink) Enabled(int) bool                 { return false }
+func (passSink) Info(int, string, ...any)         {}
+func (passSink) Error(error, string, ...any)      {}
+func (s passSink) WithValues(...any) logr.LogSink { return s }
+func (s passSink) WithName(string) logr.LogSink   { return s }
+
+// passOf returns the number of the pass ctx belongs to, 0 for none.
+func passOf(ctx context.Context) int64 {
+	s, _ := logr.FromContextOrDiscard(ctx).GetSink().(passSink)
+	return s.pass
+}
+
+// deleting records that a pass asked to delete a record, fenced on the
+// version rv, whatever the answer (a lost response may hide a deletion
+// that happened), and when it was sent.
+func (a *actor) deleting(ctx context.Context, opts []client.DeleteOption) {
+	do := &client.DeleteOptions{}
+	do.ApplyOptions(opts)
+	rv := ""
+	if do.Preconditions != nil && do.Preconditions.ResourceVersion != nil {
+		rv = *do.Preconditions.ResourceVersion
+	}
+	a.mu.Lock()
+	a.releases = append(a.releases, release{pass: passOf(ctx), version: rv, sent: time.Now()})
+	a.mu.Unlock()
+}
+
+// passBegins returns the log constructor of op's controller: the
+// controller calls it with the request as each pass begins, before the
+// middleware reads anything, which is the earliest time the pass can have
+// read a record. It numbers the pass and notes when it began and where.
+func (a *actor) passBegins(op *operator) func(*reconcile.Request) logr.Logger {
+	return func(req *reconcile.Request) logr.Logger {
+		if req == nil {
+			return logr.New(passSink{})
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.next++
+		a.starts[a.next] = time.Now()
+		a.ops[a.next] = op
+		return logr.New(passSink{pass: a.next})
+	}
+}
+
+// told reports whether a pass with state s must stop the workload of key:
+// a deletion pass stops everything once it cleaned up; a granted pass every
+// key it was not granted (given up, handed over, no longer named); any
+// other pass everything.
+func told(s claimmw.State, key string) bool {
+	if s.Deleting || !s.Granted {
+		return true
+	}
+	if slices.ContainsFunc(s.Handovers, func(h claimmw.Handover) bool { return h.Key == key }) {
+		return true
+	}
+	return !slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == key })
+}
+
+func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	s, _ := claimmw.StateFrom(ctx)
+	pass := passOf(ctx)
+	a.mu.Lock()
+	op := a.ops[pass]
+	reader := a.readers[op]
+	a.mu.Unlock()
+	obj := &Claimant{}
+	// The cache of the process running the pass holds the incarnation the
+	// pass is about: a recreated object replaces it only after the
+	// finalizer of the old one came off, which waits for this pass.
+	if reader != nil {
+		_ = reader.Get(ctx, req.NamespacedName, obj)
+	}
+	a.mu.Lock()
+	rec := act{object: req.Name, uid: obj.UID, pass: pass, passStart: a.starts[pass], state: s}
+	work := time.Duration(a.rng.IntN(8)+1) * time.Millisecond
+	fail := a.rng.Float64() < a.fail
+	crash := a.rng.Float64() < a.crashP
+	a.mu.Unlock()
+	rec.start = time.Now()
+	switch {
+	case s.Granted, s.Deleting:
+		// A deletion pass acts for its Grants: it cleans up their
+		// resources.
+		rec.acted = s.Grants
+	case a.ignoreGranted:
+		for _, k := range obj.Spec.Keys {
+			rec.acted = append(rec.acted, claimmw.Grant{Key: k})
+		}
+	}
+	// The object must hold the record of every key it acts for, read
+	// uncached as the inner call starts.
+	for _, g := range rec.acted {
+		if obj.UID == "" {
+			break
+		}
+		r, err := a.records.Current(ctx, g.Key)
+		if err != nil {
+			continue // the read failed (a crashed process): nothing learnt
+		}
+		if !r.Exists || r.Holder.UID != obj.UID {
+			rec.unheld = append(rec.unheld, unheld{key: g.Key, holder: r.Holder.UID, at: time.Now()})
+		}
+	}
+	a.mu.Lock()
+	for _, g := range rec.acted {
+		if obj.UID == "" {
+			break // the object is not in this process's cache: nothing to start
+		}
+		k := wkey{uid: obj.UID, key: g.Key}
+		if a.open[k] == nil {
+			w := &window{object: req.Name, uid: obj.UID, key: g.Key, token: g.Token, start: rec.start, passStart: rec.passStart, opened: pass}
+			a.open[k] = w
+			a.windows = append(a.windows, w)
+		}
+	}
+	stopping := false
+	for k := range a.open {
+		if k.uid == obj.UID && told(s, k.key) {
+			stopping = true
+		}
+	}
+	a.mu.Unlock()
+	if len(rec.acted) > 0 || stopping {
+		time.Sleep(work) // the guarded work, or the stop
+	}
+	var err error
+	switch {
+	case crash && stopping && op != nil:
+		// The operator dies in the middle of the told pass: the stop did
+		// not finish.
+		a.mu.Lock()
+		a.crashes++
+		a.mu.Unlock()
+		op.crash()
+		err = errors.New("chaos: the operator crashed in the middle of the pass")
+	case fail:
+		err = errors.New("chaos: the inner pass failed")
+	case ctx.Err() != nil:
+		// The operator stopped under the pass.
+		err = context.Cause(ctx)
+	}
+	rec.end, rec.err = time.Now(), err
+	a.mu.Lock()
+	if err == nil {
+		for k, w := range a.open {
+			if k.uid == obj.UID && told(s, k.key) {
+				w.end, w.closed = rec.end, pass
+				delete(a.open, k)
+			}
+		}
+	}
+	a.acts = append(a.acts, rec)
+	a.mu.Unlock()
+	return reconcile.Result{}, err
+}
+
+// calm stops the inner failures and crashes, for the quiescent end.
+func (a *actor) calm() {
+	a.mu.Lock()
+	a.fail, a.crashP = 0, 0
+	a.mu.Unlock()
+}
+
+func (a *actor) recorded() ([]act, []release, []window) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ws := make([]window, len(a.windows))
+	for i, w := range a.windows {
+		ws[i] = *w
+	}
+	return slices.Clone(a.acts), slices.Clone(a.releases), ws
+}

@@ -1,0 +1,849 @@
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/ocf-claim/claim/internal/chaos"
+	"github.com/ocf-claim/claim/pkg/backends"
+	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/expiry"
+	"github.com/ocf-claim/claim/pkg/finalizer"
+)
+
+// mwFeatures are the parts of the real world a seed turns on, each drawn
+// from the seed: the checker's profiles.
+type mwFeatures struct {
+	// innerFails: the inner pass fails 30% of the time, not 5%.
+	innerFails bool
+	// statusFails: 15% of the status writes fail before they apply.
+	statusFails bool
+	// lag: the informers deliver every event 0–150 ms late.
+	lag bool
+	// renewal: WithRenewal and expiry liveness on a fake clock that
+	// advances 1 s every 50 ms while the world acts (lease 10 s).
+	renewal bool
+	// fairness: WithFairness.
+	fairness bool
+	// labels: records carry Config.Labels and the Lease cache is restricted
+	// to them; some objects start with records written before the labels.
+	labels bool
+	// setless: some objects start with records written before claim sets.
+	setless bool
+	// handover: the world asks holders to hand a key to a named object,
+	// behind a gate that opens once the old holder's workload stopped.
+	handover bool
+	// second: a second middleware reconciles the kind in the same manager
+	// (its own name, condition and finalizer; it names no keys), so the
+	// first keeps records without a claim set, which might be the second's.
+	second bool
+	// restarts: the operator crashes before and after writes, between a
+	// claim write and the status write, in the middle of told passes, and
+	// is rolled (sometimes two processes overlap for a moment).
+	restarts bool
+}
+
+// featuresOf draws the profiles of seed; the first three seeds, those of
+// make test, share every profile out between them.
+func featuresOf(seed uint64) mwFeatures {
+	switch seed {
+	case 1:
+		return mwFeatures{innerFails: true, statusFails: true, handover: true, restarts: true}
+	case 2:
+		return mwFeatures{lag: true, renewal: true, labels: true}
+	case 3:
+		return mwFeatures{setless: true, fairness: true, second: true, restarts: true}
+	}
+	rng := rand.New(rand.NewPCG(seed, 0xfea7))
+	p := func(x float64) bool { return rng.Float64() < x }
+	return mwFeatures{innerFails: p(0.3), statusFails: p(0.3), lag: p(0.4), renewal: p(0.3), fairness: p(0.3),
+		labels: p(0.3), setless: p(0.25), handover: p(0.3), second: p(0.2), restarts: p(0.6)}
+}
+
+func (f mwFeatures) String() string {
+	var on []string
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{{f.innerFails, "inner-fails"}, {f.statusFails, "status-fails"}, {f.lag, "lag"}, {f.renewal, "renewal"}, {f.fairness, "fairness"},
+		{f.labels, "labels"}, {f.setless, "setless"}, {f.handover, "handover"}, {f.second, "second-middleware"}, {f.restarts, "restarts"}} {
+		if x.on {
+			on = append(on, x.name)
+		}
+	}
+	if len(on) == 0 {
+		return "plain"
+	}
+	return strings.Join(on, "+")
+}
+
+// recordLabels are the labels of the labels profile.
+var recordLabels = map[string]string{"chaos.ocf.dev/records": "yes"}
+
+// The second middleware's condition type and finalizer.
+const (
+	secondCondition = conditions.Type("SecondClaimed")
+	secondFinalizer = finalizer.Name("chaos.ocf.dev/second")
+)
+
+// handoverAnnotation names, on a holder, the object the world asks it to
+// hand its keys to.
+const handoverAnnotation = "chaos.ocf.dev/handover-to"
+
+// Timings of the renewal profile, in fake time.
+const (
+	leaseDuration = 10 * time.Second
+	renewEvery    = 2 * time.Second
+	renewDeadline = 6 * time.Second
+)
+
+// operator is one operator process: a manager with its caches, the
+// middleware and its renewals.
+type operator struct {
+	id     int
+	mw     *claimmw.Middleware
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+	fleet  *fleet
+	scheds []*chaos.Schedule
+}
+
+// crash ends the process at once, as a kill would: its passes see their
+// context cancelled wherever they are; a new process replaces it.
+func (op *operator) crash() {
+	op.once.Do(func() {
+		op.cancel()
+		op.fleet.replace(op)
+	})
+}
+
+// fleet runs the operator processes of one seed, one at a time except
+// for the brief overlaps of a rolling update.
+type fleet struct {
+	t     *testing.T
+	r     mwRun
+	seed  uint64
+	ns    string
+	f     mwFeatures
+	a     *actor
+	stats *chaos.Stats
+	clock *clocktesting.FakeClock
+	gate  claim.HandoverGate
+
+	mu       sync.Mutex
+	ctx      context.Context //nolint:containedctx // the seed's lifetime, which every process of the seed shares
+	live     map[*operator]bool
+	next     int
+	calm     bool
+	stopped  bool
+	pending  int // replacements under way
+	restarts int
+	overlaps int
+	// afterClaimWrite counts the crashes between a claim write and the
+	// status write.
+	afterClaimWrite int
+}
+
+// start builds and starts one operator process.
+func (fl *fleet) start() (*operator, error) {
+	fl.mu.Lock()
+	fl.next++
+	id := fl.next
+	calm := fl.calm
+	fl.mu.Unlock()
+	op := &operator{id: id, done: make(chan struct{}), fleet: fl}
+	profile := fl.r.profile
+	if fl.f.restarts {
+		profile.CrashBefore, profile.CrashAfter = 0.002, 0.002
+	}
+	stats := fl.stats
+	writes := chaos.NewSchedule(fl.seed^uint64(id)<<20, profile, stats, op.crash)
+	reads := chaos.NewSchedule(fl.seed^0x5bd1e995^uint64(id)<<20, profile, stats, op.crash)
+	statusFail := 0.0
+	if fl.f.statusFails {
+		statusFail = 0.15
+	}
+	status := rand.New(rand.NewPCG(fl.seed, uint64(id)))
+	var statusMu sync.Mutex
+	op.scheds = []*chaos.Schedule{writes, reads}
+	if calm {
+		writes.SetEnabled(false)
+		reads.SetEnabled(false)
+	}
+	cacheOpts := cache.Options{DefaultNamespaces: map[string]cache.Config{fl.ns: {}}}
+	if fl.f.labels {
+		cacheOpts.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(fl.ns, recordLabels)}
+	}
+	if fl.f.lag {
+		lagRng := rand.New(rand.NewPCG(fl.seed, 0x1a6^uint64(id)))
+		var lagMu sync.Mutex
+		lag := func() time.Duration {
+			lagMu.Lock()
+			defer lagMu.Unlock()
+			return time.Duration(lagRng.IntN(150)) * time.Millisecond
+		}
+		cacheOpts.NewInformer = func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
+			return toolscache.NewSharedIndexInformer(laggingLW{inner: lw, lag: lag}, obj, resync, idx)
+		}
+	}
+	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      cacheOpts,
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		// Injected faults make the controller and the event recorder log an
+		// error per failed call; the checker, not the log, judges the run.
+		Logger: quiet,
+		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return faultyWrites(c, writes, fl.a.deleting, func() bool {
+				statusMu.Lock()
+				defer statusMu.Unlock()
+				return status.Float64() < statusFail && !fl.quiet()
+			}, func(obj client.Object) {
+				if _, isLease := obj.(*coordinationv1.Lease); !isLease || !fl.f.restarts || fl.quiet() {
+					return
+				}
+				statusMu.Lock()
+				crash := status.Float64() < 0.03
+				statusMu.Unlock()
+				if crash {
+					fl.mu.Lock()
+					fl.afterClaimWrite++
+					fl.mu.Unlock()
+					op.crash()
+				}
+			}), nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	rawReader, err := env.NewClient()
+	if err != nil {
+		return nil, err
+	}
+	apiReader := chaos.Wrap(rawReader, reads)
+	cfg := claim.Config{Namespace: fl.ns}
+	if fl.f.labels {
+		cfg.Labels = recordLabels
+	}
+	backend := lease.Backend
+	if fl.r.backend != nil {
+		backend = func(rd client.Reader, wr client.Client, cfg backends.Config) (backends.Backend, error) {
+			b, err := lease.Backend(rd, wr, cfg)
+			if err != nil {
+				return nil, err
+			}
+			return leaseRecords{fl.r.backend(b)}, nil
+		}
+	}
+	claimOpts := []claim.Option{claim.WithBackend(backend)}
+	switch {
+	case fl.r.liveness != nil:
+		claimOpts = append(claimOpts, claim.WithLiveness(fl.r.liveness))
+	case fl.f.renewal:
+		// A fresh process has seen no renewal yet: it waits a whole
+		// lease before it judges anyone expired. A holder whose object
+		// is gone is gone whatever the clock says.
+		exp, err := expiry.New(leaseDuration, fl.clock)
+		if err != nil {
+			return nil, err
+		}
+		exists := claim.HolderExists(apiReader)
+		claimOpts = append(claimOpts, claim.WithClock(fl.clock), claim.WithLiveness(claim.LivenessFunc(func(ctx context.Context, rec claim.Record) (bool, error) {
+			if alive, err := exp.Alive(ctx, rec); err != nil || !alive {
+				return alive, err
+			}
+			return exists.Alive(ctx, rec)
+		})))
+	}
+	if fl.gate != nil {
+		claimOpts = append(claimOpts, claim.WithHandoverGate(fl.gate))
+	}
+	opts := []claimmw.Option{
+		claimmw.FromManager(mgr),
+		claimmw.WithAPIReader(apiReader),
+		claimmw.For(&Claimant{}),
+		claimmw.WithClaim(cfg, claimOpts...),
+		claimmw.WithKeys(claimantKeys),
+		// Long intervals: a parked object moves only when it is woken.
+		claimmw.WithRequeue(time.Hour, time.Hour),
+		claimmw.WithMetrics(false),
+	}
+	if fl.r.ignoreGranted || fl.seed%2 == 0 {
+		// Even seeds run the inner reconciler in every parked pass too,
+		// with State.Granted false: it must not act there.
+		opts = append(opts, claimmw.WhileParked(claimmw.RunInnerWhileParked))
+	}
+	if fl.f.fairness {
+		opts = append(opts, claimmw.WithFairness())
+	}
+	if fl.f.renewal {
+		opts = append(opts, claimmw.WithRenewal(expiry.KeeperConfig{Duration: leaseDuration, RenewEvery: renewEvery, RenewDeadline: renewDeadline, Clock: fl.clock}))
+	}
+	if fl.f.handover {
+		opts = append(opts, claimmw.WithHandover(handoverTo))
+	}
+	mw, err := claimmw.Wrap(fl.a, opts...)
+	if err != nil {
+		return nil, err
+	}
+	op.mw = mw
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&Claimant{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
+		WithLogConstructor(fl.a.passBegins(op))
+	if fl.r.wakeOnlyWaiters {
+		// The predicate silences the middleware's own watch of records;
+		// a raw source, which predicates do not reach, delivers them to
+		// waiters only.
+		b = b.WithEventFilter(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			_, isLease := o.(*coordinationv1.Lease)
+			return !isLease
+		})).WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), &coordinationv1.Lease{}, waitersOnly{inner: mw.ClaimEvents(), reader: mgr.GetClient()}))
+	}
+	if err := mw.SetupWithManager(mgr, b); err != nil {
+		return nil, err
+	}
+	if fl.f.second {
+		second, err := claimmw.Wrap(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }),
+			claimmw.FromManager(mgr), claimmw.WithAPIReader(apiReader), claimmw.For(&Claimant{}), claimmw.WithName("second"),
+			claimmw.WithConditionType(secondCondition), claimmw.WithFinalizer(secondFinalizer),
+			claimmw.WithClaim(claim.Config{Namespace: fl.ns}, claim.WithBackend(lease.Backend)),
+			claimmw.WithKeys(func(context.Context, client.Object) ([]string, error) { return nil, nil }), claimmw.WithMetrics(false))
+		if err != nil {
+			return nil, err
+		}
+		if err := second.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&Claimant{}).WithLogConstructor(fl.a.passBegins(nil))); err != nil {
+			return nil, err
+		}
+	}
+	fl.a.mu.Lock()
+	fl.a.readers[op] = mgr.GetClient()
+	fl.a.mu.Unlock()
+	ctx, cancel := context.WithCancel(fl.ctx)
+	op.cancel = cancel
+	fl.mu.Lock()
+	fl.live[op] = true
+	fl.mu.Unlock()
+	go func() {
+		defer close(op.done)
+		if err := mgr.Start(ctx); err != nil && fl.ctx.Err() == nil {
+			fl.t.Errorf("seed %d: operator %d: %v", fl.seed, id, err)
+		}
+	}()
+	return op, nil
+}
+
+// quiet reports whether the faults stopped.
+func (fl *fleet) quiet() bool {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return fl.calm
+}
+
+// replace starts a process in place of op once op has stopped.
+func (fl *fleet) replace(op *operator) {
+	fl.mu.Lock()
+	fl.pending++
+	fl.mu.Unlock()
+	go func() {
+		defer func() {
+			fl.mu.Lock()
+			fl.pending--
+			fl.mu.Unlock()
+		}()
+		<-op.done
+		fl.mu.Lock()
+		delete(fl.live, op)
+		fl.restarts++
+		stopped := fl.stopped
+		fl.mu.Unlock()
+		if stopped || fl.ctx.Err() != nil {
+			return
+		}
+		if _, err := fl.start(); err != nil {
+			fl.t.Errorf("seed %d: restarting the operator: %v", fl.seed, err)
+		}
+	}()
+}
+
+// waitReplacements waits until no replacement is under way.
+func (fl *fleet) waitReplacements() {
+	for {
+		fl.mu.Lock()
+		n := fl.pending
+		fl.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// roll replaces a running process, as a rolling update does; with overlap
+// the new one starts first and both run for a moment.
+func (fl *fleet) roll(overlap time.Duration) {
+	fl.mu.Lock()
+	var old *operator
+	for op := range fl.live {
+		old = op
+		break
+	}
+	fl.mu.Unlock()
+	if old == nil {
+		return
+	}
+	if overlap == 0 {
+		old.crash()
+		return
+	}
+	if _, err := fl.start(); err != nil {
+		fl.t.Errorf("seed %d: starting an overlapping operator: %v", fl.seed, err)
+		return
+	}
+	time.Sleep(overlap)
+	old.once.Do(func() { old.cancel() })
+	<-old.done
+	fl.mu.Lock()
+	delete(fl.live, old)
+	fl.restarts++
+	fl.overlaps++
+	fl.mu.Unlock()
+}
+
+// settle turns every fault off, waits for pending restarts, and leaves one
+// process running.
+func (fl *fleet) settle() {
+	fl.mu.Lock()
+	fl.calm = true
+	var ops []*operator
+	for op := range fl.live {
+		ops = append(ops, op)
+	}
+	fl.mu.Unlock()
+	fl.a.calm()
+	for _, op := range ops {
+		for _, s := range op.scheds {
+			s.SetEnabled(false)
+		}
+	}
+	fl.waitReplacements()
+	fl.mu.Lock()
+	for op := range fl.live {
+		for _, s := range op.scheds {
+			s.SetEnabled(false)
+		}
+	}
+	fl.mu.Unlock()
+}
+
+// stopAll stops every process and waits for them.
+func (fl *fleet) stopAll() {
+	fl.mu.Lock()
+	fl.stopped = true
+	fl.mu.Unlock()
+	fl.waitReplacements()
+	fl.mu.Lock()
+	var ops []*operator
+	for op := range fl.live {
+		ops = append(ops, op)
+	}
+	fl.mu.Unlock()
+	for _, op := range ops {
+		op.once.Do(func() { op.cancel() })
+		<-op.done
+	}
+}
+
+// handoverTo is the HandoverFunc of the handover profile: the object the
+// holder's annotation names, when there is one.
+func handoverTo(_ context.Context, obj client.Object, _ string) (client.ObjectKey, bool, error) {
+	name := obj.GetAnnotations()[handoverAnnotation]
+	if name == "" || name == obj.GetName() {
+		return client.ObjectKey{}, false, nil
+	}
+	return client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, true, nil
+}
+
+// laggingLW delivers its watch events late, in order, as a slow informer
+// would: the cache and every event handler see the world late.
+type laggingLW struct {
+	inner toolscache.ListerWatcher
+	lag   func() time.Duration
+}
+
+func (l laggingLW) List(o metav1.ListOptions) (runtime.Object, error) { return l.inner.List(o) }
+
+func (l laggingLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	w, err := l.inner.Watch(o)
+	if err != nil {
+		return nil, err
+	}
+	return newLaggingWatch(w, l.lag), nil
+}
+
+func (l laggingLW) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	return toolscache.ToListerWatcherWithContext(l.inner).ListWithContext(ctx, o)
+}
+
+func (l laggingLW) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	w, err := toolscache.ToListerWatcherWithContext(l.inner).WatchWithContext(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return newLaggingWatch(w, l.lag), nil
+}
+
+type laggingWatch struct {
+	inner watch.Interface
+	out   chan watch.Event
+	stop  chan struct{}
+	once  sync.Once
+}
+
+func newLaggingWatch(inner watch.Interface, lag func() time.Duration) *laggingWatch {
+	w := &laggingWatch{inner: inner, out: make(chan watch.Event), stop: make(chan struct{})}
+	type timed struct {
+		ev watch.Event
+		at time.Time
+	}
+	queue := make(chan timed, 4096)
+	go func() {
+		defer close(queue)
+		for ev := range inner.ResultChan() {
+			select {
+			case queue <- timed{ev: ev, at: time.Now().Add(lag())}:
+			case <-w.stop:
+				return
+			}
+		}
+	}()
+	go func() {
+		defer close(w.out)
+		for te := range queue {
+			if d := time.Until(te.at); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-w.stop:
+					return
+				}
+			}
+			select {
+			case w.out <- te.ev:
+			case <-w.stop:
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *laggingWatch) Stop() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.inner.Stop()
+	})
+}
+
+func (w *laggingWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// describeFleet words what the fleet did, for the summary line.
+func (fl *fleet) describe() string {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return fmt.Sprintf("restarts=%d overlaps=%d", fl.restarts, fl.overlaps)
+}
+
+func (r mwRun) play(t *testing.T, seed uint64) mwResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ns := env.Namespace(t)
+	admin, err := env.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := startRecorder(ctx, env, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := watchGone(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := featuresOf(seed)
+	if r.features != nil {
+		f = *r.features
+	}
+	keys := make([]string, r.keys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("store-%d", i)
+	}
+	innerFail := r.innerFail
+	if f.innerFails {
+		innerFail = 0.3
+	}
+	stats := &chaos.Stats{}
+	a := &actor{ignoreGranted: r.ignoreGranted, rng: rand.New(rand.NewPCG(seed, 0xac7)), fail: innerFail,
+		starts: map[int64]time.Time{}, ops: map[int64]*operator{}, readers: map[*operator]client.Reader{}, open: map[wkey]*window{}}
+	if f.restarts {
+		a.crashP = 0.03
+	}
+	fl := &fleet{t: t, r: r, seed: seed, ns: ns, f: f, a: a, stats: stats, ctx: ctx, live: map[*operator]bool{},
+		clock: clocktesting.NewFakeClock(time.Now())}
+	if f.handover {
+		// The gate of a careful operator (PodsGone): a key passes on only
+		// once the previous holder's workload for it stopped.
+		fl.gate = claim.GateFunc(func(_ context.Context, key string, prev claim.Holder) (bool, string, error) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if a.open[wkey{uid: prev.UID, key: key}] != nil {
+				return false, "the previous holder's workload still runs", nil
+			}
+			return true, "", nil
+		})
+	}
+	w := &mwWorld{ns: ns, admin: admin, rng: rand.New(rand.NewPCG(seed, 0xbeef)), keys: keys, deleted: map[types.UID]time.Time{}}
+	for i := range r.objects {
+		w.names = append(w.names, fmt.Sprintf("claimant-%d", i))
+	}
+	// Given the objects, some of them holding records written by an older
+	// version of the operator (before the labels, before claim sets)
+	for _, name := range w.names {
+		w.create(ctx, t, name)
+	}
+	setName := ""
+	{
+		probe, err := claimmw.Wrap(a, claimmw.WithClient(admin), claimmw.WithAPIReader(admin), claimmw.For(&Claimant{}),
+			claimmw.WithClaim(claim.Config{Namespace: ns}), claimmw.WithKeys(claimantKeys), claimmw.WithMetrics(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		setName = probe.Claimer().Config().Set
+	}
+	if f.labels || f.setless {
+		old := claim.Config{Namespace: ns, Set: setName}
+		if f.setless {
+			old.Set = ""
+		}
+		w.seedRecords(ctx, t, old)
+	}
+
+	cfg := claim.Config{Namespace: ns, Set: setName}
+	if f.labels {
+		cfg.Labels = recordLabels
+	}
+	w.expiry, err = claim.New(admin, admin, cfg, claim.WithBackend(lease.Backend),
+		claim.WithLiveness(claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.records = w.expiry
+	// And one operator process (more during a rolling update)
+	if _, err := fl.start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fl.stopAll()
+	ticking := make(chan struct{})
+	if f.renewal {
+		go func() {
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ticking:
+					return
+				case <-tick.C:
+					fl.clock.Step(time.Second)
+				}
+			}
+		}()
+	}
+
+	// When the world edits, deletes and recreates objects, deletes records,
+	// takes keys over, asks for handovers and restarts the operator, for
+	// the seed's steps
+	for range r.steps {
+		time.Sleep(time.Duration(w.rng.IntN(30)) * time.Millisecond)
+		name := w.names[w.rng.IntN(len(w.names))]
+		switch p := w.rng.Float64(); {
+		case p < 0.28:
+			w.edit(ctx, t, name)
+		case p < 0.35:
+			w.swap(ctx, t)
+		case p < 0.45:
+			w.deleteObject(ctx, t, name)
+		case p < 0.57:
+			w.create(ctx, t, name)
+		case p < 0.70:
+			w.deleteRecord(ctx, t, false)
+		case p < 0.83:
+			w.takeOver(ctx, t)
+		case p < 0.90:
+			if f.handover {
+				w.askHandover(ctx, t)
+			}
+		case p < 0.94:
+			if f.restarts {
+				overlap := time.Duration(0)
+				if w.rng.IntN(3) == 0 {
+					overlap = time.Duration(50+w.rng.IntN(150)) * time.Millisecond
+				}
+				fl.roll(overlap)
+			}
+		}
+	}
+
+	// The last moves are those most likely to leave damage behind, each
+	// on objects the next ones leave alone: a key taken over, a key swap
+	// between two holders, a held key dropped from a Claimed object's
+	// keys, and the record of a Claimed holder deleted.
+	// They need holders: every object exists again and had a moment to
+	// acquire.
+	for _, name := range w.names {
+		w.create(ctx, t, name)
+	}
+	time.Sleep(500 * time.Millisecond)
+	w.touched = map[types.UID]bool{}
+	w.takeOver(ctx, t)
+	w.swap(ctx, t)
+	w.drop(ctx, t)
+	w.deleteRecord(ctx, t, true)
+
+	// And then everything stops: no faults, no edits, no restarts, and
+	// time stands still
+	close(ticking)
+	fl.settle()
+	// Renewals the last tick of the clock set off land before the state
+	// is judged: they were sent while time still moved.
+	time.Sleep(200 * time.Millisecond)
+	quietStart := time.Now()
+	var final []error
+	for {
+		objs, leases := w.state(ctx, t)
+		final = checkQuiescent(objs, leases)
+		if len(final) == 0 || time.Since(quietStart) > r.quiet {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	converged := time.Since(quietStart)
+	// Then, once settled, nothing writes a claim any more for a while
+	// (a livelock would look settled at every snapshot)
+	settledAt := time.Now()
+	var writes int
+	if len(final) == 0 {
+		time.Sleep(quietFor)
+		writes = rec.countSince(settledAt)
+		objs, leases := w.state(ctx, t)
+		final = checkQuiescent(objs, leases)
+		if writes > 0 {
+			final = append(final, violate(errWritesGoOn, "", "%d claim writes in the %s after the state looked settled", writes, quietFor))
+		}
+	}
+	objs, leases := w.state(ctx, t)
+	state := describe(objs, leases)
+	fl.stopAll()
+	versions, err := rec.sync(ctx, admin)
+	if err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+
+	// Then the checker judges the history and the quiescent state
+	acts, releases, windows := a.recorded()
+	h := mwHistory{acts: acts, releases: releases, windows: windows, outside: w.outside, deleted: w.deleted, gone: gone.snapshot(),
+		versions: versions, handovers: f.handover, renewal: f.renewal}
+	res := mwResult{history: h, stats: stats, counts: w.counts, converged: converged, state: state, features: f}
+	res.violations = append(checkHistory(h), final...)
+	res.counts.restarts, res.counts.overlaps = fl.restarts, fl.overlaps
+	res.counts.crashes = a.crashes
+	res.counts.crashesAfterClaimWrite = fl.afterClaimWrite
+	res.counts.windows = len(windows)
+	for _, x := range h.acts {
+		res.counts.passes++
+		if x.state.Granted {
+			res.counts.grantedPasses++
+			res.counts.grants += len(x.state.Grants)
+		}
+		if x.err != nil && slices.ContainsFunc(windows, func(w window) bool {
+			return w.uid == x.uid && !w.start.After(x.start) && (w.end.IsZero() || w.end.After(x.end))
+		}) {
+			res.counts.failedTold++
+		}
+	}
+	return res
+}
+
+// quietFor is how long the settled state must go without a claim write.
+const quietFor = 1500 * time.Millisecond
+
+// goneRecorder notes when each object disappeared from the API server.
+type goneRecorder struct {
+	mu   sync.Mutex
+	gone map[types.UID]time.Time
+}
+
+func (g *goneRecorder) snapshot() map[types.UID]time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return maps.Clone(g.gone)
+}
+
+// watchGone watches the objects of ns and notes each deletion.
+func watchGone(ctx context.Context, ns string) (*goneRecorder, error) {
+	c, err := env.NewClient()
+	if err != nil {
+		return nil, err
+	}
+	wi, err := c.Watch(ctx, &ClaimantList{}, client.InNamespace(ns))
+	if err != nil {
+		return nil, fmt.Errorf("watching objects: %w", err)
+	}
+	g := &goneRecorder{gone: map[types.UID]time.Time{}}
+	go func() {
+		defer wi.Stop()
+		for ev := range wi.ResultChan() {
+			if o, ok := ev.Object.(*Claimant); ok && ev.Type == watch.Deleted {
+				g.mu.Lock()
+				g.gone[o.UID] = time.Now()
+				g.mu.Unlock()
+			}
+		}
+	}()
+	return g, nil
+}

@@ -1,0 +1,87 @@
+// Package mutant puts known bugs back into the library, one at a time, so
+// that the randomized checkers can prove they see them (make chaos-mutants).
+//
+// A mutant is named by a [Name] and switched on for the whole process by the
+// environment variable CHAOS_MUTANT=<name>, read once at start, and only in
+// a binary built with the build tag chaosmutants (make chaos-mutants sets
+// it). Without the tag no mutant can be switched on: [Is] is false for
+// every name by a constant, and the compiler drops the hooks, which are
+// single statements ([Do]) in the library; [Active] reports a CHAOS_MUTANT
+// set in such a binary as an error, so that a checker cannot believe it
+// ran a mutant it did not.
+package mutant
+
+import (
+	"fmt"
+	"os"
+	"slices"
+)
+
+// Name names one mutant: one bug the checker must catch.
+type Name string
+
+// The mutants. Each comment says what the hook flips; docs/reliability.md
+// lists where each hook is and how many seeds the checker needed.
+const (
+	// NotWokenByRecordEvents: a record's create, update or delete wakes every
+	// object that names its key except the record's holder.
+	NotWokenByRecordEvents Name = "NotWokenByRecordEvents"
+	// LostKeyNeverTold: a pass that finds the object no longer holding its
+	// keys forgets that it may have held them, so in the default parked mode
+	// the inner reconciler is not told to stop.
+	LostKeyNeverTold Name = "LostKeyNeverTold"
+	// CachedHeldTrusted: Acquire trusts the manager's cache when it says the
+	// record is the caller's, instead of the uncached read.
+	CachedHeldTrusted Name = "CachedHeldTrusted"
+	// DeletingHolderJudgedGone: the default liveness judges a holder whose
+	// object is being deleted (still cleaning up) gone.
+	DeletingHolderJudgedGone Name = "DeletingHolderJudgedGone"
+	// ReleaseBeforeInner: keys given up are released before the inner pass
+	// that is told of them, not after it succeeded.
+	ReleaseBeforeInner Name = "ReleaseBeforeInner"
+	// ReleaseAfterFailedInner: keys given up are released even when the
+	// inner pass that was told of them failed.
+	ReleaseAfterFailedInner Name = "ReleaseAfterFailedInner"
+	// ReleaseWhateverRecord: a release deletes whatever record of the key is
+	// there now, whoever it names.
+	ReleaseWhateverRecord Name = "ReleaseWhateverRecord"
+	// MustTellInMemory: whether the object may have held its keys (and must
+	// be told to stop) is kept in the operator's memory instead of read from
+	// the object's condition, so a restarted operator forgets it.
+	MustTellInMemory Name = "MustTellInMemory"
+)
+
+// All lists every mutant, in the order make chaos-mutants runs them.
+var All = []Name{
+	NotWokenByRecordEvents, LostKeyNeverTold, CachedHeldTrusted, DeletingHolderJudgedGone,
+	ReleaseBeforeInner, ReleaseAfterFailedInner, ReleaseWhateverRecord, MustTellInMemory,
+}
+
+// Env is the environment variable that switches a mutant on.
+const Env = "CHAOS_MUTANT"
+
+// Tag is the build tag without which no mutant can be switched on.
+const Tag = "chaosmutants"
+
+// Active returns the mutant switched on, and an error when the environment
+// names no known mutant, or names one in a binary built without [Tag].
+func Active() (Name, error) {
+	if env := os.Getenv(Env); env != "" && !enabled {
+		return "", fmt.Errorf("%s=%q: this binary was built without -tags %s, so no mutant is on", Env, env, Tag)
+	}
+	if active != "" && !slices.Contains(All, active) {
+		return active, fmt.Errorf("%s=%q: no such mutant (known: %q)", Env, string(active), All)
+	}
+	return active, nil
+}
+
+// Is reports whether mutant n is switched on.
+func Is(n Name) bool { return active != "" && active == n }
+
+// Do calls f when mutant n is switched on: the form every hook in the
+// library takes, one statement long.
+func Do(n Name, f func()) {
+	if active != "" && active == n {
+		f()
+	}
+}

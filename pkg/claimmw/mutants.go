@@ -1,0 +1,34 @@
+package claimmw
+
+import (
+	"slices"
+	"sync"
+
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// The bodies of the one-statement hooks of internal/mutant in this package:
+// each puts a known bug back while its mutant is switched on (CHAOS_MUTANT),
+// so that the randomized checkers prove they catch it. They are never
+// called otherwise.
+
+// withoutHolder is mutant.NotWokenByRecordEvents: the record's holder is
+// dropped from the objects its event wakes.
+func withoutHolder(reqs []reconcile.Request, holder string) []reconcile.Request {
+	return slices.DeleteFunc(reqs, func(r reconcile.Request) bool { return r.Name == holder })
+}
+
+// seenBy is, per Middleware (one operator process), the objects it has
+// reconciled: the memory mutant.MustTellInMemory keeps.
+var seenBy sync.Map // *Middleware -> *sync.Map of reconcile.Request
+
+// rememberedPrevious is mutant.MustTellInMemory: an object this process has
+// not reconciled yet is taken never to have held anything, whatever its
+// condition says.
+func (m *Middleware) rememberedPrevious(req reconcile.Request, was previous) previous {
+	seen, _ := seenBy.LoadOrStore(m, &sync.Map{})
+	if _, known := seen.(*sync.Map).LoadOrStore(req, true); !known {
+		return previous{}
+	}
+	return was
+}
