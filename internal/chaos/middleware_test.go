@@ -713,8 +713,10 @@ func TestMiddlewareChaosCatchesWakingOnlyWaiters(t *testing.T) {
 	// Given the run with record events delivered to waiters only
 	r := mwBroken
 	r.wakeOnlyWaiters = true
-	// When it runs, Then an object says Claimed=True for a key it lost
-	catches(t, r, 5, errClaimedNotHeld)
+	// When it runs, Then an object says Claimed=True for a key it lost, or,
+	// when a waiter's change to WaitingForHandover wakes the holder after all
+	// and its next pass is too late, two objects act for one key
+	catches(t, r, 8, errClaimedNotHeld, errOverlap)
 }
 
 // skipsSweep is a backend whose List finds nothing: the give-up rule and
@@ -803,8 +805,10 @@ func TestMiddlewareChaosCatchesAReleaseWithoutTheHolderFilter(t *testing.T) {
 		keys[i] = fmt.Sprintf("store-%d", i)
 	}
 	r.backend = func(b backends.Backend) backends.Backend { return everyRecordMine{Backend: b, keys: keys} }
-	// When it runs, Then a record is deleted whose holder was never told
-	catches(t, r, 5, errUntoldRelease)
+	// When it runs, Then a record is deleted whose holder was never told,
+	// or a deletion pass, given every record as its own, acts for keys
+	// other objects hold
+	catches(t, r, 5, errUntoldRelease, errUnbacked)
 }
 
 // TestMiddlewareChaosCatchesALivenessThatSaysDead: every holder is judged

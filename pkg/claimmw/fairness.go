@@ -239,9 +239,9 @@ func (w *yieldWaker) at(obj client.Object, d time.Duration) {
 // Released). Every middleware set up on the same manager whose records of
 // key are the same object is asked, so a holder reconciled by another
 // middleware (another kind, another condition type) is seen too.
-// Candidates come from the managers' cache through the key index; only
-// those whose cached condition says they may act are read again, so a free
-// key costs no read while nobody acts for it.
+// Candidates come from the managers' cache through the key index, and each
+// is read again uncached (a cache may lag a condition written moments ago):
+// a free key costs one read per other object that names it.
 func (m *Middleware) predecessor(ctx context.Context, key string, self claim.Holder) (claim.Holder, string, bool, error) {
 	if !m.indexed {
 		return claim.Holder{}, "", false, nil
@@ -282,13 +282,26 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self claim.Holde
 		if err := m.cfg.client.List(ctx, list, client.MatchingFields{m.keysIndex(): value}); err != nil {
 			return claim.Holder{}, "", false, fmt.Errorf("listing the objects that name claim key %q: %w", claim.Redact(key), err)
 		}
+		// Every object naming key is read again, whatever its cached
+		// condition says: an object that became Claimed moments ago may
+		// still show Parked in a lagging cache. The ones the cache shows
+		// acting come first.
 		_ = meta.EachListItem(list, func(o runtime.Object) error {
-			if obj, ok := o.(client.Object); ok && obj.GetUID() != self.UID && mayAct(m.conditionOf(obj)) {
+			if obj, ok := o.(client.Object); ok && obj.GetUID() != self.UID {
 				candidates = append(candidates, obj)
 			}
 			return nil
 		})
 	}
+	slices.SortStableFunc(candidates, func(a, b client.Object) int {
+		switch actA, actB := mayAct(m.conditionOf(a)), mayAct(m.conditionOf(b)); {
+		case actA && !actB:
+			return -1
+		case actB && !actA:
+			return 1
+		}
+		return 0
+	})
 	for _, cached := range candidates {
 		obj := newObject(m.cfg.prototype)
 		if err := m.cfg.apiReader.Get(ctx, client.ObjectKeyFromObject(cached), obj); err != nil {
