@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -327,5 +328,52 @@ func TestRecordsOfAnotherClaimSetWakeOnlyWhatTheyBlock(t *testing.T) {
 	// Then the victim ran no pass
 	if got := r.passes.in(r.b) - before; got != 0 {
 		t.Errorf("%d writes of another claim set's record caused %d passes of the holder it names, want 0", writes+1, got)
+	}
+}
+
+// TestDeletingANonHolderWakesNoYielderInAnotherNamespaceUnderFairness: with
+// WithFairness, a deleted object wakes the objects that yield a free key to
+// it. A tenant's short-lived objects naming a key are younger than every
+// object that yields the key to an older sibling, so nobody yields to them:
+// creating and deleting them again and again must cost an object of another
+// tenant, yielding to someone else, no pass. The inner reconciler runs in
+// every pass here (RunInnerWhileParked), so that each pass is counted.
+func TestDeletingANonHolderWakesNoYielderInAnotherNamespaceUnderFairness(t *testing.T) {
+	const cycles = 3
+	r := startTenantRig(t, true, refuseWritesOf("stuck"), claimmw.WithFairness(), claimmw.WithFairnessGrace(10*time.Minute), claimmw.WhileParked(claimmw.RunInnerWhileParked))
+	ctx := context.Background()
+	dc := direct(t)
+	// Given an older object in namespace a that never gets a condition, and
+	// a younger one in namespace b that yields the free key k to it
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: "stuck"}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // creation times have a one-second resolution
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "victim"}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitReason(t, r.b, "victim", conditions.ReasonNotFirst)
+	r.settle(t, r.b, 2*time.Second)
+	before := r.passes.in(r.b)
+	// When a tenant in namespace a creates and deletes an object naming k, again and again
+	for i := range cycles {
+		name := fmt.Sprintf("noise-%d", i)
+		w := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: name}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
+		if err := dc.Create(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		r.waitReason(t, r.a, name, conditions.ReasonNotFirst)
+		if err := dc.Delete(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, func() (bool, string) {
+			err := dc.Get(ctx, client.ObjectKeyFromObject(w), &testcrd.Widget{})
+			return apierrors.IsNotFound(err), fmt.Sprintf("%s still there: %v", name, err)
+		})
+	}
+	r.settle(t, r.b, 2*time.Second)
+	// Then the object in namespace b ran no pass
+	if n := r.passes.in(r.b) - before; n != 0 {
+		t.Errorf("%d create/delete cycles of a non-holder in namespace a ran %d passes in namespace b, want 0", cycles, n)
 	}
 }
