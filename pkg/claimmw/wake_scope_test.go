@@ -2,6 +2,7 @@ package claimmw_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -340,7 +341,16 @@ func TestRecordsOfAnotherClaimSetWakeOnlyWhatTheyBlock(t *testing.T) {
 // every pass here (RunInnerWhileParked), so that each pass is counted.
 func TestDeletingANonHolderWakesNoYielderInAnotherNamespaceUnderFairness(t *testing.T) {
 	const cycles = 3
-	r := startTenantRig(t, true, refuseWritesOf("stuck"), claimmw.WithFairness(), claimmw.WithFairnessGrace(10*time.Minute), claimmw.WhileParked(claimmw.RunInnerWhileParked))
+	// No record is ever created (the older object must not take k when a
+	// pass of it gets that far), and every write of the older object fails.
+	funcs := refuseWritesOf("stuck")
+	funcs.Create = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*coordinationv1.Lease); ok {
+			return apierrors.NewForbidden(coordinationv1.Resource("leases"), obj.GetName(), errors.New("injected: no record may be created"))
+		}
+		return c.Create(ctx, obj, opts...)
+	}
+	r := startTenantRig(t, true, funcs, claimmw.WithFairness(), claimmw.WithFairnessGrace(10*time.Minute), claimmw.WhileParked(claimmw.RunInnerWhileParked))
 	ctx := context.Background()
 	dc := direct(t)
 	// Given an older object in namespace a that never gets a condition, and
