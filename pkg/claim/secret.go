@@ -225,6 +225,11 @@ func valueEnd(s string, start int) int {
 		if strings.IndexByte("&;|,", s[i]) < 0 && !isSpace(s[i]) {
 			continue
 		}
+		if isSpace(s[i]) && i+1 < len(s) && isSpace(s[i+1]) {
+			// startsParameter skips white space: judging the last of a
+			// run is enough, and keeps the scan linear.
+			continue
+		}
 		if startsParameter(s[i+1:]) {
 			return i
 		}
