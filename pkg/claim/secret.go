@@ -3,6 +3,8 @@ package claim
 import (
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The secret rule: one judgement of where a key, or a message quoting one,
@@ -31,7 +33,9 @@ import (
 //     "Server=h;Password=p"). Its value runs to the next separator ('&',
 //     ';', '|', ',', white space) that starts another "name=", or to the end
 //     of the text, so that a password holding a separator is covered whole;
-//     a value in quotes or braces runs at least to the closing one.
+//     a value in quotes or braces runs at least to the closing one. White
+//     space of any kind, and characters ValidateKey refuses as invisible,
+//     may stand between the name and its '='.
 //
 // A secret is a span of text; what the rule finds is the union of the
 // spans of the three forms.
@@ -194,11 +198,19 @@ func parameterSpans(s string) []span {
 }
 
 // nameBefore returns the parameter name before the '=' at eq: the run of
-// name characters ending there, spaces between it and the '=' skipped.
+// name characters ending there, white space between it and the '=' skipped.
+// Any Unicode white space (a tab, a no-break space, U+3000) and any
+// character ValidateKey refuses as invisible is skipped: parsers that trim
+// Unicode white space still read "password\u00a0=" as a password, and the
+// error refusing such a key for its character must not quote the password.
 func nameBefore(s string, eq int) string {
 	end := eq
-	for end > 0 && s[end-1] == ' ' {
-		end--
+	for end > 0 {
+		r, n := utf8.DecodeLastRuneInString(s[:end])
+		if r == utf8.RuneError && n <= 1 || !unicode.IsSpace(r) && invisibleRune(r) == "" {
+			break
+		}
+		end -= n
 	}
 	start := end
 	for start > 0 && isNameByte(s[start-1]) {
