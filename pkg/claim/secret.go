@@ -33,7 +33,8 @@ import (
 //     "Server=h;Password=p"). Its value runs to the next separator ('&',
 //     ';', '|', ',', white space) that starts another "name=", or to the end
 //     of the text, so that a password holding a separator is covered whole;
-//     a value in quotes or braces runs at least to the closing one. White
+//     a value in quotes or braces runs at least to the closing one, a
+//     doubled closer ("a""b", {a}}b}) being an escape, not the end. White
 //     space of any kind, and characters ValidateKey refuses as invisible,
 //     may stand between the name and its '='.
 //
@@ -226,9 +227,7 @@ func valueEnd(s string, start int) int {
 	from := start
 	if start < len(s) {
 		if closer, ok := map[byte]byte{'\'': '\'', '"': '"', '{': '}'}[s[start]]; ok {
-			if j := strings.IndexByte(s[start+1:], closer); j >= 0 {
-				from = start + 1 + j + 1
-			} else {
+			if from = closingEnd(s, start+1, closer); from < 0 {
 				return len(s)
 			}
 		}
@@ -247,6 +246,24 @@ func valueEnd(s string, start int) int {
 		}
 	}
 	return len(s)
+}
+
+// closingEnd returns the index just after the closer that ends a quoted or
+// braced value whose text starts at from, or -1 when none does. A doubled
+// closer is an escape inside the value (ADO.NET's "a""b", ODBC's {a}}b}),
+// not its end: what follows it is still the password.
+func closingEnd(s string, from int, closer byte) int {
+	for i := from; i < len(s); i++ {
+		if s[i] != closer {
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == closer {
+			i++
+			continue
+		}
+		return i + 1
+	}
+	return -1
 }
 
 // startsParameter reports whether s starts with a parameter name and '='
