@@ -20,7 +20,8 @@ import (
 //     judged by userinfoEnd;
 //   - user info without a scheme ("admin:pw@host/db", Oracle's
 //     "jdbc:oracle:thin:user/pw@host"): in a run without white space, a ':'
-//     that is not a scheme's "://" followed later in the run by an '@';
+//     that is not a scheme's "://" nor a port (digits up to a '/', as in
+//     "registry:5000/app@sha256:..."), followed later in the run by an '@';
 //     the user info runs from the start of its segment (after the last '|',
 //     '/', '"', '=', ',', ';' or '(' before the ':') to the last '@' of the
 //     run, or of its URL's part in a composite key (urlParts), so that a
@@ -164,13 +165,26 @@ func bareUserinfo(part string) (span, bool) {
 		return span{}, false
 	}
 	for c := 0; c < at; c++ {
-		if part[c] != ':' || strings.HasPrefix(part[c+1:], "//") {
+		if part[c] != ':' || strings.HasPrefix(part[c+1:], "//") || isPort(part[c+1:]) {
 			continue
 		}
 		start := strings.LastIndexAny(part[:c], "|/\"'=,;(") + 1
 		return span{start, at}, true
 	}
 	return span{}, false
+}
+
+// isPort reports whether s, the text after a ':', starts with a port: one
+// or more digits and then a '/' ("5000/team/app@sha256:..."). The rule
+// leans here towards image references with a registry port, which are
+// common keys: a password made of digits followed by '/' in a key without
+// a scheme ("admin:1234/x@host") is missed.
+func isPort(s string) bool {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n > 0 && n < len(s) && s[n] == '/'
 }
 
 // parameterSpans returns the values of credential parameters: see the rule.
