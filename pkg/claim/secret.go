@@ -14,7 +14,7 @@ import (
 // The rule is broad on purpose: a key it refuses by mistake is a clear
 // InvalidKey for the consumer's normalizer to fix, while a password it
 // misses is written in clear on a record every reader of the claim
-// namespace sees. It finds three forms:
+// namespace sees. It finds four forms:
 //
 //   - user info after "//" ("scheme://user:password@host", "//user@host"),
 //     judged by userinfoEnd;
@@ -26,6 +26,8 @@ import (
 //     '/', '"', '=', ',', ';' or '(' before the ':') to the last '@' of the
 //     run, or of its URL's part in a composite key (urlParts), so that a
 //     password holding '@', '|' or '/' is covered whole;
+//   - Oracle's Easy Connect user info ("user/password@//host/service",
+//     easyConnectSpans): a segment holding a '/' right before "@//";
 //   - a credential parameter: a name that says credential (credentialName:
 //     password, pwd, secret, token, api_key, AccountKey, ...), then '='
 //     (spaces allowed around it), in a query string ("?password=",
@@ -40,7 +42,7 @@ import (
 //     may stand between the name and its '='.
 //
 // A secret is a span of text; what the rule finds is the union of the
-// spans of the three forms.
+// spans of the four forms.
 
 // span is a half-open byte range [start, end) of a text.
 type span struct{ start, end int }
@@ -52,6 +54,7 @@ func secretSpans(s string) []span {
 	var found []span
 	found = append(found, urlUserinfoSpans(s)...)
 	found = append(found, bareUserinfoSpans(s)...)
+	found = append(found, easyConnectSpans(s)...)
 	found = append(found, parameterSpans(s)...)
 	return merge(found)
 }
@@ -129,6 +132,27 @@ func bareUserinfoSpans(s string) []span {
 			}
 		}
 		off = end + 1
+	}
+	return out
+}
+
+// easyConnectSpans returns the user info of Oracle's Easy Connect form,
+// "user/password@//host:port/service": a segment holding a '/' and ending
+// at an '@' followed by "//". The segment starts after the last white
+// space or '|', '"', '\”, '=', ',', ';' or '(' before the '@'. One pass,
+// so that a text of many "/@//" stays linear.
+func easyConnectSpans(s string) []span {
+	var out []span
+	segStart, slash := 0, -1
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case isSpace(c) || strings.IndexByte("|\"'=,;(", c) >= 0:
+			segStart, slash = i+1, -1
+		case c == '/':
+			slash = i
+		case c == '@' && slash >= segStart && strings.HasPrefix(s[i+1:], "//"):
+			out = append(out, span{segStart, i})
+		}
 	}
 	return out
 }
