@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,8 +53,12 @@ func (r *noteRecorder) of(name string) []string {
 func TestHandoverEventsDoNotNameASuccessorInAnotherNamespace(t *testing.T) {
 	rec := &noteRecorder{}
 	var successorNS string
+	// The operator decides to hand over only at the test's "When": a pass of
+	// the holder woken by the successor's first write would otherwise hand
+	// over before the successor is seen waiting.
+	var handing atomic.Bool
 	handToOther := func(_ context.Context, obj client.Object, _ string) (client.ObjectKey, bool, error) {
-		if obj.GetName() != "holder" {
+		if obj.GetName() != "holder" || !handing.Load() {
 			return client.ObjectKey{}, false, nil
 		}
 		return client.ObjectKey{Namespace: successorNS, Name: "secret-project-successor"}, true, nil
@@ -62,13 +67,16 @@ func TestHandoverEventsDoNotNameASuccessorInAnotherNamespace(t *testing.T) {
 	successorNS = r.b
 	ctx := context.Background()
 	dc := direct(t)
-	// Given a holder in namespace a holds k
-	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: "holder"}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}); err != nil {
+	// Given a holder in namespace a holds k. The rig watches Widgets in
+	// every namespace, and other tests leave Widgets naming "k" behind
+	// (envtest removes no namespace): the key is this test's own.
+	const k = "handed-over-key"
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: "holder"}, Spec: testcrd.WidgetSpec{Keys: []string{k}}}); err != nil {
 		t.Fatal(err)
 	}
 	r.waitReason(t, r.a, "holder", conditions.ReasonClaimed)
 	// And an object of another tenant, in namespace b, waits for k
-	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "secret-project-successor"}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}); err != nil {
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "secret-project-successor"}, Spec: testcrd.WidgetSpec{Keys: []string{k}}}); err != nil {
 		t.Fatal(err)
 	}
 	r.waitReason(t, r.b, "secret-project-successor", conditions.ReasonParked)
@@ -77,6 +85,7 @@ func TestHandoverEventsDoNotNameASuccessorInAnotherNamespace(t *testing.T) {
 	if err := dc.Get(ctx, client.ObjectKey{Namespace: r.a, Name: "holder"}, h); err != nil {
 		t.Fatal(err)
 	}
+	handing.Store(true)
 	h.Labels = map[string]string{"touched": "1"}
 	if err := dc.Update(ctx, h); err != nil {
 		t.Fatal(err)

@@ -354,12 +354,16 @@ func TestDeletingANonHolderWakesNoYielderInAnotherNamespaceUnderFairness(t *test
 	ctx := context.Background()
 	dc := direct(t)
 	// Given an older object in namespace a that never gets a condition, and
-	// a younger one in namespace b that yields the free key k to it
-	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: "stuck"}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}); err != nil {
+	// a younger one in namespace b that yields the free key k to it. The rig
+	// watches Widgets in every namespace, and other tests leave Widgets
+	// naming "k" behind (envtest removes no namespace): the key is this
+	// test's own.
+	const k = "yielded-key"
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: "stuck"}, Spec: testcrd.WidgetSpec{Keys: []string{k}}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1100 * time.Millisecond) // creation times have a one-second resolution
-	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "victim"}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}); err != nil {
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "victim"}, Spec: testcrd.WidgetSpec{Keys: []string{k}}}); err != nil {
 		t.Fatal(err)
 	}
 	r.waitReason(t, r.b, "victim", conditions.ReasonNotFirst)
@@ -368,7 +372,7 @@ func TestDeletingANonHolderWakesNoYielderInAnotherNamespaceUnderFairness(t *test
 	// When a tenant in namespace a creates and deletes an object naming k, again and again
 	for i := range cycles {
 		name := fmt.Sprintf("noise-%d", i)
-		w := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: name}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
+		w := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: name}, Spec: testcrd.WidgetSpec{Keys: []string{k}}}
 		if err := dc.Create(ctx, w); err != nil {
 			t.Fatal(err)
 		}
