@@ -84,9 +84,9 @@ func (l *logLines) contain(s string) bool {
 	return false
 }
 
-// tenantRig is one middleware whose manager caches every namespace (the
-// record cache not restricted to the claim namespace), with records in a
-// claim namespace of their own and tenants in two others.
+// tenantRig is one middleware whose manager caches Leases in every
+// namespace (the record cache not restricted to the claim namespace), with
+// records in a claim namespace of their own and tenants in two others.
 type tenantRig struct {
 	claims, a, b string
 	passes       *passCounter
@@ -112,9 +112,15 @@ func startTenantRig(t *testing.T, restrictLeases bool, funcs *interceptor.Funcs,
 			return interceptor.NewClient(c, *funcs), nil
 		}
 	}
+	// Widgets are cached in the rig's namespaces only: other tests leave
+	// Widgets behind (envtest removes no namespace) naming the same keys,
+	// and a rig reconciling them would race them for its keys. The Lease
+	// cache is what the rig leaves unrestricted.
+	byObject := map[client.Object]cache.ByObject{&testcrd.Widget{}: {Namespaces: map[string]cache.Config{r.claims: {}, r.a: {}, r.b: {}}}}
 	if restrictLeases {
-		opts.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(r.claims, nil)}}
+		byObject[&coordinationv1.Lease{}] = lease.CacheByObject(r.claims, nil)
 	}
+	opts.Cache = cache.Options{ByObject: byObject}
 	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), opts)
 	if err != nil {
 		t.Fatal(err)
