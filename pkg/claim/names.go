@@ -69,8 +69,8 @@ func secretError(key string) error {
 	switch {
 	case len(urlUserinfoSpans(key)) > 0:
 		return fmt.Errorf("%w: key %q looks like a URL with credentials (user info); strip them in Config.Normalize", ErrInvalidKey, redactKey(key))
-	case len(bareUserinfoSpans(key)) > 0:
-		return fmt.Errorf("%w: key %q looks like credentials without a scheme (user:password@host); strip them in Config.Normalize", ErrInvalidKey, redactKey(key))
+	case len(bareUserinfoSpans(key)) > 0 || len(easyConnectSpans(key)) > 0:
+		return fmt.Errorf("%w: key %q looks like credentials without a scheme (user:password@host, user/password@//host); strip them in Config.Normalize", ErrInvalidKey, redactKey(key))
 	case len(parameterSpans(key)) > 0:
 		return fmt.Errorf("%w: key %q carries a credential parameter (password=, token=, api_key= and the like, in a query or connection string); strip it in Config.Normalize", ErrInvalidKey, redactKey(key))
 	}

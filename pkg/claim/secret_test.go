@@ -142,3 +142,89 @@ func TestRedactIsFastOnLongTexts(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateKeyErrorNeverEchoesACredentialNamedBeforeAnInvisibleSpace: a
+// credential parameter whose name is followed by a space other than U+0020
+// (a tab, a no-break space, an ideographic space) before its '=' is still a
+// credential parameter to libpq and ADO.NET parsers that trim Unicode white
+// space. The key is refused for its character, but the error, and the
+// InvalidKey message the middleware makes of it through Redact, must not
+// carry the password.
+func TestValidateKeyErrorNeverEchoesACredentialNamedBeforeAnInvisibleSpace(t *testing.T) {
+	for _, key := range []string{
+		"host=db.data.svc password\t=hunter2 dbname=app",
+		"Server=db.data.svc;Password\u00a0=hunter2;Database=app",
+		"rdbms|db.data.svc/app?password\u3000=hunter2",
+	} {
+		t.Run(fmt.Sprintf("%+q", key), func(t *testing.T) {
+			err := claim.ValidateKey(key)
+			if !errors.Is(err, claim.ErrInvalidKey) {
+				t.Fatalf("ValidateKey(%+q) = %v, want ErrInvalidKey", key, err)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("ValidateKey error echoes the credential: %v", err)
+			}
+			if got := claim.Redact(err.Error()); strings.Contains(got, "hunter2") {
+				t.Errorf("Redact(ValidateKey error) still shows the credential: %s", got)
+			}
+		})
+	}
+}
+
+// TestRedactCoversAQuotedValueWithItsEscapedDelimiters: ADO.NET writes a
+// quote inside a quoted value doubled ("a""b"), and ODBC a closing brace
+// inside a braced value doubled ({a}}b}); the value runs to the quote or
+// brace that is not doubled. Every part of such a password is redacted,
+// including what follows the doubled delimiter.
+func TestRedactCoversAQuotedValueWithItsEscapedDelimiters(t *testing.T) {
+	tests := []struct{ name, key, want string }{
+		{"ADO.NET doubled quote", `Server=db.data.svc;Password="hun""ter2;Server=evil";Database=app`, `Server=db.data.svc;Password=REDACTED;Database=app`},
+		{"ODBC doubled brace", `Driver=pg;Server=db.data.svc;PWD={hun}}ter2;Server=evil};Database=app`, `Driver=pg;Server=db.data.svc;PWD=REDACTED;Database=app`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, claim.Redact(tt.key)); diff != "" {
+				t.Errorf("Redact(%q) (-want +got):\n%s", tt.key, diff)
+			}
+			if err := claim.ValidateKey(tt.key); err == nil || strings.Contains(err.Error(), "ter2") || strings.Contains(err.Error(), "evil") {
+				t.Errorf("ValidateKey(%q) = %v, want an error without any part of the password", tt.key, err)
+			}
+		})
+	}
+}
+
+// TestValidateKeyRefusesOracleEasyConnectCredentials: Oracle's Easy Connect
+// form "user/password@//host:port/service" (sqlplus, SQLcl, go-ora's
+// DSN) carries the password before "@//", a form no key without
+// credentials takes.
+func TestValidateKeyRefusesOracleEasyConnectCredentials(t *testing.T) {
+	for _, key := range []string{
+		"scott/hunter2@//db.data.svc:1521/orcl",
+		"oracle|scott/hunter2@//db.data.svc:1521/orcl",
+	} {
+		if err := claim.ValidateKey(key); !errors.Is(err, claim.ErrInvalidKey) {
+			t.Errorf("ValidateKey(%q) = %v, want ErrInvalidKey", key, err)
+		}
+		if got := claim.Redact(key); strings.Contains(got, "hunter2") {
+			t.Errorf("Redact(%q) = %q, still shows the password", key, got)
+		}
+	}
+}
+
+// TestValidateKeyAcceptsAnImageReferenceWithARegistryPort: an image pinned
+// by digest in a registry with a port ("host:5000/app@sha256:...") carries
+// no credential: the ':' is the port's and the '@' the digest's. It stays a
+// valid key and Redact leaves it unchanged.
+func TestValidateKeyAcceptsAnImageReferenceWithARegistryPort(t *testing.T) {
+	for _, key := range []string{
+		"registry.example.com:5000/team/app@sha256:0123456789abcdef",
+		"image|localhost:5000/app@sha256:0123456789abcdef",
+	} {
+		if err := claim.ValidateKey(key); err != nil {
+			t.Errorf("ValidateKey(%q) = %v, want nil", key, err)
+		}
+		if got := claim.Redact(key); got != key {
+			t.Errorf("Redact(%q) = %q, want it unchanged", key, got)
+		}
+	}
+}

@@ -17,7 +17,7 @@ import (
 type Disclosure int
 
 const (
-	// DiscloseSameNamespace names another object (a holder, an older
+	// DiscloseSameNamespace names another object (a holder, a successor, an older
 	// sibling, a previous holder) only when it is in the object's own
 	// namespace; otherwise the message says "outside this namespace".
 	// A foreign record is named only when it is in the object's own

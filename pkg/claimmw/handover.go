@@ -53,7 +53,7 @@ func (m *Middleware) planHandovers(ctx context.Context, obj client.Object, self 
 				if err := m.claimer.Abort(ctx, h.raw, self); err != nil {
 					return nil, fmt.Errorf("aborting handover of claim %q: %w", o.Key, err)
 				}
-				m.event(obj, corev1.EventTypeNormal, EventHandoverAborted, ActionHandover, fmt.Sprintf("Aborted the handover of %q to %s: it is no longer named.", o.Key, pending))
+				m.event(obj, corev1.EventTypeNormal, EventHandoverAborted, ActionHandover, fmt.Sprintf("Aborted the handover of %q to %s: it is no longer named.", o.Key, m.shownTo(obj, *pending)))
 			}
 			continue
 		}
@@ -61,7 +61,7 @@ func (m *Middleware) planHandovers(ctx context.Context, obj client.Object, self 
 			if _, err := m.claimer.Prepare(ctx, h.raw, self, succ); err != nil {
 				return nil, fmt.Errorf("preparing handover of claim %q to %s: %w", o.Key, succ, err)
 			}
-			m.event(obj, corev1.EventTypeNormal, EventHandoverPrepared, ActionHandover, fmt.Sprintf("Prepared the handover of %q to %s.", o.Key, succ))
+			m.event(obj, corev1.EventTypeNormal, EventHandoverPrepared, ActionHandover, fmt.Sprintf("Prepared the handover of %q to %s.", o.Key, m.shownTo(obj, succ)))
 		}
 		out = append(out, Handover{Key: o.Key, Successor: succ, raw: h.raw})
 	}
@@ -168,16 +168,16 @@ func (m *Middleware) commitHandovers(ctx context.Context, obj client.Object, sel
 				errs = append(errs, fmt.Errorf("aborting handover of claim %q to %s, which is gone: %w", h.Key, h.Successor, err))
 				continue
 			}
-			m.event(obj, corev1.EventTypeNormal, EventHandoverAborted, ActionHandover, fmt.Sprintf("Aborted the handover of %q to %s: it is gone or being deleted.", h.Key, h.Successor))
+			m.event(obj, corev1.EventTypeNormal, EventHandoverAborted, ActionHandover, fmt.Sprintf("Aborted the handover of %q to %s: it is gone or being deleted.", h.Key, m.shownTo(obj, h.Successor)))
 			continue
 		}
 		if !ready {
 			waiting = true
-			note := fmt.Sprintf("Keeps %q until %s waits for it: %s.", h.Key, h.Successor, why)
+			note := fmt.Sprintf("Keeps %q until %s waits for it: %s.", h.Key, m.shownTo(obj, h.Successor), why)
 			log.FromContext(ctx).Info("not committing a handover to a successor that does not wait for the key", "claimKey", claim.Redact(h.Key), "successor", h.Successor.String(), "why", why)
 			m.event(obj, corev1.EventTypeNormal, EventHandoverPending, ActionHandover, note)
 			if succ := newObject(m.cfg.prototype); m.cfg.apiReader.Get(ctx, h.Successor.NamespacedName(), succ) == nil {
-				m.event(succ, corev1.EventTypeNormal, EventHandoverPending, ActionHandover, fmt.Sprintf("%s keeps %q for it until it waits for the key: %s.", self, h.Key, why))
+				m.event(succ, corev1.EventTypeNormal, EventHandoverPending, ActionHandover, fmt.Sprintf("%s keeps %q for it until it waits for the key: %s.", m.shownTo(succ, self), h.Key, why))
 			}
 			continue
 		}
@@ -188,7 +188,19 @@ func (m *Middleware) commitHandovers(ctx context.Context, obj client.Object, sel
 		}
 		m.renew.stop(client.ObjectKeyFromObject(obj), h.Key)
 		log.FromContext(ctx).Info("handed claim over", "claimKey", h.Key, "successor", h.Successor.String(), "token", o.Token.String())
-		m.event(obj, corev1.EventTypeNormal, EventHandedOver, ActionHandover, fmt.Sprintf("Handed %q over to %s.", h.Key, h.Successor))
+		m.event(obj, corev1.EventTypeNormal, EventHandedOver, ActionHandover, fmt.Sprintf("Handed %q over to %s.", h.Key, m.shownTo(obj, h.Successor)))
 	}
 	return waiting, errors.Join(errs...)
+}
+
+// shownTo is other as the events of viewer may name it under the
+// middleware's disclosure: by name under DiscloseAll or when it is in
+// viewer's namespace, otherwise only as "an object outside this namespace",
+// as the conditions say (a handover to another tenant's object must not
+// tell the holder that tenant's namespace and name).
+func (m *Middleware) shownTo(viewer client.Object, other claim.Holder) string {
+	if m.cfg.disclosure == DiscloseAll || other.Namespace == viewer.GetNamespace() {
+		return other.String()
+	}
+	return "an object outside this namespace"
 }

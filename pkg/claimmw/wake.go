@@ -364,8 +364,14 @@ func (m *Middleware) namingList(ctx context.Context, index, value string) client
 // before any record changes. An object no record names holds nothing and
 // hands nothing over, so its deletion wakes nobody, whatever keys it named:
 // a tenant that creates and deletes objects naming other tenants' keys
-// costs them no passes. With [WithFairness], the objects that yield a free
-// key to it (NotFirst) are woken too.
+// costs them no passes. With [WithFairness], the objects that may yield a
+// free key to it are woken too: those whose condition says NotFirst and that
+// it goes before in the fairness order (created earlier, ties broken by
+// namespace/name), in any namespace, since siblings are ordered across
+// namespaces. An object deleted soon after it was created is younger than
+// every object yielding already, so it wakes none of them; a yielder whose
+// older sibling stops counting for another reason is woken by its grace
+// timer ([WithFairnessGrace]).
 func (m *Middleware) holderEvents() handler.EventHandler {
 	wake := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		self := client.ObjectKeyFromObject(obj)
@@ -383,7 +389,7 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 				if !ok || client.ObjectKeyFromObject(other) == self {
 					return nil
 				}
-				if named || m.saysNotFirst(other) {
+				if named || m.saysNotFirst(other) && goesBefore(obj, other) {
 					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(other)})
 				}
 				return nil
@@ -445,8 +451,8 @@ func (m *Middleware) recordNames(ctx context.Context, key string, obj client.Obj
 	return uid != "" && (l.Annotations[a.HolderUID] == uid || strings.Contains(l.Annotations[a.Successor], uid))
 }
 
-// saysNotFirst reports whether obj's claim condition says it yields a free key
-// to an older sibling (NotFirst).
+// saysNotFirst reports whether obj's claim condition says it yields a free
+// key to an older sibling (NotFirst).
 func (m *Middleware) saysNotFirst(obj client.Object) bool {
 	conds, err := conditionsOf(obj)
 	if err != nil {
@@ -454,6 +460,21 @@ func (m *Middleware) saysNotFirst(obj client.Object) bool {
 	}
 	c := meta.FindStatusCondition(*conds, string(m.cfg.condType))
 	return c != nil && c.Reason == string(conditions.ReasonNotFirst)
+}
+
+// goesBefore reports whether a goes before b in the fairness order of
+// claim.WithSiblings (creation time, then namespace/name), so that b may
+// yield a free key to a. An object without a creation time goes before
+// nobody, as it is no sibling there.
+func goesBefore(a, b client.Object) bool {
+	ta, tb := a.GetCreationTimestamp().Time, b.GetCreationTimestamp().Time
+	switch {
+	case ta.IsZero():
+		return false
+	case tb.IsZero() || !ta.Equal(tb):
+		return tb.IsZero() || ta.Before(tb)
+	}
+	return client.ObjectKeyFromObject(a).String() < client.ObjectKeyFromObject(b).String()
 }
 
 // HandoverEvents returns the event handler that wakes objects waiting for a

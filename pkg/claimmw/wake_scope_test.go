@@ -2,6 +2,7 @@ package claimmw_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -82,9 +84,9 @@ func (l *logLines) contain(s string) bool {
 	return false
 }
 
-// tenantRig is one middleware whose manager caches every namespace (the
-// record cache not restricted to the claim namespace), with records in a
-// claim namespace of their own and tenants in two others.
+// tenantRig is one middleware whose manager caches Leases in every
+// namespace (the record cache not restricted to the claim namespace), with
+// records in a claim namespace of their own and tenants in two others.
 type tenantRig struct {
 	claims, a, b string
 	passes       *passCounter
@@ -110,15 +112,15 @@ func startTenantRig(t *testing.T, restrictLeases bool, funcs *interceptor.Funcs,
 			return interceptor.NewClient(c, *funcs), nil
 		}
 	}
-	// The rig reconciles only its own tenants' Widgets: Widgets of earlier
-	// tests stay in their namespaces (envtest runs no namespace controller)
-	// and would otherwise contend for the same keys.
-	opts.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&testcrd.Widget{}: {Namespaces: map[string]cache.Config{r.a: {}, r.b: {}}},
-	}}
+	// Widgets are cached in the rig's namespaces only: other tests leave
+	// Widgets behind (envtest removes no namespace) naming the same keys,
+	// and a rig reconciling them would race them for its keys. The Lease
+	// cache is what the rig leaves unrestricted.
+	byObject := map[client.Object]cache.ByObject{&testcrd.Widget{}: {Namespaces: map[string]cache.Config{r.claims: {}, r.a: {}, r.b: {}}}}
 	if restrictLeases {
-		opts.Cache.ByObject[&coordinationv1.Lease{}] = lease.CacheByObject(r.claims, nil)
+		byObject[&coordinationv1.Lease{}] = lease.CacheByObject(r.claims, nil)
 	}
+	opts.Cache = cache.Options{ByObject: byObject}
 	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -333,5 +335,65 @@ func TestRecordsOfAnotherClaimSetWakeOnlyWhatTheyBlock(t *testing.T) {
 	// Then the victim ran no pass
 	if got := r.passes.in(r.b) - before; got != 0 {
 		t.Errorf("%d writes of another claim set's record caused %d passes of the holder it names, want 0", writes+1, got)
+	}
+}
+
+// TestDeletingANonHolderWakesNoYielderInAnotherNamespaceUnderFairness: with
+// WithFairness, a deleted object wakes the objects that yield a free key to
+// it. A tenant's short-lived objects naming a key are younger than every
+// object that yields the key to an older sibling, so nobody yields to them:
+// creating and deleting them again and again must cost an object of another
+// tenant, yielding to someone else, no pass. The inner reconciler runs in
+// every pass here (RunInnerWhileParked), so that each pass is counted.
+func TestDeletingANonHolderWakesNoYielderInAnotherNamespaceUnderFairness(t *testing.T) {
+	const cycles = 3
+	// No record is ever created (the older object must not take k when a
+	// pass of it gets that far), and every write of the older object fails.
+	funcs := refuseWritesOf("stuck")
+	funcs.Create = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*coordinationv1.Lease); ok {
+			return apierrors.NewForbidden(coordinationv1.Resource("leases"), obj.GetName(), errors.New("injected: no record may be created"))
+		}
+		return c.Create(ctx, obj, opts...)
+	}
+	r := startTenantRig(t, true, funcs, claimmw.WithFairness(), claimmw.WithFairnessGrace(10*time.Minute), claimmw.WhileParked(claimmw.RunInnerWhileParked))
+	ctx := context.Background()
+	dc := direct(t)
+	// Given an older object in namespace a that never gets a condition, and
+	// a younger one in namespace b that yields the free key k to it. The rig
+	// watches Widgets in every namespace, and other tests leave Widgets
+	// naming "k" behind (envtest removes no namespace): the key is this
+	// test's own.
+	const k = "yielded-key"
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: "stuck"}, Spec: testcrd.WidgetSpec{Keys: []string{k}}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // creation times have a one-second resolution
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "victim"}, Spec: testcrd.WidgetSpec{Keys: []string{k}}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitReason(t, r.b, "victim", conditions.ReasonNotFirst)
+	r.settle(t, r.b, 2*time.Second)
+	before := r.passes.in(r.b)
+	// When a tenant in namespace a creates and deletes an object naming k, again and again
+	for i := range cycles {
+		name := fmt.Sprintf("noise-%d", i)
+		w := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: name}, Spec: testcrd.WidgetSpec{Keys: []string{k}}}
+		if err := dc.Create(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		r.waitReason(t, r.a, name, conditions.ReasonNotFirst)
+		if err := dc.Delete(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, func() (bool, string) {
+			err := dc.Get(ctx, client.ObjectKeyFromObject(w), &testcrd.Widget{})
+			return apierrors.IsNotFound(err), fmt.Sprintf("%s still there: %v", name, err)
+		})
+	}
+	r.settle(t, r.b, 2*time.Second)
+	// Then the object in namespace b ran no pass
+	if n := r.passes.in(r.b) - before; n != 0 {
+		t.Errorf("%d create/delete cycles of a non-holder in namespace a ran %d passes in namespace b, want 0", cycles, n)
 	}
 }
