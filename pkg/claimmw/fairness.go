@@ -310,14 +310,19 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self claim.Holde
 			}
 			return claim.Holder{}, "", false, fmt.Errorf("reading %s, which may still act for claim key %q: %w", client.ObjectKeyFromObject(cached), claim.Redact(key), err)
 		}
-		if obj.GetUID() != cached.GetUID() || !mayAct(m.conditionOf(obj)) {
+		c := m.conditionOf(obj)
+		if obj.GetUID() != cached.GetUID() || !mayAct(c) {
 			continue
 		}
-		// The cache may still show a spec that named key: an object that
-		// moved off it released it after its told pass.
-		keys, err := m.keysOf(ctx, obj)
-		if err == nil && !slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == key }) {
-			continue
+		// An object Claimed for its current spec that no longer names key
+		// stopped acting for it: that condition is written only after a
+		// pass for the current spec succeeded. One Claimed for an older spec,
+		// or Stopping, may still act for whatever it named before.
+		if c.Reason == string(conditions.ReasonClaimed) && c.ObservedGeneration == obj.GetGeneration() {
+			keys, err := m.keysOf(ctx, obj)
+			if err == nil && !slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == key }) {
+				continue
+			}
 		}
 		h, err := m.claimer.HolderOf(obj)
 		if err != nil {

@@ -433,8 +433,15 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	m.renew.keep(ctx, req.NamespacedName, p.self, p.giveUp)
 	m.renew.stopExcept(req.NamespacedName, append(norms, keysOf(p.giveUp)...)...)
 	cond := conditions.ForKeys(m.cfg.condType, norms, p.obj.GetGeneration())
-	if _, err := m.setCondition(ctx, p.obj, cond); err != nil {
-		return reconcile.Result{}, err
+	// An object that was Claimed for an older spec may still act for keys
+	// that spec named (their records may be gone, deleted from outside):
+	// its condition keeps speaking of that older spec, which tells a waiter
+	// it may still act, until a pass for the new spec succeeded.
+	delay := p.was.claimed && !p.was.current
+	if !delay {
+		if _, err := m.setCondition(ctx, p.obj, cond); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	m.grantEvents(p.obj, p.granted)
 	if (p.was.claimed || p.was.failed) && p.was.current {
@@ -460,6 +467,11 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		// use by its old workloads, and keys it hands over may not be free
 		// of them yet. Keep them.
 		return res, err
+	}
+	if delay {
+		if _, err := m.setCondition(ctx, p.obj, cond); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	if len(handovers) > 0 && res.IsZero() {
 		waiting, err := m.commitHandovers(ctx, p.obj, p.self, handovers)

@@ -404,7 +404,10 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 				// It waits for a handover now: its predecessor may commit.
 				was.Reason != string(conditions.ReasonWaitingForHandover) && is.Reason == string(conditions.ReasonWaitingForHandover):
 				wake(ctx, e.ObjectNew, q)
-			case mayAct(was) && !mayAct(is):
+			case mayAct(was) && !mayAct(is),
+				// Claimed for its new spec now: it stopped acting for keys
+				// its older spec named.
+				mayAct(is) && was.ObservedGeneration != is.ObservedGeneration:
 				// It stopped acting for its keys: an object waiting for a
 				// key it may have acted for asks again. Its keys may be
 				// unknown now, or another middleware's: every object
