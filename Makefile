@@ -95,6 +95,7 @@ BENCH_GO_TEST := go test -count=1 -timeout 14m -run '^TestBench$$' ./bench/
 bench: envtest ## Measure API cost and latency of claims against the alternatives (writes docs/benchmarks.md).
 	@mkdir -p bin
 	go test -run '^$$' -bench . -benchmem ./pkg/claim/ ./pkg/backends/ | tee bin/bench-micro.txt
+	go test -run '^$$' -bench . -benchtime 50x ./pkg/generation/ | tee bin/bench-generation.txt
 	BENCH_FULL=1 BENCH_REPORT=$(abspath docs/benchmarks.md) BENCH_MICRO=$(abspath bin/bench-micro.txt) \
 	  BENCH_COMMAND="make bench ($(BENCH_GO_TEST) with BENCH_FULL=1)" $(BENCH_GO_TEST) -v | grep -E '^(\||--- |ok|FAIL|panic)|_test\.go'
 
