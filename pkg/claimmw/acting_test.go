@@ -214,6 +214,31 @@ func (f *fixture) renewTimeOf(t *testing.T, key string) time.Time {
 	return l.Spec.RenewTime.Time
 }
 
+// waitForInnerCall waits until the inner reconciler of name ran a pass
+// whose state is what.
+func (f *fixture) waitForInnerCall(t *testing.T, name, what string, is func(claimmw.State) bool) {
+	t.Helper()
+	eventually(t, wakeWithin, func() (bool, string) {
+		for _, c := range f.inner.callsOf(name) {
+			if is(c.state) {
+				return true, ""
+			}
+		}
+		return false, name + " never ran " + what
+	})
+}
+
+// renewedWhileWaiting checks that key's record is renewed, and waiter not
+// granted it, for longer than a whole lease duration of shortRenewal.
+func (f *fixture) renewedWhileWaiting(t *testing.T, key, waiter string) {
+	t.Helper()
+	first := f.renewTimeOf(t, key)
+	f.neverClaimed(t, waiter, 4*time.Second)
+	if later := f.renewTimeOf(t, key); !later.After(first) {
+		t.Errorf("%s was not renewed while its holder stopped using it: renew time %v, then %v", key, first, later)
+	}
+}
+
 // shortRenewal is a real-clock renewal short enough for a test to outlive a
 // whole lease duration.
 func shortRenewal(t *testing.T) setup {
@@ -240,21 +265,10 @@ func TestAKeyBeingGivenUpStaysRenewedUntilItsToldPassSucceeds(t *testing.T) {
 	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
 	// When alpha swaps to k2 and its passes that stop using k1 fail
 	f.setKeys(t, "alpha", "k2")
-	eventually(t, wakeWithin, func() (bool, string) {
-		for _, c := range f.inner.callsOf("alpha") {
-			if len(c.state.Releasing) > 0 {
-				return true, ""
-			}
-		}
-		return false, "alpha was never told to give k1 up"
-	})
+	f.waitForInnerCall(t, "alpha", "a pass told to give k1 up", func(s claimmw.State) bool { return len(s.Releasing) > 0 })
 	// Then k1 is renewed all along, and bravo does not take it over even
 	// after a whole lease duration
-	first := f.renewTimeOf(t, "k1")
-	f.neverClaimed(t, "bravo", 4*time.Second)
-	if later := f.renewTimeOf(t, "k1"); !later.After(first) {
-		t.Errorf("k1 was not renewed while alpha gave it up: renew time %v, then %v", first, later)
-	}
+	f.renewedWhileWaiting(t, "k1", "bravo")
 	// When alpha's told pass succeeds, bravo gets k1
 	failing.Store(false)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
@@ -273,20 +287,9 @@ func TestTheDeletionPathKeepsRenewingWhatTheObjectStillHolds(t *testing.T) {
 	if err := direct(t).Delete(context.Background(), alpha); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wakeWithin, func() (bool, string) {
-		for _, c := range f.inner.callsOf("alpha") {
-			if c.state.Deleting {
-				return true, ""
-			}
-		}
-		return false, "alpha's deletion pass never ran"
-	})
+	f.waitForInnerCall(t, "alpha", "a deletion pass", func(s claimmw.State) bool { return s.Deleting })
 	// Then k stays renewed, and bravo does not take it over while alpha cleans up
-	first := f.renewTimeOf(t, "k")
-	f.neverClaimed(t, "bravo", 4*time.Second)
-	if later := f.renewTimeOf(t, "k"); !later.After(first) {
-		t.Errorf("k was not renewed while alpha's deletion pass failed: renew time %v, then %v", first, later)
-	}
+	f.renewedWhileWaiting(t, "k", "bravo")
 	failing.Store(false)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
