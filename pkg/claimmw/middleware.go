@@ -469,7 +469,17 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		return res, err
 	}
 	if delay {
-		if _, err := m.setCondition(ctx, p.obj, cond); err != nil {
+		// The inner pass may have written the status itself (ocf's flush
+		// always does): write on the object as it is now.
+		fresh := newObject(m.cfg.prototype)
+		if err := m.cfg.apiReader.Get(ctx, req.NamespacedName, fresh); err != nil {
+			return reconcile.Result{}, fmt.Errorf("reading %s again after its pass: %w", req.NamespacedName, err)
+		}
+		if fresh.GetGeneration() != p.obj.GetGeneration() {
+			// Its spec changed again: the next pass judges the new one.
+			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
+		}
+		if _, err := m.setCondition(ctx, fresh, cond); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
