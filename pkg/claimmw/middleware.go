@@ -933,7 +933,22 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 		return false, err
 	}
 	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
-	if err := m.cfg.client.Status().Patch(ctx, obj, patch); err != nil {
+	err = m.cfg.client.Status().Patch(ctx, obj, patch)
+	if apierrors.IsConflict(err) && m.cfg.apiReader != nil {
+		// Another writer (the inner pass, a tool) wrote the object since the
+		// cached read. The condition stands as long as the spec it was
+		// judged for does: write it once more on the object as it is now.
+		gen := obj.GetGeneration()
+		if rerr := m.cfg.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); rerr == nil && obj.GetGeneration() == gen {
+			if base, ok = obj.DeepCopyObject().(client.Object); ok {
+				if changed, serr := setConditionOn(obj, cond); serr != nil || !changed {
+					return false, serr
+				}
+				err = m.cfg.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+			}
+		}
+	}
+	if err != nil {
 		if apierrors.IsConflict(err) {
 			err = fmt.Errorf("%w: %w", errStaleRead, err)
 		}
