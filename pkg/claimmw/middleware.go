@@ -439,8 +439,24 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	// it may still act, until a pass for the new spec succeeded.
 	delay := p.was.claimed && !p.was.current
 	if !delay {
-		if _, err := m.setCondition(ctx, p.obj, cond); err != nil {
+		changed, err := m.setCondition(ctx, p.obj, cond)
+		if err != nil {
 			return reconcile.Result{}, err
+		}
+		if changed && !p.was.claimed {
+			// It starts acting now. A waiter that read its condition before
+			// this write may have found the key free (its record deleted
+			// from outside since the acquire) and taken it: read the
+			// records again before acting, once per grant, not per pass.
+			for _, h := range p.granted {
+				held, err := m.claimer.Holds(ctx, h.raw, p.self)
+				if err != nil {
+					return reconcile.Result{}, err
+				}
+				if !held {
+					return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
+				}
+			}
 		}
 	}
 	m.grantEvents(p.obj, p.granted)
