@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,6 +42,24 @@ func (f *fixture) failToldPassesOf(name string) *atomic.Bool {
 	f.inner.fail = func(n string, c call) error {
 		told := !c.state.Granted || len(c.state.Releasing) > 0
 		if n == name && told && failing.Load() {
+			return errNotStopped
+		}
+		return nil
+	}
+	f.inner.mu.Unlock()
+	return &failing
+}
+
+// failPassesThatStop makes every pass of the Widget named name fail, while
+// the returned switch is on, that a level-triggered reconciler would use to
+// stop its workloads for key: a pass not granted, or granted without key.
+func (f *fixture) failPassesThatStop(name, key string) *atomic.Bool {
+	var failing atomic.Bool
+	failing.Store(true)
+	f.inner.mu.Lock()
+	f.inner.fail = func(n string, c call) error {
+		stops := !c.state.Granted || !slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == key })
+		if n == name && stops && failing.Load() {
 			return errNotStopped
 		}
 		return nil
@@ -197,6 +216,31 @@ func TestAKeyFreedFromOutsideGoesToAWaiterOnlyOnceItsStoppingHolderSucceeded(t *
 	// When alpha's told pass succeeds, bravo is granted k
 	failing.Store(false)
 	f.waitForReason(t, "alpha", conditions.ReasonParked, wakeWithin)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+func TestAKeyFreedFromOutsideIsNotGrantedWhileAHolderThatNoLongerNamesItHasNotStopped(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	failing := f.failPassesThatStop("alpha", "k")
+	// Given alpha holds j and k, and bravo waits for k
+	f.createWidget(t, "alpha", "j", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha's spec stops naming k but every pass that would stop its
+	// workloads for k fails, so it may still act for k though its spec no
+	// longer names it
+	f.setKeys(t, "alpha", "j")
+	f.waitForInnerCall(t, "alpha", "a pass told to give k up", func(s claimmw.State) bool { return len(s.Releasing) > 0 })
+	// And a person deletes k's record, so no pass names k in Releasing again
+	f.deleteLease(t, "k")
+	// Then bravo waits for alpha, and is not granted k
+	cond := f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
+	mustContain(t, "bravo's message", cond.Message, "alpha")
+	f.neverClaimed(t, "bravo", time.Second)
+	// When alpha's told pass succeeds, bravo is granted k
+	failing.Store(false)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
 

@@ -229,7 +229,8 @@ func (w *yieldWaker) at(obj client.Object, d time.Duration) {
 // predecessor names an object that may still be acting for key although key
 // has no record: an object whose claim condition says it may act for its
 // keys (Claimed, or Stopping: lost, and not yet stopped), read uncached,
-// that names key, or whose keys cannot be computed now. Such a key was freed
+// that names key, or whose keys cannot be computed now, or which may act for
+// what an older spec named (Stopping, or Claimed for an older generation). Such a key was freed
 // by someone other than its holder (a person or tool deleting the record,
 // another writer erasing an annotation record) while the holder still acts;
 // it goes to another object only once the holder's told pass succeeded, or

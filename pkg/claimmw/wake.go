@@ -171,18 +171,25 @@ func (m *Middleware) indexKeys(obj client.Object) []string {
 	return out
 }
 
-// unknownKeys is the key index's value for an object whose keys cannot be
-// computed now (InvalidKey): it may still act for keys it named before, so
-// the predecessor check must find it. No key equals it: keys have no
-// control characters.
+// unknownKeys is the key index's value for an object that may still act
+// for keys its spec does not name now: its keys cannot be computed
+// (InvalidKey), or its condition says it may act for what an older spec
+// named (Claimed for an older generation, or Stopping). The predecessor
+// check must find it whatever key it asks about. No key equals it: keys
+// have no control characters.
 const unknownKeys = "\x00unknown"
 
-// indexKeyValues is the key index: the keys obj names, or unknownKeys.
+// indexKeyValues is the key index: the keys obj names, and unknownKeys when
+// it may act for others.
 func (m *Middleware) indexKeyValues(obj client.Object) []string {
 	if _, err := m.keysOf(context.Background(), obj); err != nil {
 		return []string{unknownKeys}
 	}
-	return m.indexKeys(obj)
+	keys := m.indexKeys(obj)
+	if c := m.conditionOf(obj); mayAct(c) && (c.Reason == string(conditions.ReasonStopping) || c.ObservedGeneration != obj.GetGeneration()) {
+		keys = append(keys, unknownKeys)
+	}
+	return keys
 }
 
 // indexRecords returns the record names of the keys obj names.
