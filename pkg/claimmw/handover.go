@@ -145,6 +145,22 @@ func (m *Middleware) successorReady(ctx context.Context, key string, succ claim.
 	return true, false, "it does not name the key", nil
 }
 
+// handOverKept plans and commits the handovers of the keys a parked object
+// keeps while it waits for another key. It runs only after a parked pass
+// that leaves the object acting for nothing, so the window of each key is
+// closed before its successor gets it.
+func (m *Middleware) handOverKept(ctx context.Context, p *pass) error {
+	if m.cfg.handover == nil || len(p.granted) == 0 {
+		return nil
+	}
+	handovers, err := m.planHandovers(ctx, p.obj, p.self, p.granted)
+	if err != nil || len(handovers) == 0 {
+		return err
+	}
+	_, err = m.commitHandovers(ctx, p.obj, p.self, handovers)
+	return err
+}
+
 // commitHandovers makes each successor the holder of its key. It runs only
 // after an inner pass that saw the handovers and returned success without a
 // requeue: that pass moved the workloads off the keys. A successor that does

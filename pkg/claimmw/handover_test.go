@@ -225,3 +225,32 @@ func TestADeposedHolderCannotOverwriteWhatItsSuccessorWroteThroughTheFencedClien
 		t.Errorf("FencedClient outside a pass: %v, want ErrNoGrants", err)
 	}
 }
+
+func TestAHolderParkedOnAnotherKeyStillHandsOverTheKeyItKeeps(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
+	// Given charlie holds i and k, alpha holds j and hands it to bravo, and
+	// bravo, which waits for i first, is not ready for the handover
+	f.createWidget(t, "charlie", "i", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "alpha", "j")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "i", "j")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
+	eventually(t, wakeWithin, func() (bool, string) {
+		rec := f.record(t, "j")
+		return rec.Successor != nil, "the handover of j to bravo is never prepared"
+	})
+	// When alpha comes to wait for k, keeping j, and then bravo gets i and
+	// waits for the handover of j
+	f.setKeys(t, "alpha", "j", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonParked, wakeWithin)
+	f.setKeys(t, "charlie", "k")
+	// Then the parked alpha, which acts for nothing, commits it: bravo holds
+	// i and j
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+	if rec := f.record(t, "j"); rec.Holder.Name != "bravo" {
+		t.Errorf("holder of j = %s, want bravo", rec.Holder)
+	}
+}

@@ -581,6 +581,9 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	res := reconcile.Result{RequeueAfter: after}
 
 	mutant.Do(mutant.ReleaseBeforeInner, func() { _, _ = m.release(ctx, p, reconcile.Result{}, "before its inner pass") })
+	// Once this pass ends with success the object acts for nothing: it was
+	// told to stop, or it has not acted since a told pass succeeded.
+	stopped := true
 	if tell || m.cfg.parkedMode == RunInnerWhileParked {
 		state := State{Releasing: grantsOf(p.giveUp), Condition: shown}
 		inner, err := m.inner.Reconcile(m.innerContext(userCtx, state), req)
@@ -593,6 +596,7 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		if inner.RequeueAfter > 0 && inner.RequeueAfter < after {
 			res.RequeueAfter = inner.RequeueAfter
 		}
+		stopped = inner.IsZero()
 	}
 	if werr != nil {
 		// The told pass succeeded, so the given-up keys may go; the
@@ -604,6 +608,14 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		// The told pass succeeded: the object stopped acting. Say what
 		// blocks it before the release wakes the waiters, which read it.
 		if _, err := m.setCondition(ctx, p.obj, cond); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if stopped {
+		// A key it keeps while it waits for another is still handed over
+		// as planned: a successor waiting for it would otherwise wait for
+		// as long as this object waits.
+		if err := m.handOverKept(ctx, p); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
