@@ -179,6 +179,31 @@ func TestMiddlewareCheckerHistoryRules(t *testing.T) {
 		},
 		want: []error{errUntoldRelease},
 	}, {
+		name: "an older pass in a second operator process acts again after the told pass released the key",
+		h: mwHistory{
+			windows:  []window{win("a", k, "10", 10, 31), win("a", k, "10", 34, -1), win("b", k, "20", 50, -1)},
+			releases: []release{{pass: 2, version: "10", sent: at(36)}},
+			versions: append(slices.Clone(base), gone(k, "L1", "10", "a", 38), stored(k, "L2", "20", "b", 45)),
+		},
+		want: []error{errOverlap, errUntoldRelease},
+	}, {
+		name: "the same while two operator processes overlap, which is not promised",
+		h: mwHistory{
+			windows:  []window{win("a", k, "10", 10, 31), win("a", k, "10", 34, -1), win("b", k, "20", 50, -1)},
+			releases: []release{{pass: 2, version: "10", sent: at(36)}},
+			versions: append(slices.Clone(base), gone(k, "L1", "10", "a", 38), stored(k, "L2", "20", "b", 45)),
+			overlaps: []period{{from: at(30), to: at(40)}},
+		},
+	}, {
+		name: "a window opened before two processes overlapped is still checked during the overlap",
+		h: mwHistory{
+			windows:  []window{win("a", k, "10", 10, -1), win("b", k, "20", 50, -1)},
+			releases: []release{{pass: 2, version: "10", sent: at(36)}},
+			versions: append(slices.Clone(base), gone(k, "L1", "10", "a", 38), stored(k, "L2", "20", "b", 45)),
+			overlaps: []period{{from: at(30), to: at(40)}},
+		},
+		want: []error{errOverlap, errUntoldRelease},
+	}, {
 		name: "a record deleted while its holder was only being deleted",
 		h: mwHistory{
 			windows:  []window{win("a", k, "10", 10, -1)},

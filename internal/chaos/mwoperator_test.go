@@ -168,7 +168,7 @@ type fleet struct {
 	stopped  bool
 	pending  int // replacements under way
 	restarts int
-	overlaps int
+	overlaps []period
 	// afterClaimWrite counts the crashes between a claim write and the
 	// status write.
 	afterClaimWrite int
@@ -432,6 +432,7 @@ func (fl *fleet) roll(overlap time.Duration) {
 		old.crash()
 		return
 	}
+	from := time.Now()
 	if _, err := fl.start(); err != nil {
 		fl.t.Errorf("seed %d: starting an overlapping operator: %v", fl.seed, err)
 		return
@@ -442,7 +443,7 @@ func (fl *fleet) roll(overlap time.Duration) {
 	fl.mu.Lock()
 	delete(fl.live, old)
 	fl.restarts++
-	fl.overlaps++
+	fl.overlaps = append(fl.overlaps, period{from: from, to: time.Now()})
 	fl.mu.Unlock()
 }
 
@@ -586,7 +587,7 @@ func (w *laggingWatch) ResultChan() <-chan watch.Event { return w.out }
 func (fl *fleet) describe() string {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	return fmt.Sprintf("restarts=%d overlaps=%d", fl.restarts, fl.overlaps)
+	return fmt.Sprintf("restarts=%d overlaps=%d", fl.restarts, len(fl.overlaps))
 }
 
 func (r mwRun) play(t *testing.T, seed uint64) mwResult {
@@ -787,10 +788,10 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	// Then the checker judges the history and the quiescent state
 	acts, releases, windows := a.recorded()
 	h := mwHistory{acts: acts, releases: releases, windows: windows, outside: w.outside, deleted: w.deleted, gone: gone.snapshot(),
-		versions: versions, handovers: f.handover, renewal: f.renewal}
+		versions: versions, handovers: f.handover, renewal: f.renewal, overlaps: fl.overlaps}
 	res := mwResult{history: h, stats: stats, counts: w.counts, converged: converged, state: state, features: f}
 	res.violations = append(checkHistory(h), final...)
-	res.counts.restarts, res.counts.overlaps = fl.restarts, fl.overlaps
+	res.counts.restarts, res.counts.overlaps = fl.restarts, len(fl.overlaps)
 	res.counts.crashes = a.crashes
 	res.counts.crashesAfterClaimWrite = fl.afterClaimWrite
 	res.counts.windows = len(windows)
