@@ -148,7 +148,7 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 		m.claimer = cl
 	}
 	if c.renewal != nil {
-		r, err := newRenewals(m.claimer, *c.renewal)
+		r, err := newRenewals(m.claimer, *c.renewal, c.prototype)
 		if err != nil {
 			return nil, fmt.Errorf("configuring claim middleware: %w", err)
 		}
@@ -425,10 +425,12 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		norms[i] = k.norm
 	}
 	// Renewed first: whatever fails below (a status write, a handover
-	// plan), the records it acts for must not expire under it.
+	// plan), the records it acts for must not expire under it. A record it
+	// cannot renew may be judged expired once the lease duration passed:
+	// it is told to stop, as after any claim error, rather than act on.
 	holds, err := m.renew.ensure(ctx, req.NamespacedName, p.self, p.granted)
 	if err != nil {
-		return reconcile.Result{}, err
+		return m.claimError(ctx, userCtx, req, p, err)
 	}
 	m.renew.keep(ctx, req.NamespacedName, p.self, p.giveUp)
 	m.renew.stopExcept(req.NamespacedName, append(norms, keysOf(p.giveUp)...)...)

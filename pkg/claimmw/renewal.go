@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/ocf-claim/claim/internal/claimhook"
@@ -26,6 +28,14 @@ var errStopped = errors.New("claim middleware stopped; no claim is renewed any m
 type renewals struct {
 	keeper  *expiry.Keeper
 	claimer *claim.Claimer
+	// ended receives the object of a hold that ended on its own (its renew
+	// deadline passed, or a renewal found the claim lost) rather than by
+	// stop: the object's workloads, which outlive its passes, must be told
+	// to stop before a contender's count of the lease duration runs out,
+	// and nothing else may reconcile it before then.
+	ended chan event.GenericEvent
+	// prototype is the middleware's object type, for those events.
+	prototype client.Object
 
 	mu     sync.Mutex
 	holds  map[holdKey]*hold
@@ -43,12 +53,33 @@ type hold struct {
 	stop func()
 }
 
-func newRenewals(c *claim.Claimer, cfg expiry.KeeperConfig) (*renewals, error) {
+// holdEndedBuffer bounds the ended holds waiting for the controller; one
+// dropped when it is full is still seen by the object's next pass.
+const holdEndedBuffer = 1024
+
+func newRenewals(c *claim.Claimer, cfg expiry.KeeperConfig, prototype client.Object) (*renewals, error) {
 	k, err := expiry.NewKeeper(c, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &renewals{keeper: k, claimer: c, holds: map[holdKey]*hold{}}, nil
+	return &renewals{keeper: k, claimer: c, holds: map[holdKey]*hold{}, ended: make(chan event.GenericEvent, holdEndedBuffer), prototype: prototype}, nil
+}
+
+// watch wakes obj when the hold held ends on its own.
+func (r *renewals) watch(obj types.NamespacedName, held context.Context) {
+	context.AfterFunc(held, func() {
+		cause := context.Cause(held)
+		if !errors.Is(cause, expiry.ErrRenewDeadline) && !errors.Is(cause, claim.ErrNotHolder) {
+			return
+		}
+		target := newObject(r.prototype)
+		target.SetNamespace(obj.Namespace)
+		target.SetName(obj.Name)
+		select {
+		case r.ended <- event.GenericEvent{Object: target}:
+		default:
+		}
+	})
 }
 
 // ensure returns the live hold of every key granted to self in this pass,
@@ -100,6 +131,7 @@ func (r *renewals) ensure(ctx context.Context, obj types.NamespacedName, self cl
 		}
 		r.holds[hk] = &hold{uid: self.UID, ctx: hctx, stop: stop}
 		r.mu.Unlock()
+		r.watch(obj, hctx)
 		out[o.Key] = hctx
 	}
 	return out, nil
@@ -153,6 +185,7 @@ func (r *renewals) keep(ctx context.Context, obj types.NamespacedName, self clai
 		}
 		r.holds[hk] = &hold{uid: self.UID, ctx: hctx, stop: stop}
 		r.mu.Unlock()
+		r.watch(obj, hctx)
 		out[rec.Key] = hctx
 	}
 	return out

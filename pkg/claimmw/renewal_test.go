@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -119,4 +121,54 @@ func TestAHolderThatCannotRenewStopsActingAndAnExpiryContenderWaitsTheWholeDurat
 	// And a ends parked on b
 	cond := f.waitForReason(t, "a", conditions.ReasonParked, wakeWithin)
 	mustContain(t, "a's message", cond.Message, fmt.Sprintf("Widget %s/b", f.ns))
+}
+
+func TestAHolderThatCannotRenewIsToldToStopBeforeAContenderMayJudgeItExpired(t *testing.T) {
+	t.Parallel()
+	const (
+		duration = 30 * time.Second
+		every    = 5 * time.Second
+		deadline = 20 * time.Second
+	)
+	clk := testingclock.NewFakeClock(time.Now())
+	exp, err := expiry.New(duration, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := start(t, setup{
+		opts: []claimmw.Option{
+			claimmw.WithRenewal(expiry.KeeperConfig{Duration: duration, RenewEvery: every, RenewDeadline: deadline, Clock: clk}),
+		},
+		claimOpts: []claim.Option{claim.WithLiveness(exp), claim.WithClock(clk)},
+	})
+	// Given a holds k, and its granted pass returned: its workloads run on
+	f.createWidget(t, "a", "k")
+	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	a, _ := f.widget(t, "a")
+	told := func() int {
+		n := 0
+		for _, c := range f.inner.callsOf("a") {
+			if !c.state.Granted {
+				n++
+			}
+		}
+		return n
+	}
+	// When its renewals fail until the renew deadline passes, and nothing
+	// else happens to a or to k
+	f.writes.failRenewalsOf.Store(a.UID)
+	for range deadline/every + 1 {
+		clk.Step(every)
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Then a is told to stop before the lease duration runs out, and says
+	// why
+	eventually(t, wakeWithin, func() (bool, string) { return told() > 0, "a was never told to stop after its renew deadline" })
+	cond := f.claimed(t, "a")
+	if cond.Status == metav1.ConditionTrue {
+		t.Errorf("a after its renew deadline: %s/%s, want it no longer Claimed", cond.Status, cond.Reason)
+	}
+	// And once it can renew again, it holds and acts for k again
+	f.writes.failRenewalsOf.Store(types.UID(""))
+	f.waitForReason(t, "a", conditions.ReasonClaimed, 30*time.Second)
 }

@@ -250,6 +250,9 @@ func (m *Middleware) SetupWithManager(mgr manager.Manager, b *builder.Builder) e
 		b = b.Watches(t, m.ClaimEvents())
 	}
 	b = b.Watches(newObject(m.cfg.prototype), m.holderEvents())
+	if m.renew != nil {
+		b = b.WatchesRawSource(source.Channel(m.renew.ended, &handler.EnqueueRequestForObject{}))
+	}
 	if w := m.cfg.yieldWake; m.cfg.fairness && w != nil {
 		b = b.WatchesRawSource(source.Channel(w.events, &handler.EnqueueRequestForObject{}))
 	}
