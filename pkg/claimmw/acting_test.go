@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -241,6 +243,45 @@ func TestAKeyFreedFromOutsideIsNotGrantedWhileAHolderThatNoLongerNamesItHasNotSt
 	f.neverClaimed(t, "bravo", time.Second)
 	// When alpha's told pass succeeds, bravo is granted k
 	failing.Store(false)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+func TestAWaiterIsNotLeftWaitingWhenItsPredecessorStopsWhileItsConditionIsBeingWritten(t *testing.T) {
+	t.Parallel()
+	// Two workers: bravo's pass is held in its status write while alpha's
+	// runs.
+	f := start(t, setup{statusChangesWakeNobody: true, workers: 2})
+	failing := f.failToldPassesOf("alpha")
+	// Given alpha holds j and k, and xray and bravo wait for them
+	f.createWidget(t, "alpha", "j", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "xray", "j")
+	f.waitForReason(t, "xray", conditions.ReasonParked, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// And alpha, which lost j, is stopping and keeps k
+	f.takeOverFor(t, "j", "xray")
+	f.waitForReason(t, "alpha", conditions.ReasonStopping, lossWithin)
+	// When k's record is deleted, and alpha's told pass succeeds after
+	// bravo decided to wait for it but before bravo's condition says so
+	var once sync.Once
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		w, ok := obj.(*testcrd.Widget)
+		if !ok || w.Name != "bravo" || !strings.Contains(fmt.Sprint(w.Status.Conditions), string(conditions.ReasonWaitingForHandover)) {
+			return
+		}
+		once.Do(func() {
+			failing.Store(false)
+			f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "nobody" }) // a spec change: reconciled at once
+			eventually(t, wakeWithin, func() (bool, string) {
+				c := f.claimed(t, "alpha")
+				return c.Reason != string(conditions.ReasonStopping), "alpha still stopping: " + c.Reason
+			})
+			time.Sleep(300 * time.Millisecond) // alpha's change reaches the cache and its wake-ups ran
+		})
+	})
+	f.deleteLease(t, "k")
+	// Then bravo is granted k
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
 

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/envtest"
@@ -121,6 +123,16 @@ type writes struct {
 	// Widget of that name, as an admission policy or missing RBAC would.
 	failStatusOf atomic.Value
 	failedStatus atomic.Int32
+	// beforeStatus, when it holds a func(client.Object), runs before each
+	// status write the manager sends, which waits for it.
+	beforeStatus atomic.Value
+}
+
+// holdStatus runs the beforeStatus hook for obj.
+func (w *writes) holdStatus(obj client.Object) {
+	if hook, _ := w.beforeStatus.Load().(func(client.Object)); hook != nil {
+		hook(obj)
+	}
 }
 
 // failsStatus reports whether obj's status write is to be refused.
@@ -195,6 +207,9 @@ func (w *writes) funcs() interceptor.Funcs {
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 			w.add("update/"+sub, obj)
+			if sub == "status" {
+				w.holdStatus(obj)
+			}
 			if sub == "status" && w.failsStatus(obj) {
 				return apierrors.NewForbidden(schema.GroupResource{Group: testcrd.GroupVersion.Group, Resource: "widgets/status"}, obj.GetName(), errors.New("injected: status writes refused"))
 			}
@@ -202,6 +217,9 @@ func (w *writes) funcs() interceptor.Funcs {
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 			w.add("patch/"+sub, obj)
+			if sub == "status" {
+				w.holdStatus(obj)
+			}
 			if sub == "status" && w.failsStatus(obj) {
 				return apierrors.NewForbidden(schema.GroupResource{Group: testcrd.GroupVersion.Group, Resource: "widgets/status"}, obj.GetName(), errors.New("injected: status writes refused"))
 			}
@@ -238,6 +256,10 @@ type setup struct {
 	// failStatusOf, when set, refuses the status writes of the Widget of
 	// that name from the manager's start (writes.failStatusOf).
 	failStatusOf string
+	// statusChangesWakeNobody reconciles a Widget only when its generation
+	// changes, as many operators filter their primary kind: a Widget's own
+	// status write does not reconcile it again.
+	statusChangesWakeNobody bool
 }
 
 // newManager returns a manager for one test, its cache restricted to ns, its
@@ -326,8 +348,12 @@ func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var forOpts []builder.ForOption
+	if s.statusChangesWakeNobody {
+		forOpts = append(forOpts, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
 	err = f.mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).
-		For(&testcrd.Widget{}).
+		For(&testcrd.Widget{}, forOpts...).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(s.workers, 1)}).
 		Watches(&corev1.Pod{}, f.mw.HandoverEvents()))
 	if err != nil {

@@ -621,6 +621,15 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 			return reconcile.Result{}, err
 		}
 	}
+	if b := p.blocked; b != nil && b.Reason == claim.ReasonWaitingForHandover && !b.Record.Exists {
+		// It waits for a predecessor to stop, and only that predecessor's
+		// condition change wakes it, through a cache that may not yet show
+		// this object waiting: ask once more now that its condition is
+		// written, so a change made meanwhile is not missed.
+		if _, _, still, err := m.predecessor(ctx, b.Key, p.self); err == nil && !still {
+			res = soonest(res, staleReadRequeue)
+		}
+	}
 	return m.release(ctx, p, res, "which it gave up while it waits")
 }
 
