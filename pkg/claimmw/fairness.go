@@ -240,9 +240,12 @@ func (w *yieldWaker) at(obj client.Object, d time.Duration) {
 // Released). Every middleware set up on the same manager whose records of
 // key are the same object is asked, so a holder reconciled by another
 // middleware (another kind, another condition type) is seen too.
-// Candidates come from the managers' cache through the key index, and each
-// is read again uncached (a cache may lag a condition written moments ago):
-// a free key costs one read per other object that names it.
+// Candidates come from the managers' cache through the key index, and the
+// holder the key's record last named as this process saw it change (a cache
+// that has not yet seen that holder name the key, or a holder reconciled in
+// another process, would hide it from the index); each is read again
+// uncached (a cache may lag a condition written moments ago): a free key
+// costs one read per other object that names it.
 func (m *Middleware) predecessor(ctx context.Context, key string, self claim.Holder) (claim.Holder, string, bool, error) {
 	if !m.indexed {
 		return claim.Holder{}, "", false, nil
@@ -294,6 +297,13 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self claim.Holde
 			return nil
 		})
 	}
+	if last, uid, ok := m.lastHolders.get(key); ok && uid != self.UID && !slices.ContainsFunc(candidates, func(o client.Object) bool { return o.GetUID() == uid }) {
+		hinted := newObject(m.cfg.prototype)
+		hinted.SetNamespace(last.Namespace)
+		hinted.SetName(last.Name)
+		hinted.SetUID(uid)
+		candidates = append([]client.Object{hinted}, candidates...)
+	}
 	slices.SortStableFunc(candidates, func(a, b client.Object) int {
 		switch actA, actB := mayAct(m.conditionOf(a)), mayAct(m.conditionOf(b)); {
 		case actA && !actB:
@@ -307,12 +317,14 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self claim.Holde
 		obj := newObject(m.cfg.prototype)
 		if err := m.cfg.apiReader.Get(ctx, client.ObjectKeyFromObject(cached), obj); err != nil {
 			if apierrors.IsNotFound(err) {
+				m.lastHolders.forget(key, cached.GetUID())
 				continue
 			}
 			return claim.Holder{}, "", false, fmt.Errorf("reading %s, which may still act for claim key %q: %w", client.ObjectKeyFromObject(cached), claim.Redact(key), err)
 		}
 		c := m.conditionOf(obj)
 		if obj.GetUID() != cached.GetUID() || !mayAct(c) {
+			m.lastHolders.forget(key, cached.GetUID())
 			continue
 		}
 		// An object Claimed for its current spec that no longer names key
@@ -332,4 +344,47 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self claim.Holde
 		return h, "its record is gone, but it may still be acting for the key until its reconciler, told to stop, succeeds", true, nil
 	}
 	return claim.Holder{}, "", false, nil
+}
+
+// lastHolders remembers, per normalized key, the holder its record last
+// named. It is a hint for finding a predecessor, never a fact the middleware
+// decides on: the candidate it names is read uncached like any other. An
+// entry goes once its holder is found gone or no longer acting, or is
+// replaced by the record's next holder, so it holds at most one entry per
+// key with a record or a waiting predecessor.
+type lastHolders struct {
+	mu sync.Mutex
+	m  map[string]lastHolder
+}
+
+type lastHolder struct {
+	name types.NamespacedName
+	uid  types.UID
+}
+
+func (l *lastHolders) set(key string, name types.NamespacedName, uid types.UID) {
+	if uid == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]lastHolder{}
+	}
+	l.m[key] = lastHolder{name: name, uid: uid}
+}
+
+func (l *lastHolders) get(key string) (types.NamespacedName, types.UID, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.m[key]
+	return h.name, h.uid, ok
+}
+
+func (l *lastHolders) forget(key string, uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h, ok := l.m[key]; ok && h.uid == uid {
+		delete(l.m, key)
+	}
 }

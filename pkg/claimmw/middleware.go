@@ -93,6 +93,9 @@ type Middleware struct {
 	indexed bool
 	// kind identifies the middleware's kind in its manager, once set up.
 	kind kindKey
+	// lastHolders is the holder each key's record last named, as this
+	// process saw the records change; see [Middleware.predecessor].
+	lastHolders lastHolders
 }
 
 var _ reconcile.Reconciler = (*Middleware)(nil)

@@ -328,7 +328,11 @@ func (m *Middleware) recordChanged(ctx context.Context, rec client.Object) []rec
 		reqs = append(reqs, m.naming(ctx, m.keysIndex(), key)...)
 	}
 	if name := ann[a.HolderName]; name != "" && (ann[a.HolderKind] == "" || ann[a.HolderKind] == m.cfg.kind) {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ann[a.HolderNamespace], Name: name}})
+		holder := types.NamespacedName{Namespace: ann[a.HolderNamespace], Name: name}
+		reqs = append(reqs, reconcile.Request{NamespacedName: holder})
+		if key, ok := ann[a.Key]; ok {
+			m.lastHolders.set(key, holder, types.UID(ann[a.HolderUID]))
+		}
 	}
 	mutant.Do(mutant.NotWokenByRecordEvents, func() { reqs = withoutHolder(reqs, ann[a.HolderName]) })
 	return reqs

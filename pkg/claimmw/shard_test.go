@@ -1,0 +1,104 @@
+package claimmw_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// shardLabel splits the Widgets of a namespace between two operator
+// processes, as a label-sharded operator does.
+const shardLabel = "shard"
+
+// startShard starts one operator process that reconciles only the Widgets
+// whose shardLabel satisfies op against value; every process sees every
+// record of the claim namespace.
+func startShard(t *testing.T, ns string, op selection.Operator, value string) *fixture {
+	t.Helper()
+	req, err := labels.NewRequirement(shardLabel, op, []string{value})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ByObject: map[client.Object]cache.ByObject{&testcrd.Widget{}: {Label: labels.NewSelector().Add(*req)}}},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{ns: ns, inner: &inner{}, writes: &writes{}, client: mgr.GetClient()}
+	f.mw, err = claimmw.Wrap(f.inner,
+		claimmw.FromManager(mgr),
+		claimmw.For(&testcrd.Widget{}),
+		claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
+		claimmw.WithKeys(specKeys),
+		claimmw.WithRequeue(time.Hour, time.Hour),
+		claimmw.WithMetrics(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{})); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return f
+}
+
+func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderActsInAnotherShard(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	a := startShard(t, ns, selection.NotEquals, "b")
+	b := startShard(t, ns, selection.Equals, "b")
+	// Given x acts for k in shard a
+	a.createWidget(t, "x", "k")
+	a.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	x, _ := a.widget(t, "x")
+	// And y names k in shard b, whose cache never shows x, and waits for it
+	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
+	if err := direct(t).Create(context.Background(), y); err != nil {
+		t.Fatal(err)
+	}
+	b.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
+	for round := range 8 {
+		// When a person deletes k's record while x acts for it
+		a.deleteLease(t, "k")
+		// Then y is never granted k, and x holds it again
+		for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if c := b.claimed(t, "y"); c.Status == metav1.ConditionTrue {
+				t.Fatalf("round %d: y was granted k, deleted from outside while x acted for it in the other shard (x now: %+v)", round, a.claimed(t, "x"))
+			}
+		}
+		eventually(t, wakeWithin, func() (bool, string) {
+			rec := a.record(t, "k")
+			return rec.Exists && rec.Holder.UID == x.UID, fmt.Sprintf("round %d: record of k: exists %t, holder %s", round, rec.Exists, rec.Holder)
+		})
+	}
+}
