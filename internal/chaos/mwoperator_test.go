@@ -690,7 +690,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 				case <-ticking:
 					return
 				case <-tick.C:
-					fl.clock.Step(time.Second)
+					fl.clock.Step(500 * time.Millisecond)
 				}
 			}
 		}()
