@@ -347,7 +347,7 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self claim.Holde
 }
 
 // lastHolders remembers, per normalized key, the holder its record last
-// named. It is a hint for finding a predecessor, never a fact the middleware
+// named, as this process granted it or saw the record change. It is a hint for finding a predecessor, never a fact the middleware
 // decides on: the candidate it names is read uncached like any other. An
 // entry goes once its holder is found gone or no longer acting, or is
 // replaced by the record's next holder, so it holds at most one entry per

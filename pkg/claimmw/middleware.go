@@ -427,6 +427,12 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	for i, k := range p.keys {
 		norms[i] = k.norm
 	}
+	// Its own grants are known here before any informer shows them: a
+	// waiter of this process that finds one of these keys erased from
+	// outside reads this object first, however far its caches lag.
+	for _, h := range p.granted {
+		m.lastHolders.set(h.o.Key, req.NamespacedName, p.self.UID)
+	}
 	// Renewed first: whatever fails below (a status write, a handover
 	// plan), the records it acts for must not expire under it. A record it
 	// cannot renew may be judged expired once the lease duration passed:
