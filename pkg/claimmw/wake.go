@@ -88,6 +88,15 @@ func (m *Middleware) index(ctx context.Context, mgr manager.Manager) error {
 	m.indexed = true
 	m.kind = kindKey{mgr: mgr, gvk: m.cfg.gvk}
 	setUp.add(m.kind, m)
+	// The registry speaks of running managers only: a stopped one (a test's,
+	// an operator's restarted in process) is forgotten with its middlewares.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		setUp.remove(m.kind, m)
+		return nil
+	})); err != nil {
+		return fmt.Errorf("registering middleware %q with its manager: %w", m.cfg.name, err)
+	}
 	return nil
 }
 
@@ -97,9 +106,13 @@ type kindKey struct {
 	gvk schema.GroupVersionKind
 }
 
-// setUp lists the middlewares set up per kind and manager: configuration,
-// known once the operator has built its controllers. A pass asks it only
-// whether another middleware of its kind names a key for the same object.
+// setUp lists the middlewares set up per kind and manager: what
+// SetupWithManager registered on each manager, from setup until that manager
+// stops. A pass asks it only about its own manager: whether another
+// middleware of its kind names a key for the same object, and which
+// middlewares share a record with it (the predecessor check, the wake-up of
+// objects waiting for a handover). Middlewares of other managers in the same
+// process are never consulted.
 var setUp = &kindRegistry{m: map[kindKey][]*Middleware{}}
 
 type kindRegistry struct {
@@ -124,6 +137,15 @@ func (c *kindRegistry) onManager(mgr manager.Manager) []*Middleware {
 		}
 	}
 	return out
+}
+
+func (c *kindRegistry) remove(k kindKey, m *Middleware) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[k] = slices.DeleteFunc(c.m[k], func(o *Middleware) bool { return o == m })
+	if len(c.m[k]) == 0 {
+		delete(c.m, k)
+	}
 }
 
 func (c *kindRegistry) others(k kindKey, self *Middleware) []*Middleware {
