@@ -285,6 +285,39 @@ func TestAWaiterIsNotLeftWaitingWhenItsPredecessorStopsWhileItsConditionIsBeingW
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
 
+func TestAStoppingHolderWhoseSpecChangesStillCountsForTheKeysItActedForUntilItsPassSucceeds(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	failing := f.failPassesThatStop("alpha", "k")
+	// Given alpha holds j and k, and xray and bravo wait for them
+	f.createWidget(t, "alpha", "j", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "xray", "j")
+	f.waitForReason(t, "xray", conditions.ReasonParked, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// And alpha lost j and is stopping, its passes that would stop its
+	// workloads for k failing
+	f.takeOverFor(t, "j", "xray")
+	f.waitForReason(t, "alpha", conditions.ReasonStopping, lossWithin)
+	// When its spec moves to a free key m, granted at once, while its pass
+	// for the new spec has not yet succeeded
+	f.setKeys(t, "alpha", "m")
+	f.waitForInnerCall(t, "alpha", "a granted pass for m", func(s claimmw.State) bool {
+		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "m" })
+	})
+	// And a person deletes k's record
+	f.deleteLease(t, "k")
+	// Then bravo waits for alpha, and is not granted k
+	cond := f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
+	mustContain(t, "bravo's message", cond.Message, "alpha")
+	f.neverClaimed(t, "bravo", time.Second)
+	// When alpha's pass succeeds, bravo is granted k and alpha holds m
+	failing.Store(false)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, wakeWithin)
+}
+
 // renewTimeOf returns the renew time of key's Lease.
 func (f *fixture) renewTimeOf(t *testing.T, key string) time.Time {
 	t.Helper()

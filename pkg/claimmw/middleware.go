@@ -444,11 +444,12 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	m.renew.keep(ctx, req.NamespacedName, p.self, p.giveUp)
 	m.renew.stopExcept(req.NamespacedName, append(norms, keysOf(p.giveUp)...)...)
 	cond := conditions.ForKeys(m.cfg.condType, norms, p.obj.GetGeneration())
-	// An object that was Claimed for an older spec may still act for keys
-	// that spec named (their records may be gone, deleted from outside):
-	// its condition keeps speaking of that older spec, which tells a waiter
-	// it may still act, until a pass for the new spec succeeded.
-	delay := p.was.claimed && !p.was.current
+	// An object that was Claimed (or Stopping) for an older spec may still
+	// act for keys that spec named (their records may be gone, deleted
+	// from outside): its condition keeps speaking of that older spec, which
+	// tells a waiter it may still act, until a pass for the new spec
+	// succeeded.
+	delay := p.was.mayHaveHeld() && !p.was.current
 	if !delay {
 		changed, err := m.setCondition(ctx, p.obj, cond)
 		if err != nil {
