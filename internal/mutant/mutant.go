@@ -49,12 +49,16 @@ const (
 	// be told to stop) is kept in the operator's memory instead of read from
 	// the object's condition, so a restarted operator forgets it.
 	MustTellInMemory Name = "MustTellInMemory"
+	// SteadyPassWrites: a granted pass writes the records it holds again
+	// (a renewal) although nothing changed, and each write wakes the holder
+	// for another pass: a livelock that looks settled at every snapshot.
+	SteadyPassWrites Name = "SteadyPassWrites"
 )
 
 // All lists every mutant, in the order make chaos-mutants runs them.
 var All = []Name{
 	NotWokenByRecordEvents, LostKeyNeverTold, CachedHeldTrusted, DeletingHolderJudgedGone,
-	ReleaseBeforeInner, ReleaseAfterFailedInner, ReleaseWhateverRecord, MustTellInMemory,
+	ReleaseBeforeInner, ReleaseAfterFailedInner, ReleaseWhateverRecord, MustTellInMemory, SteadyPassWrites,
 }
 
 // Env is the environment variable that switches a mutant on.

@@ -441,6 +441,7 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	if err != nil {
 		return m.claimError(ctx, userCtx, req, p, err)
 	}
+	mutant.Do(mutant.SteadyPassWrites, func() { m.rewrite(ctx, p) })
 	m.renew.keep(ctx, req.NamespacedName, p.self, p.giveUp)
 	m.renew.stopExcept(req.NamespacedName, append(norms, keysOf(p.giveUp)...)...)
 	cond := conditions.ForKeys(m.cfg.condType, norms, p.obj.GetGeneration())

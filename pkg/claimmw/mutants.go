@@ -1,10 +1,13 @@
 package claimmw
 
 import (
+	"context"
 	"slices"
 	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocf-claim/claim/internal/claimhook"
 )
 
 // The bodies of the one-statement hooks of internal/mutant in this package:
@@ -31,4 +34,12 @@ func (m *Middleware) rememberedPrevious(req reconcile.Request, was previous) pre
 		return previous{}
 	}
 	return was
+}
+
+// rewrite is mutant.SteadyPassWrites: every record the pass was granted is
+// renewed, a write whose event wakes the holder for another pass.
+func (m *Middleware) rewrite(ctx context.Context, p *pass) {
+	for _, h := range p.granted {
+		_, _ = claimhook.RenewNormalized(ctx, m.claimer, h.o.Key, p.self)
+	}
 }
