@@ -762,3 +762,43 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderWithUnknownKeysIsStoppi
 	f.waitForReason(t, "alpha", conditions.ReasonInvalidKey, wakeWithin)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
+
+// A holder Stopping after a claim error whose spec then moves to a free key
+// has not yet had a told pass succeed for its old key: until one does, its
+// condition must not say Claimed for the new spec, or a waiter that finds the
+// old key's record deleted from outside takes the key while the holder may
+// still act for it.
+func TestAStoppingHolderThatMovesToAFreeKeyStillCountsForItsOldKeyUntilAToldPassSucceeds(t *testing.T) {
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithKeys(forbiddenKeys)}})
+	f.createWidget(t, "holder", "a")
+	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
+	f.createWidget(t, "waiter", "a")
+	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
+
+	// Its workloads for a do not stop: every pass not granted a fails.
+	f.failPassesThatStop("holder", "a")
+	f.edit(t, "holder", func(w *testcrd.Widget) {
+		if w.Labels == nil {
+			w.Labels = map[string]string{}
+		}
+		w.Labels[keysForbiddenLabel] = "true"
+	})
+	f.waitForReason(t, "holder", conditions.ReasonStopping, wakeWithin)
+
+	// The claim error clears and its spec moves to the free key b at once.
+	f.edit(t, "holder", func(w *testcrd.Widget) {
+		delete(w.Labels, keysForbiddenLabel)
+		w.Spec.Keys = []string{"b"}
+	})
+	f.waitForInnerCall(t, "holder", "a pass granted b", func(s claimmw.State) bool {
+		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "b" })
+	})
+
+	// Its record of a is deleted from outside: the waiter must wait for the
+	// holder's told pass, which never succeeds.
+	f.deleteLease(t, "a")
+	f.neverClaimed(t, "waiter", 4*time.Second)
+	if c := f.claimed(t, "waiter"); c.Reason != string(conditions.ReasonWaitingForHandover) {
+		t.Errorf("waiter: claim condition %+v, want reason %s", c, conditions.ReasonWaitingForHandover)
+	}
+}
