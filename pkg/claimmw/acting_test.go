@@ -802,3 +802,37 @@ func TestAStoppingHolderThatMovesToAFreeKeyStillCountsForItsOldKeyUntilAToldPass
 		t.Errorf("waiter: claim condition %+v, want reason %s", c, conditions.ReasonWaitingForHandover)
 	}
 }
+
+// A holder whose key-set edit parks it is Stopping for its new spec; once
+// the key it waits for frees, its granted pass must not say Claimed for the
+// new spec before a pass that stops its old key succeeded, or a waiter that
+// finds the old key's record deleted from outside takes it while the holder
+// may still act for it.
+func TestAHolderParkedByAKeyEditStillCountsForItsOldKeyOnceTheNewKeysAreGranted(t *testing.T) {
+	f := start(t, setup{})
+	f.createWidget(t, "holder", "a")
+	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
+	f.createWidget(t, "waiter", "a")
+	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
+	f.createWidget(t, "blocker", "z")
+	f.waitForReason(t, "blocker", conditions.ReasonClaimed, wakeWithin)
+
+	// Its workloads for a do not stop: every pass not granted a fails.
+	f.failPassesThatStop("holder", "a")
+	f.setKeys(t, "holder", "b", "z")
+	f.waitForReason(t, "holder", conditions.ReasonStopping, wakeWithin)
+
+	// z frees: the holder is granted b and z, still not having stopped a.
+	f.deleteWidget(t, "blocker")
+	f.waitForInnerCall(t, "holder", "a pass granted z", func(s claimmw.State) bool {
+		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "z" })
+	})
+
+	// Its record of a is deleted from outside: the waiter must wait for the
+	// holder's told pass, which never succeeds.
+	f.deleteLease(t, "a")
+	f.neverClaimed(t, "waiter", 4*time.Second)
+	if c := f.claimed(t, "waiter"); c.Reason != string(conditions.ReasonWaitingForHandover) {
+		t.Errorf("waiter: claim condition %+v, want reason %s", c, conditions.ReasonWaitingForHandover)
+	}
+}
