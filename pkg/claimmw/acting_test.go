@@ -836,3 +836,44 @@ func TestAHolderParkedByAKeyEditStillCountsForItsOldKeyOnceTheNewKeysAreGranted(
 		t.Errorf("waiter: claim condition %+v, want reason %s", c, conditions.ReasonWaitingForHandover)
 	}
 }
+
+// A deletion pass given a record is inside the object's acting window for
+// that key, whatever its condition said before: a parked object that holds
+// the first of its keys while it waits for the next acts for it in its
+// deletion pass. Until a deletion pass succeeded, a waiter that finds that
+// key's record deleted from outside must wait.
+func TestAKeyDeletedFromOutsideIsNotGrantedWhileAParkedObjectsDeletionPassGivenItHasNotSucceeded(t *testing.T) {
+	f := start(t, setup{})
+	f.createWidget(t, "blocker", "z")
+	f.waitForReason(t, "blocker", conditions.ReasonClaimed, wakeWithin)
+	f.createWidget(t, "holder", "a", "z")
+	f.waitForReason(t, "holder", conditions.ReasonParked, wakeWithin)
+	if !f.leaseExists(t, "a") {
+		t.Fatal("the parked holder does not keep a, the first of its keys")
+	}
+	f.createWidget(t, "waiter", "a")
+	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
+
+	// Its cleanup does not finish: every deletion pass fails.
+	f.inner.mu.Lock()
+	f.inner.fail = func(n string, c call) error {
+		if n == "holder" && c.state.Deleting {
+			return errNotStopped
+		}
+		return nil
+	}
+	f.inner.mu.Unlock()
+	w, err := f.widget(t, "holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := direct(t).Delete(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	f.waitForInnerCall(t, "holder", "a deletion pass given a", func(s claimmw.State) bool {
+		return s.Deleting && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "a" })
+	})
+
+	f.deleteLease(t, "a")
+	f.neverClaimed(t, "waiter", 4*time.Second)
+}
