@@ -877,3 +877,49 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileAParkedObjectsDeletionPassGivenI
 	f.deleteLease(t, "a")
 	f.neverClaimed(t, "waiter", 4*time.Second)
 }
+
+// A deletion pass that is given a record again, after an earlier one
+// succeeded but the release failed, reopens the object's window for that
+// key: it acts for State.Grants. Until that pass succeeded too, a waiter that
+// finds the record deleted from outside must wait, though the object's
+// condition already said Released.
+func TestAKeyDeletedFromOutsideIsNotGrantedWhileALaterDeletionPassGivenItAgainHasNotSucceeded(t *testing.T) {
+	f := start(t, setup{})
+	f.createWidget(t, "holder", "a")
+	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
+	f.createWidget(t, "waiter", "a")
+	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
+
+	// Its first deletion pass succeeds, the release fails, and every later
+	// deletion pass fails.
+	f.writes.failLeaseDeletes.Store(true)
+	var deletionPasses atomic.Int32
+	f.inner.mu.Lock()
+	f.inner.fail = func(n string, c call) error {
+		if n == "holder" && c.state.Deleting && deletionPasses.Add(1) > 1 {
+			return errNotStopped
+		}
+		return nil
+	}
+	f.inner.mu.Unlock()
+	w, err := f.widget(t, "holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := direct(t).Delete(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	f.waitForReason(t, "holder", conditions.ReasonReleased, wakeWithin)
+	eventually(t, wakeWithin, func() (bool, string) {
+		n := 0
+		for _, c := range f.inner.callsOf("holder") {
+			if c.state.Deleting && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+				n++
+			}
+		}
+		return n >= 2, fmt.Sprintf("holder ran %d deletion passes given a, want 2", n)
+	})
+
+	f.deleteLease(t, "a")
+	f.neverClaimed(t, "waiter", 4*time.Second)
+}
