@@ -22,7 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -921,5 +923,53 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileALaterDeletionPassGivenItAgainHa
 	})
 
 	f.deleteLease(t, "a")
+	f.neverClaimed(t, "waiter", 4*time.Second)
+}
+
+// A record overwritten from outside with one that names a holder since gone
+// (a Lease manifest saved earlier and applied again, a backup restored over
+// it) frees the key of its live holder just as a deletion does: a waiter must
+// not take it over while the object that held it may still act for it.
+func TestAKeyWhoseRecordIsOverwrittenFromOutsideWithAGoneHolderIsNotTakenOverWhileItsHolderActs(t *testing.T) {
+	f := start(t, setup{workers: 2})
+	ghost := f.createWidget(t, "ghost")
+	f.deleteWidget(t, "ghost")
+	f.createWidget(t, "holder", "k")
+	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
+	f.createWidget(t, "waiter", "k")
+	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
+
+	// The holder is in a granted pass, acting for k, until the test ends.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { close(release) })
+	f.inner.mu.Lock()
+	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "holder" && c.state.Granted {
+			once.Do(func() { close(entered) })
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return reconcile.Result{}, nil
+	}
+	f.inner.mu.Unlock()
+	f.touch(t, "holder")
+	select {
+	case <-entered:
+	case <-time.After(wakeWithin):
+		t.Fatal("the holder never ran a granted pass")
+	}
+
+	l := &coordinationv1.Lease{}
+	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: f.mw.Claimer().Config().NameFunc("k")}, l); err != nil {
+		t.Fatal(err)
+	}
+	l.Annotations[backends.DefaultHolderNameAnnotation] = ghost.Name
+	l.Annotations[backends.DefaultHolderUIDAnnotation] = string(ghost.UID)
+	if err := direct(t).Update(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
 	f.neverClaimed(t, "waiter", 4*time.Second)
 }
