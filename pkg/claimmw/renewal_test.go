@@ -172,3 +172,37 @@ func TestAHolderThatCannotRenewIsToldToStopBeforeAContenderMayJudgeItExpired(t *
 	f.writes.failRenewalsOf.Store(types.UID(""))
 	f.waitForReason(t, "a", conditions.ReasonClaimed, 30*time.Second)
 }
+
+// A parked object keeps the first of its keys while it waits for the next,
+// and that record stays renewed until it is deleted, after a restart too:
+// a pass that cannot write its condition must not skip the renewals, or the
+// record expires although the operator never stopped.
+func TestAParkedObjectWhoseStatusWritesFailKeepsItsHeldKeyRenewedAcrossARestart(t *testing.T) {
+	ns := env.Namespace(t)
+	s := shortRenewal(t)
+	f, stop := startIn(t, ns, s)
+	f.createWidget(t, "first", "z")
+	f.waitForReason(t, "first", conditions.ReasonClaimed, wakeWithin)
+	f.createWidget(t, "second", "z")
+	f.waitForReason(t, "second", conditions.ReasonParked, wakeWithin)
+	f.createWidget(t, "holder", "a", "z")
+	f.waitForReason(t, "holder", conditions.ReasonParked, wakeWithin)
+	if !f.leaseExists(t, "a") {
+		t.Fatal("the parked holder does not keep a, the first of its keys")
+	}
+
+	// While the operator is down, z moves to second: the holder's condition
+	// changes in its first pass after the restart, and that write fails.
+	stop()
+	f.takeOverFor(t, "z", "second")
+	s.failStatusOf = "holder"
+	f, _ = startIn(t, ns, s)
+	eventually(t, wakeWithin, func() (bool, string) {
+		return f.writes.failedStatus.Load() > 0, "the holder's status write was never refused"
+	})
+	restarted := time.Now()
+	eventually(t, 2*time.Second, func() (bool, string) {
+		got := f.renewTimeOf(t, "a")
+		return got.After(restarted), fmt.Sprintf("a was last renewed at %v, before the restart at %v", got, restarted)
+	})
+}
