@@ -17,6 +17,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -971,5 +972,46 @@ func TestAKeyWhoseRecordIsOverwrittenFromOutsideWithAGoneHolderIsNotTakenOverWhi
 	if err := direct(t).Update(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
+	f.neverClaimed(t, "waiter", 4*time.Second)
+}
+
+// referencedKeys is specKeys unless a ConfigMap named after the Widget with
+// the suffix "-storage" exists: then its "keys" entry, comma-separated, as a
+// keys function that resolves a storage reference would return.
+func referencedKeys(ctx context.Context, obj client.Object) ([]string, error) {
+	cm := &corev1.ConfigMap{}
+	err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: obj.GetName() + "-storage"}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		return specKeys(ctx, obj)
+	case err != nil:
+		return nil, err
+	}
+	return strings.Split(cm.Data["keys"], ","), nil
+}
+
+// A keys function may resolve a reference, so an object's keys may change
+// with its generation unchanged. The object then still acts for the key it
+// named before until a pass that stops it succeeded, and a waiter that finds
+// that key's record deleted from outside must wait for it.
+func TestAHolderWhoseKeysChangeWithoutANewGenerationStillCountsForItsOldKeyUntilAToldPassSucceeds(t *testing.T) {
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithKeys(referencedKeys)}})
+	f.createWidget(t, "holder", "a")
+	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
+	f.createWidget(t, "waiter", "a")
+	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
+
+	// Its workloads for a do not stop: every pass not granted a fails.
+	f.failPassesThatStop("holder", "a")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "holder-storage"}, Data: map[string]string{"keys": "b"}}
+	if err := direct(t).Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	f.touch(t, "holder")
+	f.waitForInnerCall(t, "holder", "a pass granted b", func(s claimmw.State) bool {
+		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "b" })
+	})
+
+	f.deleteLease(t, "a")
 	f.neverClaimed(t, "waiter", 4*time.Second)
 }
