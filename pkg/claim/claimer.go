@@ -75,18 +75,23 @@ func WithHandoverGate(g HandoverGate) Option { return func(o *options) { o.gate 
 // WithSiblings enables the fairness pre-filter; see [Siblings]. Default: off.
 func WithSiblings(s Siblings) Option { return func(o *options) { o.siblings = s } }
 
-// PredecessorFunc names an earlier holder of key that may still be acting
-// for it although key has no record now: its record was deleted or erased by
-// someone other than that holder, and the holder has not yet been told to stop
-// (or its stopping pass has not yet succeeded). ok is false when there is none.
-// detail says why in words. An error means "cannot judge": the key is not
-// granted and Acquire returns the error.
-type PredecessorFunc func(ctx context.Context, key string, self Holder) (previous Holder, detail string, ok bool, err error)
+// PredecessorFunc names an earlier holder of key, other than self and than
+// recorded, that may still be acting for it although the key's record does
+// not say so: its record was deleted, erased, or overwritten by someone other
+// than that holder, and the holder has not yet been told to stop (or its
+// stopping pass has not yet succeeded). recorded is the holder the record
+// names now, which the liveness judged gone (zero for a key without a
+// record): it is not asked about. ok is false when there is none. detail
+// says why in words. An error means "cannot judge": the key is not granted
+// and Acquire returns the error.
+type PredecessorFunc func(ctx context.Context, key string, self, recorded Holder) (previous Holder, detail string, ok bool, err error)
 
 // WithPredecessors makes Acquire ask f before it creates the record of a free
-// key: while f names a predecessor, the key is not granted, and the Outcome is
+// key, and before it takes a key over from a holder judged gone: while f
+// names a predecessor, the key is not granted, and the Outcome is
 // [ReasonWaitingForHandover] with the predecessor as Previous. pkg/claimmw
-// sets it, so that a key freed from outside goes to a waiter only once its
+// sets it, so that a key freed from outside (its record deleted, or
+// overwritten with a holder that is gone) goes to a waiter only once its
 // last holder stopped acting for it. Default: none.
 func WithPredecessors(f PredecessorFunc) Option { return func(o *options) { o.predecessor = f } }
 
@@ -349,14 +354,8 @@ func (c *Claimer) create(ctx context.Context, key string, self Holder, rec Recor
 			return c.outcome(Outcome{Reason: ReasonNotFirst, Key: key, Other: first, Record: rec}), true, nil
 		}
 	}
-	if c.predecessor != nil {
-		prev, detail, ok, err := c.predecessor(ctx, key, self)
-		if err != nil {
-			return Outcome{}, true, fmt.Errorf("acquiring claim %q: asking whether an earlier holder still acts for it: %w", key, err)
-		}
-		if ok && !prev.Is(self) {
-			return c.outcome(Outcome{Reason: ReasonWaitingForHandover, Key: key, Previous: prev, Record: rec, Detail: detail}), true, nil
-		}
+	if o, wait, err := c.predecessorOf(ctx, key, self, Holder{}, rec); wait || err != nil {
+		return o, true, err
 	}
 	next := granting(key, self, c.clock.Now())
 	sent := next.AcquireTime
@@ -396,6 +395,12 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 		return c.outcome(Outcome{Reason: ReasonWaitingForHandover, Key: key, Holder: current, Previous: current, Record: rec, Detail: detail}), true, nil
 	}
 
+	// The record names a holder that is gone, but someone other than that
+	// holder may have written it (a saved manifest applied again over the
+	// record of a live holder): ask, as for a free key.
+	if o, wait, err := c.predecessorOf(ctx, key, self, current, rec); wait || err != nil {
+		return o, true, err
+	}
 	next := granting(key, self, c.clock.Now())
 	next.Transitions = rec.Transitions + 1
 	// A takeover replaces a record it read: its marker must differ from that
@@ -428,6 +433,22 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 		return c.outcome(Outcome{Reason: ReasonHeldElsewhere, Key: key, Holder: reread.Holder, Record: reread}), true, nil
 	}
 	return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: taking over from %s: %w (it keeps the claim until a later attempt)", key, current, backends.ErrConflict)
+}
+
+// predecessorOf asks the PredecessorFunc, if any, about key before it is
+// granted to self; wait reports a predecessor, and o is the outcome to return.
+func (c *Claimer) predecessorOf(ctx context.Context, key string, self, recorded Holder, rec Record) (o Outcome, wait bool, err error) {
+	if c.predecessor == nil {
+		return Outcome{}, false, nil
+	}
+	prev, detail, ok, err := c.predecessor(ctx, key, self, recorded)
+	if err != nil {
+		return Outcome{}, false, fmt.Errorf("acquiring claim %q: asking whether an earlier holder still acts for it: %w", key, err)
+	}
+	if !ok || prev.Is(self) || prev.Is(recorded) {
+		return Outcome{}, false, nil
+	}
+	return c.outcome(Outcome{Reason: ReasonWaitingForHandover, Key: key, Previous: prev, Record: rec, Detail: detail}), true, nil
 }
 
 func (c *Claimer) outcome(o Outcome) Outcome {

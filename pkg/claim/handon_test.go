@@ -26,7 +26,7 @@ func TestAFreeKeyIsNotGrantedWhileAPredecessorMayStillActForIt(t *testing.T) {
 	store := memory.New()
 	acting := true
 	asked := 0
-	pred := claim.PredecessorFunc(func(_ context.Context, key string, self claim.Holder) (claim.Holder, string, bool, error) {
+	pred := claim.PredecessorFunc(func(_ context.Context, key string, self, _ claim.Holder) (claim.Holder, string, bool, error) {
 		asked++
 		return alphaH, "it has not stopped yet", acting, nil
 	})
@@ -68,7 +68,7 @@ func TestAFreeKeyIsNotGrantedWhileAPredecessorMayStillActForIt(t *testing.T) {
 func TestAPredecessorErrorKeepsTheKeyUngranted(t *testing.T) {
 	ctx := context.Background()
 	boom := errors.New("cannot read")
-	pred := claim.PredecessorFunc(func(context.Context, string, claim.Holder) (claim.Holder, string, bool, error) {
+	pred := claim.PredecessorFunc(func(context.Context, string, claim.Holder, claim.Holder) (claim.Holder, string, bool, error) {
 		return claim.Holder{}, "", false, boom
 	})
 	c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns"}, claim.WithPredecessors(pred))

@@ -246,7 +246,7 @@ func (w *yieldWaker) at(obj client.Object, d time.Duration) {
 // another process, would hide it from the index); each is read again
 // uncached (a cache may lag a condition written moments ago): a free key
 // costs one read per other object that names it.
-func (m *Middleware) predecessor(ctx context.Context, key string, self claim.Holder) (claim.Holder, string, bool, error) {
+func (m *Middleware) predecessor(ctx context.Context, key string, self, recorded claim.Holder) (claim.Holder, string, bool, error) {
 	if !m.indexed {
 		return claim.Holder{}, "", false, nil
 	}
@@ -256,13 +256,17 @@ func (m *Middleware) predecessor(ctx context.Context, key string, self claim.Hol
 		if mw != m && (mw.claimer.Config().Namespace != ns || mw.claimer.Config().NameFunc(key) != record) {
 			continue
 		}
-		h, detail, ok, err := mw.actingFor(ctx, key, self)
+		h, detail, ok, err := mw.actingFor(ctx, key, self, recorded)
 		if err != nil || ok {
 			return h, detail, ok, err
 		}
 	}
 	return claim.Holder{}, "", false, nil
 }
+
+// predecessorDetail is the Detail of an Outcome that waits for a
+// predecessor.
+const predecessorDetail = "the key's record no longer names it, but it may still be acting for the key until its reconciler, told to stop, succeeds"
 
 // others returns the other middlewares set up on m's manager.
 func others(m *Middleware) []*Middleware {
@@ -276,7 +280,7 @@ func others(m *Middleware) []*Middleware {
 }
 
 // actingFor is [Middleware.predecessor] among the objects of m's kind.
-func (m *Middleware) actingFor(ctx context.Context, key string, self claim.Holder) (claim.Holder, string, bool, error) {
+func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded claim.Holder) (claim.Holder, string, bool, error) {
 	var candidates []client.Object
 	for _, value := range []string{key, unknownKeys} {
 		list, err := m.newList()
@@ -291,13 +295,13 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self claim.Holde
 		// still show Parked in a lagging cache. The ones the cache shows
 		// acting come first.
 		_ = meta.EachListItem(list, func(o runtime.Object) error {
-			if obj, ok := o.(client.Object); ok && obj.GetUID() != self.UID {
+			if obj, ok := o.(client.Object); ok && obj.GetUID() != self.UID && (recorded.UID == "" || obj.GetUID() != recorded.UID) {
 				candidates = append(candidates, obj)
 			}
 			return nil
 		})
 	}
-	if last, uid, ok := m.lastHolders.get(key); ok && uid != self.UID && !slices.ContainsFunc(candidates, func(o client.Object) bool { return o.GetUID() == uid }) {
+	if last, uid, ok := m.lastHolders.get(key); ok && uid != self.UID && uid != recorded.UID && !slices.ContainsFunc(candidates, func(o client.Object) bool { return o.GetUID() == uid }) {
 		hinted := newObject(m.cfg.prototype)
 		hinted.SetNamespace(last.Namespace)
 		hinted.SetName(last.Name)
@@ -323,7 +327,11 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self claim.Holde
 			return claim.Holder{}, "", false, fmt.Errorf("reading %s, which may still act for claim key %q: %w", client.ObjectKeyFromObject(cached), claim.Redact(key), err)
 		}
 		c := m.conditionOf(obj)
-		if obj.GetUID() != cached.GetUID() || !mayAct(c) {
+		// A deletion pass acts for every record it is given, whatever the
+		// condition said before: an object being deleted counts until its
+		// deletion pass succeeded and it says Released.
+		deleting := obj.GetDeletionTimestamp() != nil && c.Reason != string(conditions.ReasonReleased)
+		if obj.GetUID() != cached.GetUID() || !mayAct(c) && !deleting {
 			m.lastHolders.forget(key, cached.GetUID())
 			continue
 		}
@@ -331,17 +339,14 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self claim.Holde
 		// stopped acting for it: that condition is written only after a
 		// pass for the current spec succeeded. One Claimed for an older spec,
 		// or Stopping, may still act for whatever it named before.
-		if c.Reason == string(conditions.ReasonClaimed) && c.ObservedGeneration == obj.GetGeneration() {
-			keys, err := m.keysOf(ctx, obj)
-			if err == nil && !slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == key }) {
-				continue
-			}
+		if keys, err := m.keysOf(ctx, obj); err == nil && m.claimedFor(c, obj, keys) && !slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == key }) {
+			continue
 		}
 		h, err := m.claimer.HolderOf(obj)
 		if err != nil {
 			return claim.Holder{}, "", false, err
 		}
-		return h, "its record is gone, but it may still be acting for the key until its reconciler, told to stop, succeeds", true, nil
+		return h, predecessorDetail, true, nil
 	}
 	return claim.Holder{}, "", false, nil
 }

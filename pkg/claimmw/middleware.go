@@ -445,12 +445,12 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	m.renew.keep(ctx, req.NamespacedName, p.self, p.giveUp)
 	m.renew.stopExcept(req.NamespacedName, append(norms, keysOf(p.giveUp)...)...)
 	cond := conditions.ForKeys(m.cfg.condType, norms, p.obj.GetGeneration())
-	// An object that was Claimed (or Stopping) for an older spec may still
-	// act for keys that spec named (their records may be gone, deleted
-	// from outside): its condition keeps speaking of that older spec, which
-	// tells a waiter it may still act, until a pass for the new spec
-	// succeeded.
-	delay := p.was.mayHaveHeld() && !p.was.current
+	// An object that was Claimed for an older spec, or Stopping (for any
+	// spec: a parked pass after a key edit writes Stopping for the new one),
+	// may still act for keys no spec it has now names (their records may be
+	// gone, deleted from outside): its condition keeps saying it may act,
+	// which tells a waiter so, until a pass for the current spec succeeded.
+	delay := p.was.stopping || p.was.claimed && !(p.was.current && p.was.message == cond.Message)
 	if !delay {
 		changed, err := m.setCondition(ctx, p.obj, cond)
 		if err != nil {
@@ -524,6 +524,14 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	return m.release(ctx, p, res, "which it no longer names")
 }
 
+// recordedHolder is the holder rec names, zero when there is no record.
+func recordedHolder(rec claim.Record) claim.Holder {
+	if !rec.Exists {
+		return claim.Holder{}
+	}
+	return rec.Holder
+}
+
 // soonest returns res with a requeue no later than after.
 func soonest(res reconcile.Result, after time.Duration) reconcile.Result {
 	if res.RequeueAfter == 0 || after < res.RequeueAfter {
@@ -551,9 +559,6 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		shown = stoppingCondition(cond)
 	}
 	changed, werr := m.setCondition(ctx, p.obj, shown)
-	if werr != nil && !tell {
-		return reconcile.Result{}, werr
-	}
 	if changed && !p.was.stopping {
 		m.metrics.observeParked(reason)
 		eventType := corev1.EventTypeNormal
@@ -581,6 +586,11 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		held = append(held, h.o.Key)
 	}
 	m.renew.stopExcept(req.NamespacedName, held...)
+	if werr != nil && !tell {
+		// Renewed above all the same: what it holds must not expire while
+		// its condition cannot be written.
+		return reconcile.Result{}, werr
+	}
 
 	after := m.cfg.parkedRequeue
 	if reason == conditions.ReasonWaitingForHandover {
@@ -632,12 +642,12 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 			return reconcile.Result{}, err
 		}
 	}
-	if b := p.blocked; b != nil && b.Reason == claim.ReasonWaitingForHandover && !b.Record.Exists {
+	if b := p.blocked; b != nil && b.Reason == claim.ReasonWaitingForHandover && b.Detail == predecessorDetail {
 		// It waits for a predecessor to stop, and only that predecessor's
 		// condition change wakes it, through a cache that may not yet show
 		// this object waiting: ask once more now that its condition is
 		// written, so a change made meanwhile is not missed.
-		if _, _, still, err := m.predecessor(ctx, b.Key, p.self); err == nil && !still {
+		if _, _, still, err := m.predecessor(ctx, b.Key, p.self, recordedHolder(b.Record)); err == nil && !still {
 			res = soonest(res, staleReadRequeue)
 		}
 	}
@@ -775,8 +785,12 @@ type previous struct {
 	// acting for, and no told pass has succeeded since.
 	stopping bool
 	// current: the condition was computed for the object's current
-	// generation, so its key set has not changed since.
+	// generation, so its key set has not changed since, unless the keys
+	// function reads more than the spec (compare message).
 	current bool
+	// message is the condition's message: for Claimed, the keys it was
+	// written for.
+	message string
 }
 
 // mayHaveHeld reports whether the object may be acting for keys it held:
@@ -794,7 +808,22 @@ func (m *Middleware) previous(obj client.Object) previous {
 		failed:   c.Reason == string(conditions.ReasonClaimError),
 		stopping: c.Reason == string(conditions.ReasonStopping),
 		current:  c.ObservedGeneration == obj.GetGeneration(),
+		message:  c.Message,
 	}
+}
+
+// claimedFor reports whether c says Claimed for exactly keys at obj's
+// current generation: the keys function may read more than the spec, so
+// the generation alone does not prove the keys unchanged.
+func (m *Middleware) claimedFor(c metav1.Condition, obj client.Object, keys []namedKey) bool {
+	if c.Reason != string(conditions.ReasonClaimed) || c.ObservedGeneration != obj.GetGeneration() {
+		return false
+	}
+	norms := make([]string, len(keys))
+	for i, k := range keys {
+		norms[i] = k.norm
+	}
+	return c.Message == conditions.ForKeys(m.cfg.condType, norms, obj.GetGeneration()).Message
 }
 
 // mayAct reports whether an object whose claim condition is c may be acting

@@ -204,11 +204,12 @@ const unknownKeys = "\x00unknown"
 // indexKeyValues is the key index: the keys obj names, and unknownKeys when
 // it may act for others.
 func (m *Middleware) indexKeyValues(obj client.Object) []string {
-	if _, err := m.keysOf(context.Background(), obj); err != nil {
+	named, err := m.keysOf(context.Background(), obj)
+	if err != nil {
 		return []string{unknownKeys}
 	}
 	keys := m.indexKeys(obj)
-	if c := m.conditionOf(obj); mayAct(c) && (c.Reason == string(conditions.ReasonStopping) || c.ObservedGeneration != obj.GetGeneration()) {
+	if c := m.conditionOf(obj); mayAct(c) && !m.claimedFor(c, obj, named) {
 		keys = append(keys, unknownKeys)
 	}
 	return keys
