@@ -611,6 +611,26 @@ func (c *Claimer) Holdings(ctx context.Context, self Holder) ([]Record, error) {
 	return c.holdings(ctx, c.backend, self)
 }
 
+// HoldingsNotOlderThan is [Claimer.Holdings] from a listing that includes
+// every record written at or before resourceVersion (the resourceVersion of
+// any object in the same API server: etcd's revisions are global), which the
+// API server answers from its watch cache without waiting for it to catch up
+// with later writes of other resources; "0" asks for any listing, however
+// old. Records written after resourceVersion may be missing. A backend that
+// cannot list so ([backends.FreshLister]) lists as Holdings does.
+func (c *Claimer) HoldingsNotOlderThan(ctx context.Context, self Holder, resourceVersion string) ([]Record, error) {
+	fl, ok := c.backend.(backends.FreshLister)
+	if !ok {
+		return c.Holdings(ctx, self)
+	}
+	return c.holdings(ctx, listerFunc(func(ctx context.Context, h Holder) ([]Record, error) {
+		return fl.ListNotOlderThan(ctx, h, resourceVersion)
+	}), self)
+}
+
+// listerFunc lists records like a backend's List.
+type listerFunc func(ctx context.Context, holder Holder) ([]Record, error)
+
 // CachedHoldings is [Claimer.Holdings] through the reader of
 // [WithCachedReader] (uncached without one). Its answer may lag the API
 // server: a record written moments ago may be missing, a Version may be old.
@@ -620,7 +640,14 @@ func (c *Claimer) CachedHoldings(ctx context.Context, self Holder) ([]Record, er
 	return c.holdings(ctx, c.cached, self)
 }
 
-func (c *Claimer) holdings(ctx context.Context, b backends.Backend, self Holder) ([]Record, error) {
+// lister is the part of a backend holdings needs.
+type lister interface {
+	List(ctx context.Context, holder Holder) ([]Record, error)
+}
+
+func (f listerFunc) List(ctx context.Context, holder Holder) ([]Record, error) { return f(ctx, holder) }
+
+func (c *Claimer) holdings(ctx context.Context, b lister, self Holder) ([]Record, error) {
 	if err := validateHolder(self); err != nil {
 		return nil, fmt.Errorf("listing claims: %w", err)
 	}
