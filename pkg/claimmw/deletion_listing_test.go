@@ -173,4 +173,3 @@ func toldToStop(calls []call, key string) bool {
 	}
 	return false
 }
-
