@@ -539,6 +539,7 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	if p.was.mayHaveHeld() {
 		shown = stoppingCondition(cond)
 	}
+	wasReason := conditions.Reason(m.conditionOf(p.obj).Reason)
 	changed, werr := m.setCondition(ctx, p.obj, shown)
 	if werr != nil && !tell {
 		return reconcile.Result{}, werr
@@ -549,11 +550,16 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		if reason.Priority() >= conditions.ReasonClaimError.Priority() {
 			eventType = corev1.EventTypeWarning
 		}
-		if (p.was.mayHaveHeld() || p.was.failed) && !isInvalid(reason) {
+		switch {
+		case (p.was.mayHaveHeld() || p.was.failed) && !isInvalid(reason):
 			m.event(p.obj, corev1.EventTypeWarning, EventLost, ActionPark, "Lost its claim: "+cond.Message)
-		} else {
+		case wasReason != reason:
 			m.event(p.obj, eventType, EventReason(reason), ActionPark, cond.Message)
 		}
+		// A waiter whose condition only names another holder (or sibling,
+		// or detail) of the same wait records nothing: a handover would
+		// otherwise write an event per waiter. The successor and the old
+		// holder record it.
 	}
 	m.grantEvents(p.obj, p.granted)
 	// Every record the object still holds stays renewed until it is
