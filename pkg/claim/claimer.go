@@ -35,8 +35,10 @@ type Claimer struct {
 	cached   backends.Backend
 	writer   client.Client
 	liveness Liveness
-	gate     HandoverGate
-	siblings Siblings
+	// defaultLiveness: liveness is HolderExists, not one of WithLiveness.
+	defaultLiveness bool
+	gate            HandoverGate
+	siblings        Siblings
 	// predecessor reports an earlier holder of a free key that may still be
 	// acting for it; nil when none was configured.
 	predecessor PredecessorFunc
@@ -197,6 +199,7 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 	}
 	if c.liveness == nil {
 		c.liveness = HolderExists(reader)
+		c.defaultLiveness = true
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
@@ -533,6 +536,13 @@ func (c *Claimer) Holds(ctx context.Context, key string, self Holder) (bool, err
 	}
 	return c.mine(rec, self), nil
 }
+
+// JudgesDeletingHoldersAlive reports whether the Claimer judges a holder
+// whose object is being deleted alive until the object is gone, so that
+// only a record's own change can free its key before then: true with the
+// default liveness, [HolderExists]; false with one given by [WithLiveness],
+// which may judge otherwise.
+func (c *Claimer) JudgesDeletingHoldersAlive() bool { return c.defaultLiveness }
 
 // Current returns key's record as the backend has it now, for code that only
 // needs to know who holds a key. Check Exists and Foreign before trusting

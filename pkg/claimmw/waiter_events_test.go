@@ -76,3 +76,35 @@ func TestAWaiterRecordsNoEventWhenOnlyTheHolderItWaitsBehindChanges(t *testing.T
 		t.Errorf("%s, which waited for k all along, has %d Parked events, want 1", waiter, n)
 	}
 }
+
+func TestTheStartOfAHoldersDeletionRunsNoPassOfItsWaitersBeforeItReleases(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)}})
+	// Given alpha holds k and bravo waits for it (its inner reconciler runs
+	// in each of its passes)
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When alpha is deleted and its deletion pass keeps failing (it still
+	// cleans up), with the default liveness
+	failing := f.failToldPassesOf("alpha")
+	time.Sleep(time.Second) // bravo's passes of its own condition write are over
+	before := len(f.inner.callsOf("bravo"))
+	alpha, err := f.widget(t, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := direct(t).Delete(context.Background(), alpha); err != nil {
+		t.Fatal(err)
+	}
+	f.waitForInnerCall(t, "alpha", "a deletion pass", func(s claimmw.State) bool { return s.Deleting })
+	time.Sleep(time.Second)
+	// Then bravo had no pass: nothing it could judge changed
+	if n := len(f.inner.callsOf("bravo")) - before; n != 0 {
+		t.Errorf("the start of alpha's deletion ran %d passes of bravo, which waits for k", n)
+	}
+	// And once alpha's deletion pass succeeds, its release wakes bravo
+	failing.Store(false)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
