@@ -84,7 +84,7 @@ type sizes struct {
 	// many bystanders.
 	fanOutFew      int
 	bystandersMany int
-	lossRuns    int // scenario 8, per way of losing the key
+	lossRuns       int // scenario 8, per way of losing the key
 	// quiet is how long no pass may start before scenario 7 counts the
 	// passes of a release as complete.
 	quiet time.Duration
