@@ -91,7 +91,7 @@ demo: envtest build ## Play the handover scenario against an embedded control pl
 .PHONY: bench
 # `make bench`: the Go benchmarks of the pure parts, then every envtest
 # scenario at full size; one table on stdout and in docs/benchmarks.md.
-BENCH_GO_TEST := go test -count=1 -timeout 14m -run '^TestBench$$' ./bench/
+BENCH_GO_TEST := go test -count=1 -timeout 30m -run '^TestBench$$' ./bench/
 bench: envtest ## Measure API cost and latency of claims against the alternatives (writes docs/benchmarks.md).
 	@mkdir -p bin
 	go test -run '^$$' -bench . -benchmem ./pkg/claim/ ./pkg/backends/ | tee bin/bench-micro.txt

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -79,7 +80,11 @@ type sizes struct {
 	window      time.Duration
 	fanOut      int // scenario 7: objects parked on one key
 	bystanders  int // scenario 7: objects on keys of their own
-	lossRuns    int // scenario 8, per way of losing the key
+	// fanOutFew and bystandersMany: scenario 7 again, few waiters among
+	// many bystanders.
+	fanOutFew      int
+	bystandersMany int
+	lossRuns       int // scenario 8, per way of losing the key
 	// quiet is how long no pass may start before scenario 7 counts the
 	// passes of a release as complete.
 	quiet time.Duration
@@ -88,11 +93,11 @@ type sizes struct {
 func sizesFromEnv(t *testing.T) sizes {
 	s := sizes{passes: 2, opRuns: 2, handovers: 2, listProbes: 2, requeue: time.Second, rounds: 1, contenders: []int{2},
 		scale: 20, scaleBudget: time.Minute, probes: 3, workers: 8, leKeys: 1, window: 3 * time.Second,
-		fanOut: 20, bystanders: 5, lossRuns: 2, quiet: time.Second}
+		fanOut: 20, bystanders: 5, fanOutFew: 5, bystandersMany: 20, lossRuns: 2, quiet: time.Second}
 	if os.Getenv(envFull) != "" {
 		s = sizes{full: true, passes: 1000, opRuns: 100, handovers: 100, listProbes: 20, requeue: time.Second, rounds: 5,
 			contenders: []int{2, 10, 50}, scale: 10000, scaleBudget: 4 * time.Minute, probes: 100, workers: 16, leKeys: 10, window: 20 * time.Second,
-			fanOut: 1000, bystanders: 100, lossRuns: 50, quiet: 2 * time.Second}
+			fanOut: 1000, bystanders: 100, fanOutFew: 100, bystandersMany: 10000, lossRuns: 50, quiet: 2 * time.Second}
 	}
 	if v := os.Getenv(envScale); v != "" {
 		n, err := strconv.Atoi(v)
@@ -300,6 +305,13 @@ type rigOptions struct {
 	// holds the records), with its Lease cache not restricted to the claim
 	// namespace: objects there are reconciled too.
 	tenants []string
+	// workers is the controller's MaxConcurrentReconciles; default 1, the
+	// controller-runtime default.
+	workers int
+	// unlimited turns the client's rate limiter off (QPS -1), as
+	// controller-runtime's config loader does by default; otherwise the
+	// envtest config's QPS 1000 applies.
+	unlimited bool
 }
 
 func newRig(t *testing.T, ns string, o rigOptions) *rig {
@@ -309,7 +321,11 @@ func newRig(t *testing.T, ns string, o rigOptions) *rig {
 	for _, tenant := range o.tenants {
 		cached[tenant] = cache.Config{}
 	}
-	mgr, err := ctrl.NewManager(r.api.wrap(env.Config), ctrl.Options{
+	cfg := r.api.wrap(env.Config)
+	if o.unlimited {
+		cfg.QPS, cfg.Burst = -1, 0
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     env.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Cache:      cache.Options{DefaultNamespaces: cached},
@@ -343,6 +359,7 @@ func newRig(t *testing.T, ns string, o rigOptions) *rig {
 	}
 	if o.controller {
 		b := ctrl.NewControllerManagedBy(mgr).For(&Claimant{}).
+			WithOptions(controller.Options{MaxConcurrentReconciles: max(o.workers, 1)}).
 			WithLogConstructor(r.passes.logConstructor(mgr.GetLogger().WithName("claimant")))
 		var err error
 		if o.wake {

@@ -71,6 +71,11 @@ func conditionOf(c *Claimant) string {
 // successor's pass), not of a requeue interval.
 const handoverTarget = 50 * time.Millisecond
 
+// handoverP99Target is the p99 of back-to-back handovers: no run waits for
+// the API server's watch cache (up to 100 ms after a write of another
+// resource) on top of the path.
+const handoverP99Target = 100 * time.Millisecond
+
 // handoverPause is the pause before each isolated handover: longer than the
 // 100 ms period at which kube-apiserver asks etcd for a progress
 // notification while a consistent List waits for its watch cache, so that
@@ -129,13 +134,20 @@ func handover(t *testing.T, s sizes, rep *report, res *results) {
 	for _, x := range []struct {
 		label string
 		runs  handoverRuns
+		p99   bool
 	}{
-		{fmt.Sprintf("isolated (%s pause before each)", ms(handoverPause)), isolated},
-		{"back to back", backToBack},
+		{fmt.Sprintf("isolated (%s pause before each)", ms(handoverPause)), isolated, false},
+		{"back to back", backToBack, true},
 	} {
-		p50 := x.runs.woken.pct(50)
+		p50, p99 := x.runs.woken.pct(50), x.runs.woken.pct(99)
+		target, met, miss := target, p50 <= handoverTarget, fmt.Sprintf("p50 %s", ms(p50))
+		if x.p99 {
+			target += ", p99 ≤ " + ms(handoverP99Target)
+			met = met && p99 <= handoverP99Target
+			miss = fmt.Sprintf("p50 %s, p99 %s", ms(p50), ms(p99))
+		}
 		rep.add(row{scen, "holder deleted → successor granted, wake-up (SetupWithManager), " + x.label, x.runs.woken.String(), "", target,
-			verdict(p50 <= handoverTarget, fmt.Sprintf("p50 %s", ms(p50)))})
+			verdict(met, miss)})
 		ph := x.runs.phases
 		rep.add(row{scen, "phases, " + x.label + ": Delete → holder's pass starts; → its Lease Delete answered; → successor's granting pass starts; → successor granted",
 			fmt.Sprintf("p50 %s, %s, %s, %s; p99 %s, %s, %s, %s",
@@ -145,9 +157,9 @@ func handover(t *testing.T, s sizes, rep *report, res *results) {
 	}
 	rep.add(row{scen, fmt.Sprintf("API server: consistent List of Leases after a write of another resource, %s after the previous one; right after one; a Get instead", ms(handoverPause)),
 		fmt.Sprintf("%s; %s; %s", listAfterIdle, listRightAfter, getAfter), "", "", ""})
-	rep.note("Handover phases: the holder's finalizer pass lists its records uncached (a consistent List) before it releases them. kube-apiserver serves a consistent List from its watch cache once the cache has caught up with etcd's current revision; when the last write was to another resource (here the holder's deletion), the Lease cache waits for a progress notification, which the API server asks etcd for at most every 100 ms. A List within 100 ms of the previous one waits out the rest of that period (the API server row), so back-to-back handovers fall into step with it; an isolated one pays a few milliseconds.")
+	rep.note("Handover phases: kube-apiserver serves a consistent List (no resourceVersion) from its watch cache once the cache has caught up with etcd's current revision; when the last write was to another resource (here the holder's deletion), the Lease cache waits for a progress notification, which the API server asks etcd for at most every 100 ms, so a consistent List within 100 ms of the previous one waits out the rest of that period (the API server row). The holder's deletion passes send none: the first lists the holder's records from the watch cache as it is and reads each key it names by a Get, the next (after its Released write) lists at least as fresh as the holder itself (resourceVersionMatch=NotOlderThan), which the watch cache has already passed; so back-to-back handovers no longer fall into step with the 100 ms period.")
 	rep.add(row{scen, fmt.Sprintf("same, wake-up off, requeue %s", s.requeue), requeued.String(), "", "", ""})
-	rep.note("Handover without wake-up: %d parked successors requeued every %s share the controller's one worker, and each pass makes two uncached reads, and each holder's finalizer pass waits for its consistent List (see the phases), up to 100 ms when the previous one was less than 100 ms before; when those passes take longer than the requeue interval the queue, not the interval, sets the latency. The computed row is the figure at the default interval.", n, s.requeue)
+	rep.note("Handover without wake-up: %d parked successors requeued every %s share the controller's one worker, and each pass makes two uncached reads; when those passes take longer than the requeue interval the queue, not the interval, sets the latency. The computed row is the figure at the default interval.", n, s.requeue)
 	rep.add(row{scen, "same, wake-up off, default requeue 5 min (computed)",
 		fmt.Sprintf("p50 %s, p99 %s", ms(claimmwParked/2), ms(claimmwParked*99/100)), "", "", ""})
 }

@@ -25,15 +25,45 @@ import (
 // over may keep saying it holds the key.
 const lossTarget = 2 * time.Second
 
+// Fan-out targets: one release to the parked objects of a key, with the
+// settings docs/operations.md recommends for many waiters.
+const (
+	// fanOutSettleTarget bounds the time from the holder's Delete until
+	// every other parked object's condition names the new holder.
+	fanOutSettleTarget = 2 * time.Second
+	// fanOutGrantTarget bounds the time until the successor is granted.
+	fanOutGrantTarget = 100 * time.Millisecond
+	// fanOutEventsTarget bounds the events one release records: on the
+	// successor and the old holder, not per waiter.
+	fanOutEventsTarget = 3
+	// recommendedWorkers is the MaxConcurrentReconciles docs/operations.md
+	// recommends for a kind with many waiters on one key.
+	recommendedWorkers = 4
+)
+
 // Given s.fanOut objects parked on one key behind one holder, and
 // s.bystanders objects holding keys of their own, when the holder is
 // deleted (its finalizer releases the key), then one parked object is
 // granted, the others settle Parked behind it, and no bystander is
 // reconciled: a record's change wakes only the objects naming its key.
+// It runs with the controller's defaults (one worker), with the
+// recommended settings, and with the recommended settings beside many
+// bystanders and few waiters.
 func fanOut(t *testing.T, s sizes, rep *report) {
+	fanOutRun(t, rep, s, s.fanOut, s.bystanders, rigOptions{controller: true, wake: true}, "1 worker (the default)")
+	fanOutRun(t, rep, s, s.fanOut, s.bystanders, rigOptions{controller: true, wake: true, workers: recommendedWorkers, unlimited: true},
+		fmt.Sprintf("%d workers, no client rate limit (recommended)", recommendedWorkers))
+	fanOutRun(t, rep, s, s.fanOutFew, s.bystandersMany, rigOptions{controller: true, wake: true, workers: recommendedWorkers, unlimited: true},
+		fmt.Sprintf("%d workers, no client rate limit (recommended)", recommendedWorkers))
+	rep.note("Fan-out: the passes are counted from the Delete call until no pass started for %s; they include the passes woken by the start of the holder's deletion, by the Lease's deletion and creation, and by each parked object's own status write (its condition names the new holder, so each waiter's condition changes once). Status writes and events are what the operator process sent for the release.", s.quiet)
+}
+
+// fanOutRun is one run of scenario 7 with parked objects on one key and
+// bystanders on keys of their own, its controller set up by o.
+func fanOutRun(t *testing.T, rep *report, s sizes, parked, bystanders int, o rigOptions, setting string) {
 	ctx := context.Background()
 	dc := direct(t)
-	r := newRig(t, env.Namespace(t), rigOptions{controller: true, wake: true})
+	r := newRig(t, env.Namespace(t), o)
 	const key = "fan-key"
 
 	// Given
@@ -41,20 +71,20 @@ func fanOut(t *testing.T, s sizes, rep *report) {
 		t.Fatal(err)
 	}
 	r.inner.waitGranted(t, "fan-holder", time.Minute)
-	if err := parallel(s.bystanders, s.workers, func(i int) error {
+	if err := parallel(bystanders, s.workers, func(i int) error {
 		return dc.Create(ctx, newClaimant(r.ns, fmt.Sprintf("bystander-%d", i), fmt.Sprintf("bystander-key-%d", i)))
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := parallel(s.fanOut, s.workers, func(i int) error {
+	if err := parallel(parked, s.workers, func(i int) error {
 		return dc.Create(ctx, newClaimant(r.ns, fmt.Sprintf("fan-%d", i), key))
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for i := range s.bystanders {
+	for i := range bystanders {
 		r.inner.waitGranted(t, fmt.Sprintf("bystander-%d", i), 5*time.Minute)
 	}
-	waitParkedBehind(t, r, s.fanOut, "fan-holder", 5*time.Minute)
+	waitParkedBehind(t, r, parked, "fan-holder", 5*time.Minute)
 	r.passes.waitQuiet(t, s.quiet, 5*time.Minute)
 
 	// When
@@ -65,13 +95,13 @@ func fanOut(t *testing.T, s sizes, rep *report) {
 	}
 
 	// Then
-	winner, granted := waitAnyGranted(t, r, s.fanOut, start, 5*time.Minute)
-	settled := waitParkedBehind(t, r, s.fanOut, winner, 5*time.Minute)
+	winner, granted := waitAnyGranted(t, r, parked, start, 5*time.Minute)
+	settled := waitParkedBehind(t, r, parked, winner, 5*time.Minute)
 	last := r.passes.waitQuiet(t, s.quiet, 5*time.Minute)
 	api := r.api.since(apiBefore)
 	var total, parkedPasses, bystanderPasses, holderPasses int
 	passes := r.passes.since(start)
-	per := make([]int, 0, s.fanOut)
+	per := make([]int, 0, parked)
 	for name, n := range passes {
 		total += n
 		switch {
@@ -83,22 +113,37 @@ func fanOut(t *testing.T, s sizes, rep *report) {
 			parkedPasses += n
 		}
 	}
-	for i := range s.fanOut {
+	for i := range parked {
 		per = append(per, passes[fmt.Sprintf("fan-%d", i)])
 	}
 	if bystanderPasses != 0 {
 		t.Errorf("one release on %q reconciled objects that do not name it %d times", key, bystanderPasses)
 	}
+	statusWrites := api.sum(func(k call) bool { return k.verb == verbPatch && k.resource == "claimants/status" && !k.rejected })
+	refused := api.sum(func(k call) bool { return k.verb == verbPatch && k.resource == "claimants/status" && k.rejected })
+	events := api.of(verbCreate, "events")
+	// Every parked object's condition changed once (it names the new
+	// holder); the successor's and the holder's once more each.
+	changed := parked + 1
 
-	scen := fmt.Sprintf("7 Fan-out, %d parked on one key, %d bystanders", s.fanOut, s.bystanders)
+	scen := fmt.Sprintf("7 Fan-out, %d parked on one key, %d bystanders, %s", parked, bystanders, setting)
 	rep.add(row{scen, "reconciles caused by one release (holder deleted): total; the holder; the parked objects (per object)",
 		fmt.Sprintf("%d; %d; %d (%s)", total, holderPasses, parkedPasses, spread(per)), "", "", ""})
-	rep.add(row{scen, "reconciles of the bystanders (objects not naming the key)", fmt.Sprintf("%d of %d objects", bystanderPasses, s.bystanders), "", "0",
+	rep.add(row{scen, "reconciles of the bystanders (objects not naming the key)", fmt.Sprintf("%d of %d objects", bystanderPasses, bystanders), "", "0",
 		verdict(bystanderPasses == 0, fmt.Sprintf("%d passes", bystanderPasses))})
-	rep.add(row{scen, "Delete → one successor granted; all others settled Parked naming it; last pass started",
-		fmt.Sprintf("%s; %s; %s", ms(granted.Sub(start)), ms(settled.Sub(start)), ms(last.Sub(start))), "", "", ""})
+	rep.add(row{scen, "Delete → one successor granted", ms(granted.Sub(start)), "", "≤ " + ms(fanOutGrantTarget),
+		verdict(granted.Sub(start) <= fanOutGrantTarget, ms(granted.Sub(start)))})
+	settleVerdict := "—"
+	if o.workers == recommendedWorkers {
+		settleVerdict = verdict(settled.Sub(start) <= fanOutSettleTarget, ms(settled.Sub(start)))
+	}
+	rep.add(row{scen, "Delete → all others settled Parked naming it; last pass started",
+		fmt.Sprintf("%s; %s", ms(settled.Sub(start)), ms(last.Sub(start))), "", "settled ≤ " + ms(fanOutSettleTarget) + " (recommended settings)", settleVerdict})
+	rep.add(row{scen, "status writes per release (refused by the optimistic lock and written again); objects whose shown condition changed", fmt.Sprintf("%d (%d); %d", statusWrites, refused, changed), "",
+		"writes ≤ changed", verdict(statusWrites <= changed, fmt.Sprintf("%d writes", statusWrites))})
+	rep.add(row{scen, "events per release", strconv.Itoa(events), "", fmt.Sprintf("≤ %d (successor and old holder)", fanOutEventsTarget),
+		verdict(events <= fanOutEventsTarget, fmt.Sprintf("%d events", events))})
 	rep.add(row{scen, "API requests caused by the release (operator process)", api.byVerb(1), "", "", ""})
-	rep.note("Fan-out: the passes are counted from the Delete call until no pass started for %s; they include the passes woken by the start of the holder's deletion, by the Lease's deletion and creation, and by each parked object's own status write (its condition names the new holder).", s.quiet)
 }
 
 // waitParkedBehind waits until every one of the n fan-out objects fan-i

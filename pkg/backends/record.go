@@ -128,6 +128,22 @@ type Backend interface {
 	List(ctx context.Context, holder Holder) ([]Record, error)
 }
 
+// FreshLister is implemented by backends whose records are API objects
+// that the API server can list from its watch cache at a stated freshness.
+// A consistent List (no resourceVersion) waits until that cache has caught
+// up with etcd's latest revision, which after a write of another resource
+// takes up to the API server's 100 ms progress-request period; a List at
+// least as fresh as a revision the cache has already seen is answered at
+// once.
+type FreshLister interface {
+	// ListNotOlderThan is List, answered from a snapshot that includes
+	// every write at or before resourceVersion, a resourceVersion of any
+	// object in the same etcd (revisions are global); "0" asks for any
+	// snapshot, however old. Records written after resourceVersion may be
+	// missing.
+	ListNotOlderThan(ctx context.Context, holder Holder, resourceVersion string) ([]Record, error)
+}
+
 // Factory builds a Backend for claim.New from its reader and writer and the
 // storage part of its configuration, every default filled in. Backend
 // packages export one; claim.WithBackend selects it.

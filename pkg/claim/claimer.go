@@ -35,8 +35,10 @@ type Claimer struct {
 	cached   backends.Backend
 	writer   client.Client
 	liveness Liveness
-	gate     HandoverGate
-	siblings Siblings
+	// defaultLiveness: liveness is HolderExists, not one of WithLiveness.
+	defaultLiveness bool
+	gate            HandoverGate
+	siblings        Siblings
 	// predecessor reports an earlier holder of a free key that may still be
 	// acting for it; nil when none was configured.
 	predecessor PredecessorFunc
@@ -202,6 +204,7 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 	}
 	if c.liveness == nil {
 		c.liveness = HolderExists(reader)
+		c.defaultLiveness = true
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
@@ -555,6 +558,13 @@ func (c *Claimer) Holds(ctx context.Context, key string, self Holder) (bool, err
 	return c.mine(rec, self), nil
 }
 
+// JudgesDeletingHoldersAlive reports whether the Claimer judges a holder
+// whose object is being deleted alive until the object is gone, so that
+// only a record's own change can free its key before then: true with the
+// default liveness, [HolderExists]; false with one given by [WithLiveness],
+// which may judge otherwise.
+func (c *Claimer) JudgesDeletingHoldersAlive() bool { return c.defaultLiveness }
+
 // Current returns key's record as the backend has it now, for code that only
 // needs to know who holds a key. Check Exists and Foreign before trusting
 // Holder.
@@ -632,6 +642,26 @@ func (c *Claimer) Holdings(ctx context.Context, self Holder) ([]Record, error) {
 	return c.holdings(ctx, c.backend, self)
 }
 
+// HoldingsNotOlderThan is [Claimer.Holdings] from a listing that includes
+// every record written at or before resourceVersion (the resourceVersion of
+// any object in the same API server: etcd's revisions are global), which the
+// API server answers from its watch cache without waiting for it to catch up
+// with later writes of other resources; "0" asks for any listing, however
+// old. Records written after resourceVersion may be missing. A backend that
+// cannot list so ([backends.FreshLister]) lists as Holdings does.
+func (c *Claimer) HoldingsNotOlderThan(ctx context.Context, self Holder, resourceVersion string) ([]Record, error) {
+	fl, ok := c.backend.(backends.FreshLister)
+	if !ok {
+		return c.Holdings(ctx, self)
+	}
+	return c.holdings(ctx, listerFunc(func(ctx context.Context, h Holder) ([]Record, error) {
+		return fl.ListNotOlderThan(ctx, h, resourceVersion)
+	}), self)
+}
+
+// listerFunc lists records like a backend's List.
+type listerFunc func(ctx context.Context, holder Holder) ([]Record, error)
+
 // CachedHoldings is [Claimer.Holdings] through the reader of
 // [WithCachedReader] (uncached without one). Its answer may lag the API
 // server: a record written moments ago may be missing, a Version may be old.
@@ -641,7 +671,14 @@ func (c *Claimer) CachedHoldings(ctx context.Context, self Holder) ([]Record, er
 	return c.holdings(ctx, c.cached, self)
 }
 
-func (c *Claimer) holdings(ctx context.Context, b backends.Backend, self Holder) ([]Record, error) {
+// lister is the part of a backend holdings needs.
+type lister interface {
+	List(ctx context.Context, holder Holder) ([]Record, error)
+}
+
+func (f listerFunc) List(ctx context.Context, holder Holder) ([]Record, error) { return f(ctx, holder) }
+
+func (c *Claimer) holdings(ctx context.Context, b lister, self Holder) ([]Record, error) {
 	if err := validateHolder(self); err != nil {
 		return nil, fmt.Errorf("listing claims: %w", err)
 	}

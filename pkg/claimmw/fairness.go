@@ -317,9 +317,25 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 		}
 		return 0
 	})
-	for _, cached := range candidates {
-		obj := newObject(m.cfg.prototype)
-		if err := m.cfg.apiReader.Get(ctx, client.ObjectKeyFromObject(cached), obj); err != nil {
+	// The ones the cache shows acting are read one by one, as the first of
+	// them usually answers; the rest together.
+	shown := slices.IndexFunc(candidates, func(o client.Object) bool { return !mayAct(m.conditionOf(o)) })
+	if shown < 0 {
+		shown = len(candidates)
+	}
+	var fresh []readResult
+	for i, cached := range candidates {
+		if i >= shown && fresh == nil {
+			fresh = m.readAll(ctx, candidates[shown:])
+		}
+		var r readResult
+		if i < shown {
+			r = m.readAll(ctx, candidates[i:i+1])[0]
+		} else {
+			r = fresh[i-shown]
+		}
+		obj, err := r.obj, r.err
+		if err != nil {
 			if apierrors.IsNotFound(err) {
 				m.lastHolders.forget(key, cached.GetUID())
 				continue
@@ -352,8 +368,8 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 }
 
 // lastHolders remembers, per normalized key, the holder its record last
-// named, as this process granted it or saw the record change. It is a hint for finding a predecessor, never a fact the middleware
-// decides on: the candidate it names is read uncached like any other. An
+// named, as this process granted it or saw the record change. It is a hint
+// for finding a predecessor, never a fact the middleware decides on: the candidate it names is read uncached like any other. An
 // entry goes once its holder is found gone or no longer acting, or is
 // replaced by the record's next holder, so it holds at most one entry per
 // key with a record or a waiting predecessor.
@@ -392,4 +408,35 @@ func (l *lastHolders) forget(key string, uid types.UID) {
 	if h, ok := l.m[key]; ok && h.uid == uid {
 		delete(l.m, key)
 	}
+}
+
+// predecessorReads bounds the uncached reads of the predecessor check in
+// flight at once: a key many objects wait for costs one read per waiter
+// each time it is free, which one at a time keeps the successor waiting
+// for as many round trips.
+const predecessorReads = 16
+
+// readResult is one object read again uncached, or the error of that read.
+type readResult struct {
+	obj client.Object
+	err error
+}
+
+// readAll reads each of objs again uncached, predecessorReads at a time,
+// and returns the results in the order of objs.
+func (m *Middleware) readAll(ctx context.Context, objs []client.Object) []readResult {
+	out := make([]readResult, len(objs))
+	sem := make(chan struct{}, predecessorReads)
+	var wg sync.WaitGroup
+	for i, cached := range objs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			obj := newObject(m.cfg.prototype)
+			out[i] = readResult{obj: obj, err: m.cfg.apiReader.Get(ctx, client.ObjectKeyFromObject(cached), obj)}
+		}()
+	}
+	wg.Wait()
+	return out
 }

@@ -558,6 +558,7 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	if p.was.mayHaveHeld() {
 		shown = stoppingCondition(cond)
 	}
+	wasReason := conditions.Reason(m.conditionOf(p.obj).Reason)
 	changed, werr := m.setCondition(ctx, p.obj, shown)
 	if changed && !p.was.stopping {
 		m.metrics.observeParked(reason)
@@ -565,11 +566,16 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		if reason.Priority() >= conditions.ReasonClaimError.Priority() {
 			eventType = corev1.EventTypeWarning
 		}
-		if (p.was.mayHaveHeld() || p.was.failed) && !isInvalid(reason) {
+		switch {
+		case (p.was.mayHaveHeld() || p.was.failed) && !isInvalid(reason):
 			m.event(p.obj, corev1.EventTypeWarning, EventLost, ActionPark, "Lost its claim: "+cond.Message)
-		} else {
+		case wasReason != reason:
 			m.event(p.obj, eventType, EventReason(reason), ActionPark, cond.Message)
 		}
+		// A waiter whose condition only names another holder (or sibling,
+		// or detail) of the same wait records nothing: a handover would
+		// otherwise write an event per waiter. The successor and the old
+		// holder record it.
 	}
 	m.grantEvents(p.obj, p.granted)
 	// Every record the object still holds stays renewed until it is
@@ -885,32 +891,61 @@ func (m *Middleware) acquire(ctx context.Context, key string, self claim.Holder)
 	return o, err
 }
 
-// finalize runs the deletion path. Each pass lists, uncached, the records the
-// object still holds, tells the inner reconciler those (State.Grants, with
+// finalize runs the deletion path. Each pass finds the records the object
+// still holds, tells the inner reconciler those (State.Grants, with
 // Deleting), keeps them renewed, and after that pass succeeded releases
 // exactly those; only a pass that found none and told the inner reconciler
 // so removes the finalizer. A deleted object never acquires, and a record
 // is never released without a deletion pass that was given it.
+//
+// No pass waits for the API server's watch cache to catch up with etcd (a
+// consistent List, up to 100 ms after a write of another resource, which
+// the controller's worker would spend idle). A pass before the object says
+// Released lists from the watch cache as it is, and reads each key it names
+// by a Get (etcd): a record it misses is found by a later pass. Once it says
+// Released, written after such a pass listed, a pass lists at least as
+// fresh as the object itself: that includes every record written before the
+// first deletion pass began, and so every record of its own earlier passes,
+// which is what lets the finalizer come off after a pass that found none.
+// An object that says nothing of Released and finds nothing lists once more
+// consistently before its finalizer comes off.
 func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Request, obj client.Object, self claim.Holder) (reconcile.Result, error) {
 	// Whether or not the finalizer is still there (a person may have removed
 	// it while another finalizer keeps the object): the inner pass cleans up
 	// only what the object holds.
-	holdings, err := m.deletionHoldings(ctx, obj, self)
+	was := m.conditionOf(obj)
+	fresh := "0"
+	if saysReleased(was) {
+		fresh = obj.GetResourceVersion()
+	}
+	holdings, err := m.deletionHoldings(ctx, obj, self, fresh)
+	if err == nil && len(holdings) == 0 && fresh == "0" {
+		// A listing from the watch cache as it is may miss a record written
+		// moments ago: no finalizer comes off on its word.
+		fresh = ""
+		holdings, err = m.deletionHoldings(ctx, obj, self, fresh)
+	}
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
 	}
 	holds := m.renew.keep(ctx, req.NamespacedName, self, holdings)
 	m.renew.stopExcept(req.NamespacedName, keysOf(holdings)...)
 	innerCtx, stop := guard(userCtx, holds)
-	res, err := m.inner.Reconcile(m.innerContext(innerCtx, State{Deleting: true, Grants: grantsOf(holdings), Condition: m.conditionOf(obj)}), req)
+	res, err := m.inner.Reconcile(m.innerContext(innerCtx, State{Deleting: true, Grants: grantsOf(holdings), Condition: was}), req)
 	stop()
 	if err != nil {
 		return res, err
 	}
-	if was := m.conditionOf(obj); mayAct(was) {
+	if mayAct(was) || len(holdings) > 0 && !saysReleased(was) {
 		// Its deletion pass succeeded: it acts for no key any more. Said
-		// before the release wakes the waiters, which read it.
-		released := conditions.New(m.cfg.condType, conditions.ReasonReleased, "Being deleted; its deletion pass succeeded and it acts for no key.", was.ObservedGeneration)
+		// before the release wakes the waiters, which read it, and, written
+		// after this pass listed, what lets later passes list at least as
+		// fresh as the object instead of waiting for a consistent List.
+		gen := was.ObservedGeneration
+		if was.Type == "" {
+			gen = obj.GetGeneration()
+		}
+		released := conditions.New(m.cfg.condType, conditions.ReasonReleased, "Being deleted; its deletion pass succeeded and it acts for no key.", gen)
 		if _, err := m.setCondition(ctx, obj, released); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -935,8 +970,9 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 		m.forget(req)
 		return res, nil
 	}
-	// This pass listed no record and told the inner reconciler so: nothing
-	// is left to release.
+	// This pass listed no record, at least as fresh as every record the
+	// object's passes before its deletion wrote, and told the inner
+	// reconciler so: nothing is left to release.
 	if _, err := m.fin.Finalize(ctx, obj, func(context.Context) error { return nil }); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -944,12 +980,26 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	return res, nil
 }
 
-// deletionHoldings returns every record the object being deleted holds, read
-// uncached: one List of its records (by its selector labels), and one Get per
-// key it still names, which finds a record whose labels another writer
-// replaced (an annotation record on an object others edit).
-func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, self claim.Holder) ([]claim.Record, error) {
-	out, err := m.claimer.Holdings(ctx, self)
+// saysReleased reports whether a claim condition says Released: written by
+// a deletion pass after it listed the object's records.
+func saysReleased(c metav1.Condition) bool {
+	return c.Reason == string(conditions.ReasonReleased)
+}
+
+// deletionHoldings returns every record the object being deleted holds: one
+// List of its records (by its selector labels) at least as fresh as
+// resourceVersion ("": consistent, "0": the watch cache as it is), and one
+// Get per key it still names, read from etcd, which also finds a record
+// whose labels another writer replaced (an annotation record on an object
+// others edit).
+func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, self claim.Holder, resourceVersion string) ([]claim.Record, error) {
+	var out []claim.Record
+	var err error
+	if resourceVersion == "" {
+		out, err = m.claimer.Holdings(ctx, self)
+	} else {
+		out, err = m.claimer.HoldingsNotOlderThan(ctx, self, resourceVersion)
+	}
 	if err != nil {
 		return nil, err
 	}

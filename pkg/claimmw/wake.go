@@ -398,7 +398,9 @@ func (m *Middleware) namingList(ctx context.Context, index, value string) client
 // holderEvents wakes the objects that name the keys of an object that
 // started being deleted or is gone, for the keys whose record names it (as
 // holder or planned successor): a Liveness may judge such a holder dead
-// before any record changes. An object no record names holds nothing and
+// before any record changes. The default liveness judges a holder alive
+// until it is gone, so with it the start of a deletion wakes none of them:
+// the release of its deletion path does. An object no record names holds nothing and
 // hands nothing over, so its deletion wakes nobody, whatever keys it named:
 // a tenant that creates and deletes objects naming other tenants' keys
 // costs them no passes. With [WithFairness], the objects that may yield a
@@ -410,10 +412,17 @@ func (m *Middleware) namingList(ctx context.Context, index, value string) client
 // older sibling stops counting for another reason is woken by its grace
 // timer ([WithFairnessGrace]).
 func (m *Middleware) holderEvents() handler.EventHandler {
-	wake := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	// woken wakes the objects naming obj's keys; started says its deletion
+	// only started.
+	woken := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], started bool) {
 		self := client.ObjectKeyFromObject(obj)
 		for _, key := range m.indexKeys(obj) {
-			named := m.recordNames(ctx, key, obj)
+			// A holder whose deletion only started stays alive for a
+			// liveness that judges it so until it is gone: its key frees
+			// when its deletion path releases the record, and that change
+			// wakes every waiter. Waking them now too would run a pass of
+			// each before the holder's own (a thousand waiters: seconds).
+			named := !(started && m.claimer.JudgesDeletingHoldersAlive()) && m.recordNames(ctx, key, obj)
 			if !named && !m.cfg.fairness {
 				continue
 			}
@@ -433,13 +442,17 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 			})
 		}
 	}
+	wake := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		woken(ctx, obj, q, false)
+	}
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			was, is := m.conditionOf(e.ObjectOld), m.conditionOf(e.ObjectNew)
 			switch {
-			case e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil,
+			case e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil:
+				woken(ctx, e.ObjectNew, q, true)
+			case was.Reason != string(conditions.ReasonWaitingForHandover) && is.Reason == string(conditions.ReasonWaitingForHandover):
 				// It waits for a handover now: its predecessor may commit.
-				was.Reason != string(conditions.ReasonWaitingForHandover) && is.Reason == string(conditions.ReasonWaitingForHandover):
 				wake(ctx, e.ObjectNew, q)
 			case mayAct(was) && !mayAct(is),
 				// Claimed for its new spec now: it stopped acting for keys

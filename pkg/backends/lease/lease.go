@@ -56,6 +56,8 @@ type store struct {
 	cfg    backends.Config
 }
 
+var _ backends.FreshLister = (*store)(nil)
+
 func (s *store) ref(key string) types.NamespacedName {
 	return types.NamespacedName{Namespace: s.cfg.Namespace, Name: s.cfg.RecordName(key)}
 }
@@ -111,8 +113,21 @@ func (s *store) Delete(ctx context.Context, prev backends.Record) error {
 }
 
 func (s *store) List(ctx context.Context, holder backends.Holder) ([]backends.Record, error) {
+	return s.list(ctx, holder)
+}
+
+// ListNotOlderThan implements [backends.FreshLister].
+func (s *store) ListNotOlderThan(ctx context.Context, holder backends.Holder, resourceVersion string) ([]backends.Record, error) {
+	return s.list(ctx, holder, &client.ListOptions{Raw: &metav1.ListOptions{
+		ResourceVersion:      resourceVersion,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+	}})
+}
+
+func (s *store) list(ctx context.Context, holder backends.Holder, opts ...client.ListOption) ([]backends.Record, error) {
 	var list coordinationv1.LeaseList
-	if err := s.reader.List(ctx, &list, client.InNamespace(s.cfg.Namespace), client.MatchingLabels(s.cfg.SelectorLabels(holder))); err != nil {
+	opts = append(opts, client.InNamespace(s.cfg.Namespace), client.MatchingLabels(s.cfg.SelectorLabels(holder)))
+	if err := s.reader.List(ctx, &list, opts...); err != nil {
 		return nil, fmt.Errorf("listing Leases of %s in %s: %w", holder, s.cfg.Namespace, err)
 	}
 	recs := make([]backends.Record, 0, len(list.Items))
