@@ -930,6 +930,17 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	}
 	holds := m.renew.keep(ctx, req.NamespacedName, self, holdings)
 	m.renew.stopExcept(req.NamespacedName, keysOf(holdings)...)
+	if saysReleased(was) && len(holdings) > 0 {
+		// Records are left after a deletion pass succeeded (their release
+		// failed, or one was written since): this pass acts for them again,
+		// so the condition must stop telling waiters that it acts for none
+		// until the pass succeeded.
+		again := conditions.New(m.cfg.condType, conditions.ReasonStopping, "Being deleted; its deletion pass runs again for the claims it still holds.", was.ObservedGeneration)
+		if _, err := m.setCondition(ctx, obj, again); err != nil {
+			return reconcile.Result{}, err
+		}
+		was = again
+	}
 	innerCtx, stop := guard(userCtx, holds)
 	res, err := m.inner.Reconcile(m.innerContext(innerCtx, State{Deleting: true, Grants: grantsOf(holdings), Condition: was}), req)
 	stop()
