@@ -321,6 +321,36 @@ func TestAStoppingHolderWhoseSpecChangesStillCountsForTheKeysItActedForUntilItsP
 	f.waitForReason(t, "alpha", conditions.ReasonClaimed, wakeWithin)
 }
 
+func TestALostKeyIsToldEvenWhenTheCacheStillShowsTheConditionFromBeforeTheGrant(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given alpha waits for k behind bravo, and the cache's view of it then
+	// is kept
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonParked, 10*time.Second)
+	parked, err := f.widget(t, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And alpha then holds k and acts for it
+	f.deleteWidget(t, "bravo")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, wakeWithin)
+	f.createWidget(t, "charlie", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonParked, 10*time.Second)
+	// When k is taken over for charlie while alpha's passes read the
+	// Parked condition from before its grant, as a cache that has not yet
+	// shown its own Claimed write would
+	f.writes.staleWidget.Store(parked)
+	f.takeOverFor(t, "k", "charlie")
+	time.Sleep(time.Second)
+	// Then, once the cache catches up, alpha is told to stop: no stale pass
+	// wrote Parked over its Claimed condition
+	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+	f.waitForInnerCall(t, "alpha", "a pass told to stop", func(s claimmw.State) bool { return !s.Granted && !s.Deleting })
+}
+
 // renewTimeOf returns the renew time of key's Lease.
 func (f *fixture) renewTimeOf(t *testing.T, key string) time.Time {
 	t.Helper()

@@ -126,6 +126,10 @@ type writes struct {
 	// beforeStatus, when it holds a func(client.Object), runs before each
 	// status write the manager sends, which waits for it.
 	beforeStatus atomic.Value
+	// staleWidget, when it holds a *testcrd.Widget, is what the manager's
+	// client reads for a Widget of that name: a cache that has not yet
+	// shown the writes since.
+	staleWidget atomic.Value
 }
 
 // holdStatus runs the beforeStatus hook for obj.
@@ -183,6 +187,15 @@ func (w *writes) snapshot() map[string]int {
 
 func (w *writes) funcs() interceptor.Funcs {
 	return interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if stale, _ := w.staleWidget.Load().(*testcrd.Widget); stale != nil && stale.Name == key.Name && stale.Namespace == key.Namespace {
+				if out, ok := obj.(*testcrd.Widget); ok {
+					stale.DeepCopyInto(out)
+					return nil
+				}
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			w.add("create", obj)
 			return c.Create(ctx, obj, opts...)

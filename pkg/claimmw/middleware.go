@@ -1068,6 +1068,7 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 		return false, fmt.Errorf("copying %T: not a client.Object", obj)
 	}
 	cond.Message = conditions.BoundMessage(cond.Message)
+	judged := m.conditionOf(base)
 	changed, err := setConditionOn(obj, cond)
 	if err != nil || !changed {
 		return false, err
@@ -1076,10 +1077,13 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 	err = m.cfg.client.Status().Patch(ctx, obj, patch)
 	if apierrors.IsConflict(err) && m.cfg.apiReader != nil {
 		// Another writer (the inner pass, a tool) wrote the object since the
-		// cached read. The condition stands as long as the spec it was
-		// judged for does: write it once more on the object as it is now.
+		// cached read. The condition stands as long as the spec and the
+		// claim condition it was judged from do: write it once more on the
+		// object as it is now. A claim condition changed since (this
+		// middleware's own write the cache had not shown yet) means the
+		// pass decided from a stale one: the next pass decides again.
 		gen := obj.GetGeneration()
-		if rerr := m.cfg.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); rerr == nil && obj.GetGeneration() == gen {
+		if rerr := m.cfg.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); rerr == nil && obj.GetGeneration() == gen && sameJudgement(judged, m.conditionOf(obj)) {
 			if base, ok = obj.DeepCopyObject().(client.Object); ok {
 				if changed, serr := setConditionOn(obj, cond); serr != nil || !changed {
 					return false, serr
@@ -1096,6 +1100,12 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 	}
 	log.FromContext(ctx).V(1).Info("wrote claim condition", "status", cond.Status, "reason", cond.Reason)
 	return true, nil
+}
+
+// sameJudgement reports whether two readings of a claim condition say the
+// same thing a pass decides from.
+func sameJudgement(a, b metav1.Condition) bool {
+	return a.Reason == b.Reason && a.Status == b.Status && a.ObservedGeneration == b.ObservedGeneration && a.Message == b.Message
 }
 
 func setConditionOn(obj client.Object, cond metav1.Condition) (bool, error) {
