@@ -10,7 +10,7 @@ import (
 // like another (a right-to-left override, a zero-width space)". Go calls the
 // zero-width, invisible variation selectors and the combining grapheme joiner
 // printable (category Mn), and ValidateKey accepts them in keys (see
-// pkg/claim TestAttack17_ValidateKeyRefusesZeroWidthMarks), so two keys that
+// pkg/claim TestValidateKeyRefusesZeroWidthMarks), so two keys that
 // are two claims print identically in `kubectl claims list`.
 func TestAttack17_ZeroWidthMarksAreShownEscaped(t *testing.T) {
 	for _, mark := range []string{"\uFE00", "\u034F", "\u180B", "\U000E0100"} {
