@@ -620,13 +620,12 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 	}
 }
 
-// TestTheSeedConstructorStoresLeases (issue 14, item 2): Given the call the
-// proposal shows, claim.New(reader, writer, Config{Namespace, Normalize,
-// Prefix, Labels}) with no backend option, When a holder acquires a key and
-// a second holder contends for it, Then the Claimer works on a real API
-// server: the record is one Lease in the namespace, named from the prefix
-// and the normalized key, carrying the labels, and the second holder is
-// refused.
+// TestTheSeedConstructorStoresLeases: Given the call the proposal shows,
+// claim.New(reader, writer, Config{Namespace, Normalize, Prefix, Labels})
+// with no backend option, When a holder acquires a key and a second holder
+// contends for it, Then the Claimer works on a real API server: the record is
+// one Lease in the namespace, named from the prefix and the normalized key,
+// carrying the labels, and the second holder is refused.
 func TestTheSeedConstructorStoresLeases(t *testing.T) {
 	ns := env.Namespace(t)
 	lower := func(k string) (string, error) { return strings.ToLower(k), nil }
