@@ -3,6 +3,7 @@ package envtest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -67,4 +68,22 @@ func RunManager(t testing.TB, mgr manager.Manager) {
 			t.Errorf("running manager: %v", err)
 		}
 	})
+}
+
+// Eventually polls cond every 50 ms until it holds, and fails t with the
+// message of cond's last answer once timeout has passed: for a state an
+// operator reaches in its own time.
+func Eventually(t testing.TB, timeout time.Duration, cond func() (ok bool, msg string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", timeout, msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
