@@ -279,7 +279,7 @@ func TestAHoldingBackupReentersWhenAnOlderSiblingAppears(t *testing.T) {
 	_, condYounger := f.reconcile(t, younger)
 
 	// Then the Lease decides, not age: the holder keeps the cluster and the
-	// older one waits for it (the tie-break used to make both wait)
+	// older one waits for it (the tie-break by age never makes both wait)
 	porttest.WantCondition(t, "older", condOlder, conditions.ReasonParked, "Backup younger")
 	porttest.WantCondition(t, "younger", condYounger, conditions.ReasonClaimed)
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/ocf-claim/claim/pkg/backends"
+	"github.com/ocf-claim/claim/pkg/backends/backendtest"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
@@ -52,13 +53,7 @@ func (w *writes) wrap(c client.Client) client.Client {
 // Holder.
 func holder(t *testing.T, ns, name string) claim.Holder {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := env.Client.Create(context.Background(), cm); err != nil {
-		t.Fatalf("creating holder %s/%s: %v", ns, name, err)
-	}
-	h := claim.HolderOf(cm)
-	h.APIVersion, h.Kind = "v1", "ConfigMap"
-	return h
+	return backendtest.ConfigMapHolder(t, env.Client, ns, name)
 }
 
 func deleteHolder(t *testing.T, h claim.Holder) {
