@@ -4,7 +4,8 @@
 // tests see it.
 //
 // It also gives that test's tools to the example whose newcomer docs quote
-// it: GoBlocks finds the blocks, Normalize compares them up to indentation.
+// it: GoBlocks finds the blocks, QuotedIn tells whether one is quoted from a
+// source up to indentation.
 package doccheck
 
 import "strings"
@@ -47,4 +48,16 @@ func Normalize(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// QuotedIn reports whether block is quoted from one of sources, up to
+// indentation: sources are Normalize'd texts of Go files.
+func QuotedIn(sources []string, block string) bool {
+	want := Normalize(block)
+	for _, src := range sources {
+		if strings.Contains(src, want) {
+			return true
+		}
+	}
+	return false
 }

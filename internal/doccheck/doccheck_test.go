@@ -44,15 +44,7 @@ func TestGoBlocksInDocsAreQuotedFromCompiledCode(t *testing.T) {
 		}
 		for i, block := range GoBlocks(string(b)) {
 			total++
-			want := Normalize(block.Body)
-			found := false
-			for _, src := range sources {
-				if strings.Contains(src, want) {
-					found = true
-					break
-				}
-			}
-			if !found {
+			if !QuotedIn(sources, block.Body) {
 				t.Errorf("%s:%d: Go block %d is not quoted from any Go file:\n%s", filepath.Base(doc), block.Line, i+1, block.Body)
 			}
 		}

@@ -36,15 +36,7 @@ func TestGoBlocksInTheNewcomerDocsAreQuotedFromCompiledCode(t *testing.T) {
 			t.Errorf("%s: no Go blocks found; the test would prove nothing", doc)
 		}
 		for i, block := range blocks {
-			want := doccheck.Normalize(block.Body)
-			found := false
-			for _, src := range sources {
-				if strings.Contains(src, want) {
-					found = true
-					break
-				}
-			}
-			if !found {
+			if !doccheck.QuotedIn(sources, block.Body) {
 				t.Errorf("%s: Go block %d is not quoted from any Go file of examples/camundacluster:\n%s", doc, i+1, block.Body)
 			}
 		}
