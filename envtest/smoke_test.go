@@ -24,10 +24,6 @@ import (
 	"github.com/ocf-claim/claim/envtest"
 )
 
-var env *envtest.Env
-
-func TestMain(m *testing.M) { envtest.Main(m, &env) }
-
 func newLease(ns, name string) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},

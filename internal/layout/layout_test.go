@@ -82,7 +82,7 @@ func TestNothingImportsUpward(t *testing.T) {
 }
 
 // maxClaimAPI bounds pkg/claim's exported top-level names plus the exported
-// methods of its exported types (issue 14: at most 80).
+// methods of its exported types (at most 80).
 const maxClaimAPI = 80
 
 // TestTheClaimAPIFitsInAReadersHead: Given pkg/claim's non-test files, Then

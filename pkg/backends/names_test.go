@@ -164,3 +164,22 @@ func TestAConfigWithoutDefaultsNamesAndSelectsRecords(t *testing.T) {
 		t.Fatalf("RecordLabels() = %v, want the default UID label", got)
 	}
 }
+
+// TestLabelValueKeepsDistinctInputsDistinct: LabelValue maps distinct inputs
+// to distinct label values, also a value made only of label characters but
+// with a leading or trailing '-', '_' or '.': trimmed without a hash, it
+// would become the very value another input is passed through as, and two
+// holders whose HolderLabels values are "-abc" and "abc" would select each
+// other's records.
+func TestLabelValueKeepsDistinctInputsDistinct(t *testing.T) {
+	for _, pair := range [][2]string{
+		{"-abc", "abc"},
+		{"abc.", "abc"},
+		{"_team_", "team"},
+		{"-abc", "abc-"},
+	} {
+		if a, b := LabelValue(pair[0]), LabelValue(pair[1]); a == b {
+			t.Errorf("LabelValue(%q) = LabelValue(%q) = %q: distinct inputs became one label value", pair[0], pair[1], a)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package claim_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/ocf-claim/claim/pkg/backends/memory"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
@@ -225,6 +227,165 @@ func TestValidateKeyAcceptsAnImageReferenceWithARegistryPort(t *testing.T) {
 		}
 		if got := claim.Redact(key); got != key {
 			t.Errorf("Redact(%q) = %q, want it unchanged", key, got)
+		}
+	}
+}
+
+// TestAPasswordHoldingADoubleSlashIsNeverEchoed: errors never echo URL user
+// info. Generated passwords (base64: openssl rand -base64) often hold "//";
+// the user info ends at the '@', not at that "//", so neither ValidateKey's
+// error nor Redact (used for messages, events and logs) shows the user name
+// or any part of the password.
+func TestAPasswordHoldingADoubleSlashIsNeverEchoed(t *testing.T) {
+	key := "postgres://admin:Xy9kQ//zP4w+e=@db.data.svc:5432/app"
+	err := claim.ValidateKey(key)
+	if !errors.Is(err, claim.ErrInvalidKey) {
+		t.Fatalf("ValidateKey(%q) = %v, want ErrInvalidKey", key, err)
+	}
+	for _, secret := range []string{"Xy9kQ", "zP4w", "admin"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("ValidateKey error echoes user info %q: %v", secret, err)
+		}
+		if got := claim.Redact(key); strings.Contains(got, secret) {
+			t.Errorf("Redact(%q) = %q still shows user info %q", key, got, secret)
+		}
+	}
+}
+
+// TestABase64PasswordHoldingSlashesIsRefusedOrRedacted: no error or message
+// built by the library shows the user info of a URL in a key, including
+// passwords holding '/' and '//', as a generated base64 password such as
+// "Xy9kQ//zP/4w+e=" does. Acquire refuses such a key as InvalidKey, or grants
+// it with an Outcome.Message that shows none of it; ValidateKey's error for
+// the same key with a control character does not quote it either.
+func TestABase64PasswordHoldingSlashesIsRefusedOrRedacted(t *testing.T) {
+	const key = "postgres://admin:Xy9kQ//zP/4w+e=@db.data.svc:5432/app"
+	secrets := []string{"admin", "Xy9kQ", "zP/4w"}
+
+	t.Run("Acquire", func(t *testing.T) {
+		c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		self := claim.Holder{Kind: "Worker", Namespace: "ns", Name: "w", UID: "uid-w"}
+		_, o, err := c.Acquire(context.Background(), key, self)
+		if err != nil {
+			if !errors.Is(err, claim.ErrInvalidKey) {
+				t.Fatalf("Acquire error = %v, want ErrInvalidKey", err)
+			}
+			for _, s := range secrets {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("Acquire error shows user info %q: %v", s, err)
+				}
+			}
+			return
+		}
+		for _, s := range secrets {
+			if strings.Contains(o.Message, s) {
+				t.Errorf("Acquire granted a key with user info (%s) and its message shows %q: %s", o.Reason, s, o.Message)
+			}
+		}
+	})
+	t.Run("ValidateKey control character", func(t *testing.T) {
+		err := claim.ValidateKey(key + "\x01")
+		if !errors.Is(err, claim.ErrInvalidKey) {
+			t.Fatalf("ValidateKey = %v, want ErrInvalidKey", err)
+		}
+		for _, s := range secrets {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("ValidateKey error shows user info %q: %v", s, err)
+			}
+		}
+	})
+}
+
+// TestAPasswordHoldingABarIsRedacted: the characters a password may hold are
+// not only those listed: a '|' inside a password is not a composite key's
+// separator, so Redact does not leave "admin:pa" in the clear and ValidateKey
+// refuses the key.
+func TestAPasswordHoldingABarIsRedacted(t *testing.T) {
+	const key = "postgres://admin:pa|ss@db.data.svc:5432/app"
+	if got := claim.Redact(key); strings.Contains(got, "admin:pa") {
+		t.Errorf("Redact(%q) = %q, shows the user info", key, got)
+	}
+	if err := claim.ValidateKey(key); err == nil {
+		t.Errorf("ValidateKey(%q) = nil: a URL with user info is accepted and will be stored and quoted in clear", key)
+	}
+}
+
+// TestValidateKeyRefusesUserInfoEndedEarlyByAPathCharacter: keys carrying URL
+// user info are refused by ValidateKey, with an error that does not echo the
+// password, even when the password holds '/', '?', '#' or a space (common in
+// generated passwords, and allowed by the example's own normalizer),
+// characters that end an RFC 3986 authority before its '@', and in a network-
+// path reference ("//user:pw@host") that has no "://" at all. Accepted, such
+// a key would be stored in clear on the record.
+func TestValidateKeyRefusesUserInfoEndedEarlyByAPathCharacter(t *testing.T) {
+	for _, key := range []string{
+		"postgres://admin:hunter2/x@db.data.svc:5432/app",
+		"postgres://admin:hunter2?x@db.data.svc:5432/app",
+		"postgres://admin:hunter2#x@db.data.svc:5432/app",
+		"postgres://admin:hunter 2@db.data.svc:5432/app",
+		"//admin:hunter2@db.data.svc:5432/app",
+	} {
+		t.Run(key, func(t *testing.T) {
+			// Given a key normalizer that forgot to strip credentials
+			// When the key is validated
+			err := claim.ValidateKey(key)
+			// Then it is refused as InvalidKey without echoing the password
+			if !errors.Is(err, claim.ErrInvalidKey) {
+				t.Fatalf("ValidateKey(%q) = %v, want ErrInvalidKey: the password would be stored in clear on the record", key, err)
+			}
+			if strings.Contains(err.Error(), "hunter") {
+				t.Errorf("error echoes the password: %v", err)
+			}
+		})
+	}
+}
+
+// TestValidateKeyRefusesZeroWidthMarks: format, bidi and zero-width
+// characters are refused, zero-width marks too. Variation selectors, the
+// combining grapheme joiner and the Mongolian free variation selectors are
+// invisible, survive NFC, and are category Mn (not Cf), so "db" and "d<VS1>b"
+// would print the same and name two claims.
+func TestValidateKeyRefusesZeroWidthMarks(t *testing.T) {
+	for _, key := range []string{
+		"pg.data.svc/d\uFE00b",     // VARIATION SELECTOR-1
+		"pg.data.svc/d\u034Fb",     // COMBINING GRAPHEME JOINER
+		"pg.data.svc/d\u180Bb",     // MONGOLIAN FREE VARIATION SELECTOR ONE
+		"pg.data.svc/d\U000E0100b", // VARIATION SELECTOR-17
+	} {
+		t.Run(strings.ToValidUTF8(key, "?"), func(t *testing.T) {
+			// Given a key that prints as "pg.data.svc/db" but carries a zero-width mark
+			// When it is validated (after NormalizeKey: NFC keeps these marks)
+			err := claim.ValidateKey(key)
+			// Then it is refused, as zero-width spaces and joiners are
+			if !errors.Is(err, claim.ErrInvalidKey) {
+				t.Errorf("ValidateKey(%+q) = %v, want ErrInvalidKey (zero-width character)", key, err)
+			}
+		})
+	}
+}
+
+// TestValidateKeyErrorForAControlCharacterNeverEchoesCredentials: a key with
+// user info and a control character (or another reason to refuse it) is
+// refused for the user info first, and its password is never echoed.
+func TestValidateKeyErrorForAControlCharacterNeverEchoesCredentials(t *testing.T) {
+	for _, key := range []string{
+		"https://u:hunter2@h\x1b[2J/x",
+		"https://u:hunter2@[::1]:5432/x\u200b",
+		"https://u:p@ss:hunter2@h/x", // '@' inside the password, cut at the last '@'
+		"a|https://u:hunter2@h|https://v:hunter2@h",
+		"https://u:hunter2@h" + strings.Repeat("x", claim.MaxKeyLength),
+		"https://u:hunter2@h/\xff",
+	} {
+		err := claim.ValidateKey(key)
+		if !errors.Is(err, claim.ErrInvalidKey) {
+			t.Errorf("ValidateKey(%+q) = %v, want ErrInvalidKey", key, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("error echoes the password: %v", err)
 		}
 	}
 }

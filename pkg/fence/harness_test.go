@@ -13,14 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/pkg/backends/backendtest"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/fence"
 )
-
-var env *envtest.Env
-
-func TestMain(m *testing.M) { envtest.Main(m, &env) }
 
 const (
 	key      = "elasticsearch|https://es.data.svc:9200"
@@ -31,13 +27,7 @@ const (
 // holder creates a ConfigMap to stand for a holder object.
 func holder(t *testing.T, ns, name string) claim.Holder {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := env.Client.Create(context.Background(), cm); err != nil {
-		t.Fatalf("creating holder %s/%s: %v", ns, name, err)
-	}
-	h := claim.HolderOf(cm)
-	h.APIVersion, h.Kind = "v1", "ConfigMap"
-	return h
+	return backendtest.ConfigMapHolder(t, env.Client, ns, name)
 }
 
 func acquire(t *testing.T, c *claim.Claimer, k string, self claim.Holder, want claim.Reason) claim.Token {

@@ -15,15 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/generation"
 	"github.com/ocf-claim/claim/pkg/generation/generationtest"
 )
-
-var env *envtest.Env
-
-func TestMain(m *testing.M) { envtest.Main(m, &env) }
 
 // kubeHarness gives each case a fresh namespace; every backend of a case is
 // a process of its own, with its own client and connection.

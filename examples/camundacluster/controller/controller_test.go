@@ -13,13 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/camundacluster/api/v1alpha1"
@@ -50,31 +45,11 @@ func TestMain(m *testing.M) {
 func startOperator(t *testing.T) (ns string, c client.Client) {
 	t.Helper()
 	ns = env.Namespace(t)
-	opts := controller.CacheOptions(ns)
-	opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
-	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
-		Scheme:     env.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      opts,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	opts := env.ManagerOptions(ns)
+	opts.Cache.ByObject = controller.CacheOptions(ns).ByObject
 	r := &controller.Reconciler{ClaimNamespace: ns, ParkedRequeue: time.Hour, WaitingRequeue: time.Hour}
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	c, err = env.NewClient()
+	env.StartManager(t, opts, r.SetupWithManager)
+	c, err := env.NewClient()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +93,7 @@ func TestAClusterWithAnInvalidStorageReferenceIsParkedAsInvalidKeyWithZeroBroker
 		t.Errorf("Ready = %+v, want False with reason InvalidKey", got.ready)
 	}
 	// And its StatefulSet exists with zero brokers
-	eventually(t, func() (bool, string) {
+	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
 		n, err := replicas(c, ns, "typo")
 		return err == nil && n == 0, fmt.Sprintf("StatefulSet typo: %d replicas, %v", n, err)
 	})
@@ -148,7 +123,7 @@ func TestOneRealmAnswersToOneClusterEvenWithDifferentBackends(t *testing.T) {
 	if strings.Contains(got.claimed.Message, "secret") {
 		t.Errorf("bravo's message %q carries the realm URL's password", got.claimed.Message)
 	}
-	eventually(t, func() (bool, string) {
+	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
 		n, err := replicas(c, ns, "bravo")
 		return err == nil && n == 0, fmt.Sprintf("StatefulSet bravo: %d replicas, %v", n, err)
 	})
@@ -162,7 +137,7 @@ type state struct {
 func waitForReason(t *testing.T, c client.Client, ns, name string, reason conditions.Reason) state {
 	t.Helper()
 	var s state
-	eventually(t, func() (bool, string) {
+	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
 		cc := &v1alpha1.CamundaCluster{}
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cc); err != nil {
 			return false, err.Error()
@@ -183,21 +158,6 @@ func replicas(c client.Client, ns, name string) (int32, error) {
 		return -1, err
 	}
 	return ptr.Deref(sts.Spec.Replicas, -1), nil
-}
-
-func eventually(t *testing.T, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 20s: %s", msg)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func mustContain(t *testing.T, s string, parts ...string) {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ocf-claim/claim/internal/doccheck"
 )
 
 // The Go blocks of the newcomer docs are quoted from the example's code, so
@@ -18,7 +20,7 @@ func TestGoBlocksInTheNewcomerDocsAreQuotedFromCompiledCode(t *testing.T) {
 			return err
 		}
 		b, err := os.ReadFile(path)
-		sources = append(sources, normalize(string(b)))
+		sources = append(sources, doccheck.Normalize(string(b)))
 		return err
 	})
 	if err != nil {
@@ -29,54 +31,14 @@ func TestGoBlocksInTheNewcomerDocsAreQuotedFromCompiledCode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		blocks := goBlocks(string(b))
+		blocks := doccheck.GoBlocks(string(b))
 		if len(blocks) == 0 {
 			t.Errorf("%s: no Go blocks found; the test would prove nothing", doc)
 		}
 		for i, block := range blocks {
-			want := normalize(block)
-			found := false
-			for _, src := range sources {
-				if strings.Contains(src, want) {
-					found = true
-					break
-				}
-			}
-			if !found {
-				t.Errorf("%s: Go block %d is not quoted from any Go file of examples/camundacluster:\n%s", doc, i+1, block)
+			if !doccheck.QuotedIn(sources, block.Body) {
+				t.Errorf("%s: Go block %d is not quoted from any Go file of examples/camundacluster:\n%s", doc, i+1, block.Body)
 			}
 		}
 	}
-}
-
-// goBlocks returns the bodies of the ```go fences of a Markdown text.
-func goBlocks(md string) []string {
-	var out []string
-	var cur []string
-	in := false
-	for _, line := range strings.Split(md, "\n") {
-		switch {
-		case !in && strings.TrimSpace(line) == "```go":
-			in, cur = true, nil
-		case in && strings.TrimSpace(line) == "```":
-			in = false
-			out = append(out, strings.Join(cur, "\n"))
-		case in:
-			cur = append(cur, line)
-		}
-	}
-	return out
-}
-
-// normalize trims every line and drops empty ones, so that a block quoted
-// with other indentation still matches.
-func normalize(s string) string {
-	var b strings.Builder
-	for _, line := range strings.Split(s, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			b.WriteString(line)
-			b.WriteByte('\n')
-		}
-	}
-	return b.String()
 }

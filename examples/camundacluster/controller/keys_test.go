@@ -149,3 +149,144 @@ func TestAPasswordNeverSplitsADatabaseNorReachesAMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysHoldOnlyTheParsedHostPortAndDatabase: an rdbms or realm key is
+// built from the parsed host, port and database (or realm path) only, so
+// that options after the database (";password=", "&password=",
+// "?password=") never reach the record's annotations, and every key is one
+// ValidateKey accepts.
+func TestKeysHoldOnlyTheParsedHostPortAndDatabase(t *testing.T) {
+	tests := []struct{ name, storage, realm, want string }{
+		{"user info without a scheme", "rdbms|admin:hunter2@db.data.svc/app", "", "rdbms|db.data.svc:5432/app"},
+		{"';'-separated password after the database", "rdbms|db.data.svc/app;password=hunter2", "", "rdbms|db.data.svc:5432/app"},
+		{"'&'-separated password after the database", "rdbms|db.data.svc/app&password=hunter2", "", "rdbms|db.data.svc:5432/app"},
+		{"query password after the database", "rdbms|db.data.svc:6543/app?sslmode=require&password=hunter2", "", "rdbms|db.data.svc:6543/app"},
+		{"query password in a realm URL", "", "https://kc.auth.svc/realms/camunda?password=hunter2", "keycloak|https://kc.auth.svc/realms/camunda"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got string
+			var err error
+			if tt.storage != "" {
+				got, err = controller.StorageKey("team-a", tt.storage)
+			} else {
+				got, err = controller.RealmKey("team-a", tt.realm)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("key (-want +got):\n%s", diff)
+			}
+			if err := claim.ValidateKey(got); err != nil {
+				t.Errorf("ValidateKey(%q) = %v", got, err)
+			}
+		})
+	}
+}
+
+// TestInvalidReferencesAreNeverQuoted: an InvalidKey message says what is
+// wrong with the field, never what the tenant wrote: a reference may carry a
+// password in any form.
+func TestInvalidReferencesAreNeverQuoted(t *testing.T) {
+	for _, ref := range []struct{ storage, realm string }{
+		{storage: "rdbms|db;password=hunter2/app"},
+		{storage: "rdbms|db.data.svc/app%password=hunter2"},
+		{storage: "rdbms|db.data.svc:port?password=hunter2/app"},
+		{storage: "mongo|db.data.svc/app?password=hunter2"},
+		{storage: "elasticsearch|https://es;password=hunter2:9200"},
+		{storage: "elasticsearch|https://es.data.svc:x?password=hunter2"},
+		{storage: "hunter2"},
+		{realm: "https://kc.auth.svc/realms/camunda;password=hunter2"},
+		{realm: "https://kc.auth.svc/camunda?password=hunter2"},
+		{realm: "ftp://kc.auth.svc/realms/x?password=hunter2"},
+		{realm: "https://kc.auth.svc/realms/%zz?password=hunter2"},
+	} {
+		var err error
+		if ref.storage != "" {
+			_, err = controller.StorageKey("team-a", ref.storage)
+		} else {
+			_, err = controller.RealmKey("team-a", ref.realm)
+		}
+		if err == nil {
+			t.Errorf("%+v: no error", ref)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%+v: error %q quotes the reference", ref, err)
+		}
+	}
+}
+
+// The example's normalizer cuts credentials at the last '@', and no
+// condition, event or log line echoes a raw key with credentials, also when
+// the password holds '/', '?' or '#', which end the URL authority early for
+// net/url (url.Parse would see "user:<password prefix>" as host:port) in the
+// http(s) references: elasticsearch, opensearch, keycloakRealm.
+
+// TestASearchPasswordHoldingASlashIsNeverInAKeyOrError: no part of the
+// password reaches the key or the InvalidKey message of an elasticsearch or
+// opensearch reference.
+func TestASearchPasswordHoldingASlashIsNeverInAKeyOrError(t *testing.T) {
+	for _, ref := range []string{
+		"elasticsearch|https://elastic:hunter2/x@es.data.svc:9200",
+		"elasticsearch|https://elastic:hunter2?x@es.data.svc:9200",
+		"opensearch|https://elastic:hunter2#x@es.data.svc:9200",
+	} {
+		t.Run(ref, func(t *testing.T) {
+			// Given a tenant's spec.secondaryStorage whose password holds '/', '?' or '#'
+			// When the example's normalizer builds the key
+			key, err := controller.StorageKey("tenant", ref)
+			// Then neither the key nor the error (the InvalidKey condition) carries any part of the password
+			if strings.Contains(key, "hunter2") {
+				t.Errorf("key %q carries the password", key)
+			}
+			if err != nil && strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error echoes the password: %v", err)
+			}
+		})
+	}
+}
+
+// TestARealmPasswordHoldingASlashIsNeverInAKeyOrError: the same through keycloakRealm.
+func TestARealmPasswordHoldingASlashIsNeverInAKeyOrError(t *testing.T) {
+	for _, ref := range []string{
+		"https://admin:hunter2/x@keycloak.auth.svc/realms/camunda",
+		"https://admin:hunter2?x@keycloak.auth.svc/realms/camunda",
+	} {
+		t.Run(ref, func(t *testing.T) {
+			// Given a realm URL whose password holds '/' or '?'
+			// When the example's normalizer builds the key
+			key, err := controller.RealmKey("tenant", ref)
+			// Then no part of the password is echoed
+			if strings.Contains(key, "hunter2") || (err != nil && strings.Contains(err.Error(), "hunter2")) {
+				t.Errorf("password echoed: key %q, err %v", key, err)
+			}
+		})
+	}
+}
+
+// TestASearchPasswordStartingWithDigitsIsCutAtTheLastAt: a password that
+// starts with digits followed by '/' would parse as host and port (the user
+// name the host, the password prefix the port), naming a backend nobody uses
+// and carrying part of the password in clear on the record; cut at the last
+// '@', the key is the one of the same backend without credentials.
+func TestASearchPasswordStartingWithDigitsIsCutAtTheLastAt(t *testing.T) {
+	// Given two clusters naming the same Elasticsearch, one with credentials whose password is "1234/abc"
+	plain, err := controller.StorageKey("tenant", "elasticsearch|https://es.data.svc:9200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// When the normalizer builds the key of the one with credentials
+	withCreds, err := controller.StorageKey("tenant", "elasticsearch|https://elastic:1234/abc@es.data.svc:9200")
+	// Then it is cut at the last '@': the same key, one claim for one backend
+	if err != nil {
+		t.Fatalf("StorageKey: %v", err)
+	}
+	if withCreds != plain {
+		t.Errorf("credentials not cut at the last '@': key %q, want %q", withCreds, plain)
+	}
+	if err := claim.ValidateKey(withCreds); err != nil {
+		t.Logf("ValidateKey: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/camundacluster/api/v1alpha1"
 	"github.com/ocf-claim/claim/examples/camundacluster/controller"
 	"github.com/ocf-claim/claim/pkg/conditions"
@@ -40,7 +41,7 @@ func TestMovingToAnotherBackendKeepsTheOldOneUntilTheOldBrokerStops(t *testing.T
 	create("alpha", oldStorage)
 	waitForReason(t, c, ns, "alpha", conditions.ReasonClaimed)
 	sts := &appsv1.StatefulSet{}
-	eventually(t, func() (bool, string) {
+	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "alpha"}, sts)
 		return err == nil, fmt.Sprintf("alpha's StatefulSet: %v", err)
 	})
@@ -65,7 +66,7 @@ func TestMovingToAnotherBackendKeepsTheOldOneUntilTheOldBrokerStops(t *testing.T
 	}
 	// Then alpha holds the new backend, says it is releasing the old one
 	// while its old broker runs, and bravo does not get the old backend
-	eventually(t, func() (bool, string) {
+	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
 		got := &v1alpha1.CamundaCluster{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "alpha"}, got); err != nil {
 			return false, err.Error()

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -39,7 +40,7 @@ func TestTheCRDMatchesTheGoAPI(t *testing.T) {
 	got := shape{
 		Name: def.Name, Group: def.Spec.Group, Kind: def.Spec.Names.Kind, ListKind: def.Spec.Names.ListKind,
 		Plural: def.Spec.Names.Plural, Version: v.Name, Status: v.Subresources != nil && v.Subresources.Status != nil,
-		SpecFields: sortedKeys(props["spec"].Properties), StatusFields: sortedKeys(props["status"].Properties),
+		SpecFields: slices.Sorted(maps.Keys(props["spec"].Properties)), StatusFields: slices.Sorted(maps.Keys(props["status"].Properties)),
 	}
 	// Then it is the Go API's
 	want := shape{
@@ -50,15 +51,6 @@ func TestTheCRDMatchesTheGoAPI(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("CRD (-want +got):\n%s", diff)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // jsonFields returns the JSON names of the fields of struct type t, sorted.

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/database/api/v1alpha1"
 	"github.com/ocf-claim/claim/examples/database/controller"
 	"github.com/ocf-claim/claim/pkg/conditions"
@@ -33,7 +34,7 @@ func TestADatabaseWithAnInvalidURLIsInvalidKeyAndItsComponentsWait(t *testing.T)
 		t.Errorf("claim message = %q, want the path error without the password", claimed.Message)
 	}
 	// And Ready carries InvalidKey, which outranks the components' waiting
-	eventually(t, func() (bool, string) {
+	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
 		cur := &v1alpha1.Database{}
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(db), cur); err != nil {
 			return false, err.Error()
@@ -46,18 +47,61 @@ func TestADatabaseWithAnInvalidURLIsInvalidKeyAndItsComponentsWait(t *testing.T)
 	})
 }
 
-// eventually polls cond until it holds, for at most 20 s.
-func eventually(t *testing.T, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+// TestAnInvalidURLOfAnyLengthStillGetsItsReadyWritten: the middleware bounds
+// the message of the condition it writes (conditions.MaxMessageLength, "so
+// that no set of keys can make a status write fail"), and the State.Condition
+// it hands the inner pass too, so that FoldReady's Ready and the example's
+// one status write stay under the CRD's 32 KiB message limit however long the
+// InvalidKey message of a spec.url would be: the components' conditions and
+// Ready are written.
+func TestAnInvalidURLOfAnyLengthStillGetsItsReadyWritten(t *testing.T) {
+	ns, c := startManager(t)
+	ctx := context.Background()
+	// Given a Database whose url names a "database" with 20000 slashes: the
+	// example's key function rejects it, quoting the path
+	url := "postgres://pg.data.svc/" + strings.Repeat("a/", 20000) + "x"
+	db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "long"}, Spec: v1alpha1.DatabaseSpec{URL: url}}
+	if err := c.Create(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	// When the operator reconciles it
+	// Then Claimed is InvalidKey, with a bounded message
+	deadline := time.Now().Add(15 * time.Second)
+	var got v1alpha1.Database
 	for {
-		ok, msg := cond()
-		if ok {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(db), &got); err != nil {
+			t.Fatal(err)
+		}
+		claimed := meta.FindStatusCondition(got.Status.Conditions, string(conditions.Claimed))
+		ready := meta.FindStatusCondition(got.Status.Conditions, string(conditions.Ready))
+		if claimed != nil && ready != nil {
+			if claimed.Reason != string(conditions.ReasonInvalidKey) || ready.Reason != string(conditions.ReasonInvalidKey) {
+				t.Errorf("Claimed %s, Ready %s: want InvalidKey on both", claimed.Reason, ready.Reason)
+			}
+			if len(ready.Message) > conditions.MaxMessageLength+len("Claimed: ") {
+				t.Errorf("Ready message is %d bytes", len(ready.Message))
+			}
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 20s: %s", msg)
+			var types []string
+			for _, cond := range got.Status.Conditions {
+				types = append(types, cond.Type+"="+cond.Reason+"("+itoa(len(cond.Message))+" bytes)")
+			}
+			t.Fatalf("after 15s the Database has conditions %v: the inner pass never wrote its components and Ready "+
+				"(its status write carries Ready's message, \"Claimed: \" + State.Condition.Message, unbounded)", types)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func itoa(n int) string {
+	var b []byte
+	if n == 0 {
+		return "0"
+	}
+	for ; n > 0; n /= 10 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+	}
+	return string(b)
 }

@@ -9,13 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/database/api/v1alpha1"
@@ -39,41 +34,21 @@ func TestMain(m *testing.M) {
 
 // startManager runs the operator in a manager of its own, restricted to a
 // fresh namespace that holds both the Databases and the claim Leases, and
-// returns the namespace and an uncached client. The parked requeue is an
-// hour, so every state a test reaches within seconds was reached by a
-// wake-up. opts adjust the manager's options (a test's own client, say).
+// returns the namespace and an uncached client. The manager's cache sees
+// only what the operator watches there (controller.CacheOptions). The
+// parked requeue is an hour, so every state a test reaches within seconds
+// was reached by a wake-up. opts adjust the manager's options (a test's own
+// client, say).
 func startManager(t *testing.T, opts ...func(*ctrl.Options)) (string, client.Client) {
 	t.Helper()
 	ns := env.Namespace(t)
-	cacheOpts := controller.CacheOptions(ns)
-	cacheOpts.DefaultNamespaces = map[string]cache.Config{ns: {}}
-	o := ctrl.Options{
-		Scheme:  env.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"}, // no port to share between tests
-		Cache:   cacheOpts,
-		// Every test registers a controller of the same name.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	}
+	o := env.ManagerOptions(ns)
+	o.Cache.ByObject = controller.CacheOptions(ns).ByObject
 	for _, opt := range opts {
 		opt(&o)
 	}
-	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := &controller.Reconciler{ClaimNamespace: ns, ParkedRequeue: time.Hour}
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	env.StartManager(t, o, r.SetupWithManager)
 	c, err := env.NewClient()
 	if err != nil {
 		t.Fatal(err)

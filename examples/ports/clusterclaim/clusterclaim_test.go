@@ -2,25 +2,20 @@ package clusterclaim_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/ports/clusterclaim"
 	"github.com/ocf-claim/claim/examples/ports/internal/portapi"
-	"github.com/ocf-claim/claim/pkg/backends"
+	"github.com/ocf-claim/claim/examples/ports/internal/porttest"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -29,12 +24,7 @@ var env *envtest.Env
 
 // TestMain installs Backup and Restore but not Export: Export stands for an
 // optional kind the API server does not serve.
-func TestMain(m *testing.M) {
-	envtest.Main(m, &env, envtest.Options{
-		AddToScheme: []func(*runtime.Scheme) error{portapi.AddToScheme},
-		CRDs:        []*apiextensionsv1.CustomResourceDefinition{portapi.BackupCRD(), portapi.RestoreCRD()},
-	})
-}
+func TestMain(m *testing.M) { porttest.Main(m, &env, portapi.BackupCRD(), portapi.RestoreCRD()) }
 
 const cluster = "camunda"
 
@@ -131,16 +121,7 @@ func (f *fixture) reconcile(t *testing.T, obj client.Object) (reconcile.Result, 
 
 func (f *fixture) lease(t *testing.T) (*coordinationv1.Lease, bool) {
 	t.Helper()
-	var l coordinationv1.Lease
-	ref := types.NamespacedName{Namespace: f.ns, Name: backends.HashName(clusterclaim.LeasePrefix, f.key())}
-	err := env.APIReader.Get(context.Background(), ref, &l)
-	if apierrors.IsNotFound(err) {
-		return nil, false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &l, true
+	return porttest.Lease(t, env.APIReader, f.ns, clusterclaim.LeasePrefix, f.key())
 }
 
 // legacyLease writes the cluster's Lease as the hand-written claim did: in
@@ -148,37 +129,17 @@ func (f *fixture) lease(t *testing.T) (*coordinationv1.Lease, bool) {
 // apiVersion, a label by holder UID.
 func (f *fixture) legacyLease(t *testing.T, kind, name string, uid types.UID) *coordinationv1.Lease {
 	t.Helper()
-	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: f.ns,
-			Name:      backends.HashName(clusterclaim.LeasePrefix, f.key()),
-			Labels:    map[string]string{clusterclaim.HolderUIDLabel: string(uid)},
-			Annotations: map[string]string{
-				clusterclaim.KeyAnnotation:             f.key(),
-				clusterclaim.HolderKindAnnotation:      kind,
-				clusterclaim.HolderNamespaceAnnotation: f.ns,
-				clusterclaim.HolderNameAnnotation:      name,
-				clusterclaim.HolderUIDAnnotation:       string(uid),
-			},
+	return porttest.CreateLegacyLease(t, env.Client, porttest.LegacyLease{
+		Namespace: f.ns, Prefix: clusterclaim.LeasePrefix, Key: f.key(), Identity: kind + "/" + name,
+		Labels: map[string]string{clusterclaim.HolderUIDLabel: string(uid)},
+		Annotations: map[string]string{
+			clusterclaim.KeyAnnotation:             f.key(),
+			clusterclaim.HolderKindAnnotation:      kind,
+			clusterclaim.HolderNamespaceAnnotation: f.ns,
+			clusterclaim.HolderNameAnnotation:      name,
+			clusterclaim.HolderUIDAnnotation:       string(uid),
 		},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(kind + "/" + name)},
-	}
-	if err := env.Client.Create(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
-func wantCondition(t *testing.T, who string, got metav1.Condition, reason conditions.Reason, mentions ...string) {
-	t.Helper()
-	if got.Reason != string(reason) {
-		t.Fatalf("%s: condition %s (%s), want reason %s", who, got.Reason, got.Message, reason)
-	}
-	for _, m := range mentions {
-		if !strings.Contains(got.Message, m) {
-			t.Fatalf("%s: message %q does not mention %q", who, got.Message, m)
-		}
-	}
+	})
 }
 
 var (
@@ -264,9 +225,9 @@ func TestTheLivenessOfEachHolderKind(t *testing.T) {
 			r := f.restoreOf(t, "r", running)
 			res, cond := f.reconcile(t, r)
 			// Then it parks behind a live holder, naming it, or takes over
-			wantCondition(t, "restore", cond, tc.want)
+			porttest.WantCondition(t, "restore", cond, tc.want)
 			if tc.want == conditions.ReasonParked {
-				wantCondition(t, "restore", cond, tc.want, kind+" "+name)
+				porttest.WantCondition(t, "restore", cond, tc.want, kind+" "+name)
 				if res.RequeueAfter != clusterclaim.Requeue {
 					t.Fatalf("requeue %s, want %s", res.RequeueAfter, clusterclaim.Requeue)
 				}
@@ -289,8 +250,8 @@ func TestALegacyLeaseIsHeldByItsHolderAfterThePort(t *testing.T) {
 
 	// Then the Backup re-enters without a write and the Restore parks
 	// naming it: no double grant across the upgrade
-	wantCondition(t, "backup", condB, conditions.ReasonClaimed)
-	wantCondition(t, "restore", condR, conditions.ReasonParked, "Backup b")
+	porttest.WantCondition(t, "backup", condB, conditions.ReasonClaimed)
+	porttest.WantCondition(t, "restore", condR, conditions.ReasonParked, "Backup b")
 	if l, _ := f.lease(t); l.ResourceVersion != legacy.ResourceVersion {
 		t.Fatal("the legacy Lease was written on re-entry")
 	}
@@ -307,7 +268,7 @@ func TestAHoldingBackupReentersWhenAnOlderSiblingAppears(t *testing.T) {
 	}
 	younger := f.backup(t, "younger", running)
 	_, cond := f.reconcile(t, younger)
-	wantCondition(t, "younger", cond, conditions.ReasonClaimed)
+	porttest.WantCondition(t, "younger", cond, conditions.ReasonClaimed)
 
 	// When the older Backup turns to this cluster and both reconcile
 	older.Spec.Cluster = cluster
@@ -318,9 +279,9 @@ func TestAHoldingBackupReentersWhenAnOlderSiblingAppears(t *testing.T) {
 	_, condYounger := f.reconcile(t, younger)
 
 	// Then the Lease decides, not age: the holder keeps the cluster and the
-	// older one waits for it (the tie-break used to make both wait)
-	wantCondition(t, "older", condOlder, conditions.ReasonParked, "Backup younger")
-	wantCondition(t, "younger", condYounger, conditions.ReasonClaimed)
+	// older one waits for it (the tie-break by age never makes both wait)
+	porttest.WantCondition(t, "older", condOlder, conditions.ReasonParked, "Backup younger")
+	porttest.WantCondition(t, "younger", condYounger, conditions.ReasonClaimed)
 }
 
 func TestTheFirstBackupGoesFirstWhileTheClusterIsFree(t *testing.T) {
@@ -331,10 +292,10 @@ func TestTheFirstBackupGoesFirstWhileTheClusterIsFree(t *testing.T) {
 	younger := f.backup(t, "younger", running)
 	// When the younger reconciles first, it yields to the older one
 	_, cond := f.reconcile(t, younger)
-	wantCondition(t, "younger", cond, conditions.ReasonNotFirst, "older")
+	porttest.WantCondition(t, "younger", cond, conditions.ReasonNotFirst, "older")
 	// And the older one takes the cluster
 	_, cond = f.reconcile(t, older)
-	wantCondition(t, "older", cond, conditions.ReasonClaimed)
+	porttest.WantCondition(t, "older", cond, conditions.ReasonClaimed)
 }
 
 func TestAFinishedHolderFreesTheCluster(t *testing.T) {
@@ -343,14 +304,14 @@ func TestAFinishedHolderFreesTheCluster(t *testing.T) {
 	// cluster's namespace under the legacy name, and a Restore parked behind it
 	b := f.backup(t, "b", running)
 	_, cond := f.reconcile(t, b)
-	wantCondition(t, "backup", cond, conditions.ReasonClaimed)
+	porttest.WantCondition(t, "backup", cond, conditions.ReasonClaimed)
 	l, ok := f.lease(t)
 	if !ok || l.Annotations[clusterclaim.HolderKindAnnotation] != "Backup" {
 		t.Fatalf("Lease %v after the grant, want one naming the Backup", l)
 	}
 	r := f.restoreOf(t, "r", running)
 	_, cond = f.reconcile(t, r)
-	wantCondition(t, "restore", cond, conditions.ReasonParked)
+	porttest.WantCondition(t, "restore", cond, conditions.ReasonParked)
 
 	// When the Backup completes and reconciles
 	if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(b), b); err != nil {
@@ -367,5 +328,5 @@ func TestAFinishedHolderFreesTheCluster(t *testing.T) {
 		t.Fatal("the finished Backup's Lease survived its sweep")
 	}
 	_, cond = f.reconcile(t, r)
-	wantCondition(t, "restore", cond, conditions.ReasonClaimed)
+	porttest.WantCondition(t, "restore", cond, conditions.ReasonClaimed)
 }

@@ -7,14 +7,10 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -23,19 +19,14 @@ import (
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/ports/databaseclaim"
 	"github.com/ocf-claim/claim/examples/ports/internal/portapi"
-	"github.com/ocf-claim/claim/pkg/backends"
+	"github.com/ocf-claim/claim/examples/ports/internal/porttest"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
 var env *envtest.Env
 
-func TestMain(m *testing.M) {
-	envtest.Main(m, &env, envtest.Options{
-		AddToScheme: []func(*runtime.Scheme) error{portapi.AddToScheme},
-		CRDs:        []*apiextensionsv1.CustomResourceDefinition{portapi.DatabaseCRD()},
-	})
-}
+func TestMain(m *testing.M) { porttest.Main(m, &env, portapi.DatabaseCRD()) }
 
 // fixture is one operator: its namespace, an application namespace, a
 // cache with the key index, and the ported middleware.
@@ -128,40 +119,23 @@ func (f *fixture) rename(t *testing.T, db *portapi.Database, database string) {
 
 func (f *fixture) lease(t *testing.T, key string) (*coordinationv1.Lease, bool) {
 	t.Helper()
-	var l coordinationv1.Lease
-	name := backends.HashName(databaseclaim.LeasePrefix, key)
-	err := env.APIReader.Get(context.Background(), types.NamespacedName{Namespace: f.opNS, Name: name}, &l)
-	if apierrors.IsNotFound(err) {
-		return nil, false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &l, true
+	return porttest.Lease(t, env.APIReader, f.opNS, databaseclaim.LeasePrefix, key)
 }
 
 // legacyLease writes a Lease the way the hand-written claim did: its prefix,
 // its annotations, a label by holder name, no kind, a display identity.
 func (f *fixture) legacyLease(t *testing.T, key string, holder *portapi.Database) *coordinationv1.Lease {
 	t.Helper()
-	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: f.opNS,
-			Name:      backends.HashName(databaseclaim.LeasePrefix, key),
-			Labels:    map[string]string{databaseclaim.HolderNameLabel: holder.Name},
-			Annotations: map[string]string{
-				databaseclaim.KeyAnnotation:             key,
-				databaseclaim.HolderNamespaceAnnotation: holder.Namespace,
-				databaseclaim.HolderNameAnnotation:      holder.Name,
-				databaseclaim.HolderUIDAnnotation:       string(holder.UID),
-			},
+	return porttest.CreateLegacyLease(t, env.Client, porttest.LegacyLease{
+		Namespace: f.opNS, Prefix: databaseclaim.LeasePrefix, Key: key, Identity: holder.Namespace + "/" + holder.Name,
+		Labels: map[string]string{databaseclaim.HolderNameLabel: holder.Name},
+		Annotations: map[string]string{
+			databaseclaim.KeyAnnotation:             key,
+			databaseclaim.HolderNamespaceAnnotation: holder.Namespace,
+			databaseclaim.HolderNameAnnotation:      holder.Name,
+			databaseclaim.HolderUIDAnnotation:       string(holder.UID),
 		},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder.Namespace + "/" + holder.Name)},
-	}
-	if err := env.Client.Create(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
-	return l
+	})
 }
 
 // waitCached waits until the cache's key index lists n Databases for key.
@@ -176,18 +150,6 @@ func (f *fixture) waitCached(t *testing.T, key string, n int) {
 	})
 	if err != nil {
 		t.Fatalf("cache never listed %d Databases for %q: %v", n, key, err)
-	}
-}
-
-func wantCondition(t *testing.T, who string, got metav1.Condition, reason conditions.Reason, mentions ...string) {
-	t.Helper()
-	if got.Reason != string(reason) {
-		t.Fatalf("%s: condition %s (%s), want reason %s", who, got.Reason, got.Message, reason)
-	}
-	for _, m := range mentions {
-		if !strings.Contains(got.Message, m) {
-			t.Fatalf("%s: message %q does not mention %q", who, got.Message, m)
-		}
 	}
 }
 
@@ -211,7 +173,7 @@ func TestTheOlderDatabaseGoesFirstWhileTheKeyIsFree(t *testing.T) {
 	// When the younger reconciles first
 	res, cond := f.reconcile(t, younger)
 	// Then it yields to the older one, creates no Lease, and asks again in 60 s
-	wantCondition(t, "younger", cond, conditions.ReasonNotFirst, "z-older", `"orders"`)
+	porttest.WantCondition(t, "younger", cond, conditions.ReasonNotFirst, "z-older", `"orders"`)
 	if _, ok := f.lease(t, key); ok {
 		t.Fatal("the younger Database created the Lease")
 	}
@@ -220,7 +182,7 @@ func TestTheOlderDatabaseGoesFirstWhileTheKeyIsFree(t *testing.T) {
 	}
 	// And the older one takes the key, under the kept finalizer
 	_, cond = f.reconcile(t, older)
-	wantCondition(t, "older", cond, conditions.ReasonClaimed)
+	porttest.WantCondition(t, "older", cond, conditions.ReasonClaimed)
 	var got portapi.Database
 	if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(older), &got); err != nil {
 		t.Fatal(err)
@@ -241,7 +203,7 @@ func TestTheLoserNamesTheLeaseHolderNotTheOldestClaimant(t *testing.T) {
 	f.waitCached(t, key, 2)
 	// And a younger Database that took the free key meanwhile
 	_, cond := f.reconcile(t, holder)
-	wantCondition(t, "holder", cond, conditions.ReasonClaimed)
+	porttest.WantCondition(t, "holder", cond, conditions.ReasonClaimed)
 
 	// When the oldest switches to the same database
 	f.rename(t, oldest, "orders")
@@ -250,7 +212,7 @@ func TestTheLoserNamesTheLeaseHolderNotTheOldestClaimant(t *testing.T) {
 	// Then the Lease decides, not age: both losers name the Lease holder
 	for _, db := range []*portapi.Database{loser, oldest} {
 		_, cond := f.reconcile(t, db)
-		wantCondition(t, db.Name, cond, conditions.ReasonParked, f.appNS+"/holder")
+		porttest.WantCondition(t, db.Name, cond, conditions.ReasonParked, f.appNS+"/holder")
 		if strings.Contains(cond.Message, "oldest") {
 			t.Fatalf("%s: message %q names the oldest claimant", db.Name, cond.Message)
 		}
@@ -271,8 +233,8 @@ func TestALegacyLeaseIsHeldByItsHolderAfterThePort(t *testing.T) {
 
 	// Then the holder re-enters without a write and the other is parked
 	// naming it: no double grant across the upgrade
-	wantCondition(t, "a", condA, conditions.ReasonClaimed)
-	wantCondition(t, "b", condB, conditions.ReasonParked, f.appNS+"/a")
+	porttest.WantCondition(t, "a", condA, conditions.ReasonClaimed)
+	porttest.WantCondition(t, "b", condB, conditions.ReasonParked, f.appNS+"/a")
 	if l, _ := f.lease(t, key); l.ResourceVersion != legacy.ResourceVersion {
 		t.Fatal("the legacy Lease was written on re-entry")
 	}
@@ -287,7 +249,7 @@ func TestALegacyLeaseIsHeldByItsHolderAfterThePort(t *testing.T) {
 		t.Fatal("the legacy Lease survived its holder's finalizer")
 	}
 	_, condB = f.reconcile(t, b)
-	wantCondition(t, "b", condB, conditions.ReasonClaimed)
+	porttest.WantCondition(t, "b", condB, conditions.ReasonClaimed)
 }
 
 func TestALegacyLeaseOfAVanishedDatabaseIsTakenOver(t *testing.T) {
@@ -308,7 +270,7 @@ func TestALegacyLeaseOfAVanishedDatabaseIsTakenOver(t *testing.T) {
 
 	// Then the liveness reads Databases although the record names no kind,
 	// finds another UID, and the key is taken over
-	wantCondition(t, "gone (recreated)", cond, conditions.ReasonClaimed)
+	porttest.WantCondition(t, "gone (recreated)", cond, conditions.ReasonClaimed)
 	l, _ := f.lease(t, key)
 	if got := l.Annotations[databaseclaim.HolderUIDAnnotation]; got != string(again.UID) {
 		t.Fatalf("Lease holder UID %s, want the recreated Database's %s", got, again.UID)
@@ -320,14 +282,14 @@ func TestTheSweepKeepsOnlyTheCurrentKey(t *testing.T) {
 	// Given a Database holding "orders"
 	db := f.database(t, "db", "orders")
 	_, cond := f.reconcile(t, db)
-	wantCondition(t, "db", cond, conditions.ReasonClaimed)
+	porttest.WantCondition(t, "db", cond, conditions.ReasonClaimed)
 
 	// When it is renamed to "invoices"
 	f.rename(t, db, "invoices")
 	_, cond = f.reconcile(t, db)
 
 	// Then it holds "invoices" and the sweep released "orders"
-	wantCondition(t, "db", cond, conditions.ReasonClaimed, "invoices")
+	porttest.WantCondition(t, "db", cond, conditions.ReasonClaimed, "invoices")
 	if _, ok := f.lease(t, f.system()+"/orders"); ok {
 		t.Fatal("the Lease of the old key survived the sweep")
 	}
@@ -361,5 +323,5 @@ func TestAKeyWithoutSystemIdentifierIsInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, cond := f.reconcile(t, db)
-	wantCondition(t, "no-system", cond, conditions.ReasonInvalidKey, "systemIdentifier")
+	porttest.WantCondition(t, "no-system", cond, conditions.ReasonInvalidKey, "systemIdentifier")
 }

@@ -10,12 +10,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -23,20 +19,15 @@ import (
 
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/ports/internal/portapi"
+	"github.com/ocf-claim/claim/examples/ports/internal/porttest"
 	"github.com/ocf-claim/claim/examples/ports/realmclaim"
-	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
 var env *envtest.Env
 
-func TestMain(m *testing.M) {
-	envtest.Main(m, &env, envtest.Options{
-		AddToScheme: []func(*runtime.Scheme) error{portapi.AddToScheme},
-		CRDs:        []*apiextensionsv1.CustomResourceDefinition{portapi.IdentityPlaneCRD()},
-	})
-}
+func TestMain(m *testing.M) { porttest.Main(m, &env, portapi.IdentityPlaneCRD()) }
 
 const keycloak = "https://keycloak.example.com/auth"
 
@@ -159,50 +150,22 @@ func (f *fixture) lease(t *testing.T, url, realm string) (*coordinationv1.Lease,
 	if err != nil {
 		t.Fatal(err)
 	}
-	var l coordinationv1.Lease
-	err = env.APIReader.Get(context.Background(), types.NamespacedName{Namespace: f.opNS, Name: backends.HashName(realmclaim.LeasePrefix, key)}, &l)
-	if apierrors.IsNotFound(err) {
-		return nil, false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &l, true
+	return porttest.Lease(t, env.APIReader, f.opNS, realmclaim.LeasePrefix, key)
 }
 
 // legacyLease writes a realm's Lease as the hand-written claim did.
 func (f *fixture) legacyLease(t *testing.T, key string, holder *portapi.IdentityPlane) *coordinationv1.Lease {
 	t.Helper()
-	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: f.opNS,
-			Name:      backends.HashName(realmclaim.LeasePrefix, key),
-			Labels:    map[string]string{realmclaim.HolderUIDLabel: string(holder.UID)},
-			Annotations: map[string]string{
-				realmclaim.KeyAnnotation:             key,
-				realmclaim.HolderNamespaceAnnotation: holder.Namespace,
-				realmclaim.HolderNameAnnotation:      holder.Name,
-				realmclaim.HolderUIDAnnotation:       string(holder.UID),
-			},
+	return porttest.CreateLegacyLease(t, env.Client, porttest.LegacyLease{
+		Namespace: f.opNS, Prefix: realmclaim.LeasePrefix, Key: key, Identity: holder.Namespace + "/" + holder.Name,
+		Labels: map[string]string{realmclaim.HolderUIDLabel: string(holder.UID)},
+		Annotations: map[string]string{
+			realmclaim.KeyAnnotation:             key,
+			realmclaim.HolderNamespaceAnnotation: holder.Namespace,
+			realmclaim.HolderNameAnnotation:      holder.Name,
+			realmclaim.HolderUIDAnnotation:       string(holder.UID),
 		},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder.Namespace + "/" + holder.Name)},
-	}
-	if err := env.Client.Create(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
-func wantCondition(t *testing.T, who string, got metav1.Condition, reason conditions.Reason, mentions ...string) {
-	t.Helper()
-	if got.Reason != string(reason) {
-		t.Fatalf("%s: condition %q (%s), want reason %s", who, got.Reason, got.Message, reason)
-	}
-	for _, m := range mentions {
-		if !strings.Contains(got.Message, m) {
-			t.Fatalf("%s: message %q does not mention %q", who, got.Message, m)
-		}
-	}
+	})
 }
 
 func TestALegacyLeaseIsHeldByItsHolderAfterThePort(t *testing.T) {
@@ -221,8 +184,8 @@ func TestALegacyLeaseIsHeldByItsHolderAfterThePort(t *testing.T) {
 
 	// Then the holder re-enters without a write and the other is parked
 	// naming it: one realm, one key, no double grant across the upgrade
-	wantCondition(t, "a", condA, conditions.ReasonClaimed)
-	wantCondition(t, "b", condB, conditions.ReasonParked, `Realm "camunda"`, f.ns+"/a")
+	porttest.WantCondition(t, "a", condA, conditions.ReasonClaimed)
+	porttest.WantCondition(t, "b", condB, conditions.ReasonParked, `Realm "camunda"`, f.ns+"/a")
 	if strings.Contains(condB.Message, "s3cret") {
 		t.Fatalf("message %q shows the password", condB.Message)
 	}
@@ -234,7 +197,7 @@ func TestALegacyLeaseIsHeldByItsHolderAfterThePort(t *testing.T) {
 func TestAPasswordNeverReachesARecord(t *testing.T) {
 	f := newFixture(t)
 	p := f.plane(t, "p", "https://admin:s3cret@keycloak.example.com/auth", "camunda")
-	wantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed)
+	porttest.WantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed)
 	l, ok := f.lease(t, keycloak, "camunda")
 	if !ok {
 		t.Fatal("no Lease under the normalized key")
@@ -250,7 +213,7 @@ func TestASuspendedPlaneTouchesNoClaim(t *testing.T) {
 	f := newFixture(t)
 	// Given a plane holding realm "old"
 	p := f.plane(t, "p", keycloak, "old")
-	wantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed)
+	porttest.WantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed)
 	before, _ := f.lease(t, keycloak, "old")
 
 	// When it is suspended and turned to realm "new", and reconciles
@@ -269,11 +232,11 @@ func TestASuspendedPlaneTouchesNoClaim(t *testing.T) {
 	if _, ok := f.lease(t, keycloak, "new"); ok {
 		t.Fatal("the suspended plane acquired a realm")
 	}
-	wantCondition(t, "p", cond, conditions.ReasonClaimed, "/realms/old")
+	porttest.WantCondition(t, "p", cond, conditions.ReasonClaimed, "/realms/old")
 
 	// And once resumed it moves to "new"
 	f.edit(t, p, portapi.IdentityPlaneSpec{KeycloakURL: keycloak, Realm: "new"}, nil)
-	wantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed, "/realms/new")
+	porttest.WantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed, "/realms/new")
 	if _, ok := f.lease(t, keycloak, "old"); ok {
 		t.Fatal("the resumed plane kept a realm nothing names")
 	}
@@ -303,8 +266,8 @@ func TestASteadyPlaneReadsNoWorkload(t *testing.T) {
 	p := f.plane(t, "p", keycloak, "camunda")
 
 	// When it acquires its realm and reconciles again
-	wantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed)
-	wantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed)
+	porttest.WantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed)
+	porttest.WantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed)
 
 	// Then it held nothing else to keep, so no workload was listed
 	if n := lists.Load(); n != 0 {
@@ -389,7 +352,7 @@ func TestTheSweepKeepsEveryRealmStillInUse(t *testing.T) {
 			f := newFixture(t)
 			// Given a plane holding "old", and "other" from a legacy Lease
 			p := f.plane(t, "p", keycloak, old)
-			wantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed)
+			porttest.WantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed)
 			f.legacyLease(t, keycloak+"/realms/"+other, p)
 			// And a workload of the case
 			if w := tc.workload; w != nil {
@@ -409,7 +372,7 @@ func TestTheSweepKeepsEveryRealmStillInUse(t *testing.T) {
 			// When the plane turns to realm "new", with the case's status,
 			// and reconciles
 			f.edit(t, p, portapi.IdentityPlaneSpec{KeycloakURL: keycloak, Realm: "new"}, &tc.status)
-			wantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed, "/realms/new")
+			porttest.WantCondition(t, "p", f.reconcile(t, p), conditions.ReasonClaimed, "/realms/new")
 
 			// Then it holds "new" and exactly the kept realms besides
 			var got []string

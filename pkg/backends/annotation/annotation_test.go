@@ -19,16 +19,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/annotation"
 	"github.com/ocf-claim/claim/pkg/backends/backendtest"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
-
-var env *envtest.Env
-
-func TestMain(m *testing.M) { envtest.Main(m, &env) }
 
 // targetName is the claimed object's name for a key in these tests.
 func targetName(key string) string { return backends.HashName("target-", key) }

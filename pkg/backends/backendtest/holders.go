@@ -21,13 +21,7 @@ import (
 func ConfigMapHolders(c client.Client, namespace string) (newHolder func(*testing.T) claim.Holder, kill func(*testing.T, claim.Holder)) {
 	newHolder = func(t *testing.T) claim.Holder {
 		t.Helper()
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "holder-"}}
-		if err := c.Create(context.Background(), cm); err != nil {
-			t.Fatalf("creating holder ConfigMap in %s: %v", namespace, err)
-		}
-		h := claim.HolderOf(cm)
-		h.APIVersion, h.Kind = "v1", "ConfigMap"
-		return h
+		return createHolder(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "holder-"}})
 	}
 	kill = func(t *testing.T, h claim.Holder) {
 		t.Helper()
@@ -38,4 +32,22 @@ func ConfigMapHolders(c client.Client, namespace string) (newHolder func(*testin
 		}
 	}
 	return newHolder, kill
+}
+
+// ConfigMapHolder creates ConfigMap namespace/name through c to stand for a
+// holder object, and returns its Holder (apiVersion and kind set, as a
+// typed client leaves them empty).
+func ConfigMapHolder(t *testing.T, c client.Client, namespace, name string) claim.Holder {
+	t.Helper()
+	return createHolder(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})
+}
+
+func createHolder(t *testing.T, c client.Client, cm *corev1.ConfigMap) claim.Holder {
+	t.Helper()
+	if err := c.Create(context.Background(), cm); err != nil {
+		t.Fatalf("creating holder ConfigMap %s%s in %s: %v", cm.Name, cm.GenerateName, cm.Namespace, err)
+	}
+	h := claim.HolderOf(cm)
+	h.APIVersion, h.Kind = "v1", "ConfigMap"
+	return h
 }

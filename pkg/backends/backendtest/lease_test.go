@@ -12,16 +12,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/backendtest"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
-
-var env *envtest.Env
-
-func TestMain(m *testing.M) { envtest.Main(m, &env) }
 
 // leaseHarness gives each case a fresh namespace for its Leases and holders.
 func leaseHarness(t *testing.T) backendtest.Env {

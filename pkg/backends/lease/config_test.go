@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -41,4 +42,25 @@ func TestHolderLabelsOfNamespaceAndNameAreWritable(t *testing.T) {
 	if !apierrors.IsNotFound(err) {
 		t.Fatalf("Lease after release: %v (labels %v), want it deleted", err, l.Labels)
 	}
+}
+
+// TestNewRefusesANameFuncThatMakesInvalidLeaseNames: New validates
+// configuration once, at construction. Given a Config whose NameFunc returns
+// names no Lease can have (upper case, '_'), When claim.New is called with
+// the default Lease backend, Then it refuses the config naming NameFunc, as
+// it refuses a HolderLabels function by probing it, rather than failing the
+// first Acquire with an API error.
+func TestNewRefusesANameFuncThatMakesInvalidLeaseNames(t *testing.T) {
+	ns := env.Namespace(t)
+	cfg := claim.Config{Namespace: ns, NameFunc: func(key string) string { return "Claim_" + key }}
+	c, err := claim.New(env.APIReader, env.Client, cfg)
+	if err != nil {
+		if !strings.Contains(err.Error(), "NameFunc") {
+			t.Fatalf("New() refused the config but does not name NameFunc: %v", err)
+		}
+		return
+	}
+	a := holder(t, ns, "a")
+	_, _, acqErr := c.Acquire(context.Background(), "orders", a)
+	t.Fatalf("claim.New accepted a NameFunc that makes invalid Lease names; the first Acquire then failed with: %v", acqErr)
 }

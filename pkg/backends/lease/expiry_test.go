@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/expiry"
 )
@@ -311,4 +312,55 @@ func TestRenewalsOnAFrozenClockStillCount(t *testing.T) {
 	// Then b counts from that renewal
 	clk.Step(20 * time.Second)
 	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+}
+
+// TestRenewAfterALabelEditKeepsTheTokenBelowTheNextGrant: Given a key granted
+// on the Lease backend with token T, When someone edits a label of the Lease
+// (an unrelated write) and the holder renews, Then the token the renewal
+// reports and stores is at least T, and every later grant of the key (a
+// takeover once the holder is gone) gets a greater one. It is not T itself: a
+// grant is one Create and the token is the version of that write, so the
+// Lease carries no token annotation until the protocol writes the record
+// again, and a write by someone else in between raises the version the token
+// is read from. claim.Token documents exactly this (within one grant the
+// reported token may rise, never to the next grant's), and fencing needs no
+// more; keeping T would cost a second write per grant.
+func TestRenewAfterALabelEditKeepsTheTokenBelowTheNextGrant(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	c, err := claim.New(env.APIReader, env.Client, claim.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	_, granted, err := c.Acquire(ctx, "orders", a)
+	if err != nil || granted.Reason != claim.ReasonAcquired {
+		t.Fatalf("Acquire = %s, %v", granted.Reason, err)
+	}
+	// an unrelated write: someone labels the Lease
+	l := leaseOf(t, c, "orders")
+	l.Labels["team"] = "ops"
+	if err := env.Client.Update(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := expiry.Renew(ctx, c, "orders", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmp, err := renewed.Token.Compare(granted.Token); err != nil || cmp < 0 {
+		t.Errorf("Renew after a label edit reports token %s, older than the grant's %s (%v)", renewed.Token, granted.Token, err)
+	}
+	stored := backends.Token(leaseOf(t, c, "orders").Annotations[backends.DefaultTokenAnnotation])
+	if stored != renewed.Token {
+		t.Errorf("the Lease stores token %q, the renewal reported %s", stored, renewed.Token)
+	}
+	// And the next grant's token is newer than anything the first grant reported
+	deleteHolder(t, a)
+	_, next, err := c.Acquire(ctx, "orders", b)
+	if err != nil || next.Reason != claim.ReasonTakenOver {
+		t.Fatalf("Acquire by b = %s, %v", next.Reason, err)
+	}
+	if cmp, err := next.Token.Compare(renewed.Token); err != nil || cmp <= 0 {
+		t.Errorf("the next grant's token %s is not newer than the first grant's reported %s (%v)", next.Token, renewed.Token, err)
+	}
 }

@@ -3,19 +3,21 @@ package lease_test
 import (
 	"context"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clocktesting "k8s.io/utils/clock/testing"
-
 	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ocf-claim/claim/pkg/backends"
@@ -168,4 +170,53 @@ func mustConfig(t *testing.T, cfg claim.Config) backends.Config {
 		t.Fatal(err)
 	}
 	return cfg.Storage()
+}
+
+// TestTheLeaseOfAGrantIsTheOneDocsBackendsShows (docs/backends.md, "What each
+// one stores", the Lease YAML): Given the seed constructor with defaults,
+// When a holder acquires a key, Then the Lease carries exactly the
+// annotations the document shows (the claim set annotation among them), and
+// the spec times it shows (spec.renewTime among them).
+func TestTheLeaseOfAGrantIsTheOneDocsBackendsShows(t *testing.T) {
+	documented := documentedLease(t)
+	ns := env.Namespace(t)
+	c, err := claim.New(env.APIReader, env.Client, claim.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := holder(t, ns, "a")
+	if _, o, err := c.Acquire(context.Background(), "elasticsearch|https://es.search.svc:9200", a); err != nil || o.Reason != claim.ReasonAcquired {
+		t.Fatalf("Acquire = %s, %v", o.Reason, err)
+	}
+	l := leaseOf(t, c, "elasticsearch|https://es.search.svc:9200")
+	keys := func(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+	if diff := cmp.Diff(keys(documented.Annotations), keys(l.Annotations)); diff != "" {
+		t.Errorf("the granted Lease's annotations differ from docs/backends.md (-documented +granted):\n%s", diff)
+	}
+	if (l.Spec.RenewTime == nil) != (documented.Spec.RenewTime == nil) || (l.Spec.AcquireTime == nil) != (documented.Spec.AcquireTime == nil) {
+		t.Errorf("the granted Lease's spec times (acquire %v, renew %v) differ from docs/backends.md's (acquire %v, renew %v)",
+			l.Spec.AcquireTime, l.Spec.RenewTime, documented.Spec.AcquireTime, documented.Spec.RenewTime)
+	}
+}
+
+// documentedLease parses the Lease YAML block of docs/backends.md.
+func documentedLease(t *testing.T) *coordinationv1.Lease {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "backends.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range strings.Split(string(doc), "```yaml\n")[1:] {
+		body, _, _ := strings.Cut(block, "```")
+		if !strings.Contains(body, "kind: Lease\n") {
+			continue
+		}
+		var l coordinationv1.Lease
+		if err := yaml.Unmarshal([]byte(body), &l); err != nil {
+			t.Fatalf("parsing the Lease of docs/backends.md: %v", err)
+		}
+		return &l
+	}
+	t.Fatal("docs/backends.md shows no Lease")
+	return nil
 }

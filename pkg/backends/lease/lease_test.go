@@ -17,14 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends"
+	"github.com/ocf-claim/claim/pkg/backends/backendtest"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
-
-var env *envtest.Env
-
-func TestMain(m *testing.M) { envtest.Main(m, &env) }
 
 const key = "elasticsearch|https://es.data.svc:9200"
 
@@ -57,13 +53,7 @@ func (w *writes) wrap(c client.Client) client.Client {
 // Holder.
 func holder(t *testing.T, ns, name string) claim.Holder {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := env.Client.Create(context.Background(), cm); err != nil {
-		t.Fatalf("creating holder %s/%s: %v", ns, name, err)
-	}
-	h := claim.HolderOf(cm)
-	h.APIVersion, h.Kind = "v1", "ConfigMap"
-	return h
+	return backendtest.ConfigMapHolder(t, env.Client, ns, name)
 }
 
 func deleteHolder(t *testing.T, h claim.Holder) {
@@ -620,13 +610,12 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 	}
 }
 
-// TestTheSeedConstructorStoresLeases (issue 14, item 2): Given the call the
-// proposal shows, claim.New(reader, writer, Config{Namespace, Normalize,
-// Prefix, Labels}) with no backend option, When a holder acquires a key and
-// a second holder contends for it, Then the Claimer works on a real API
-// server: the record is one Lease in the namespace, named from the prefix
-// and the normalized key, carrying the labels, and the second holder is
-// refused.
+// TestTheSeedConstructorStoresLeases: Given the call the proposal shows,
+// claim.New(reader, writer, Config{Namespace, Normalize, Prefix, Labels})
+// with no backend option, When a holder acquires a key and a second holder
+// contends for it, Then the Claimer works on a real API server: the record is
+// one Lease in the namespace, named from the prefix and the normalized key,
+// carrying the labels, and the second holder is refused.
 func TestTheSeedConstructorStoresLeases(t *testing.T) {
 	ns := env.Namespace(t)
 	lower := func(k string) (string, error) { return strings.ToLower(k), nil }

@@ -135,10 +135,10 @@ func TestMarkSplitKeys(t *testing.T) {
 	}
 }
 
-// TestListFlagsAKeyRecordedUnderTwoNamesInOneNamespace: the attack of issue
-// 14 (two Claimers in one claim namespace, one with the default Prefix and
-// one with Prefix "lock-", each grant the same key: the exclusion boundary
-// is the namespace and the record naming together, see claim.Config). Given
+// TestListFlagsAKeyRecordedUnderTwoNamesInOneNamespace: two Claimers in one
+// claim namespace, one with the default Prefix and one with Prefix "lock-",
+// each grant the same key (the exclusion boundary is the namespace and the
+// record naming together, see claim.Config). Given
 // such two grants, When list -A runs, Then it warns that the key is recorded
 // under two names in that namespace, naming both holders.
 func TestListFlagsAKeyRecordedUnderTwoNamesInOneNamespace(t *testing.T) {

@@ -1,6 +1,7 @@
 package crd_test
 
 import (
+	"maps"
 	"slices"
 	"testing"
 
@@ -26,7 +27,7 @@ func TestTheCRDMatchesTheGoAPI(t *testing.T) {
 	got := shape{
 		Name: def.Name, Group: def.Spec.Group, Kind: def.Spec.Names.Kind, ListKind: def.Spec.Names.ListKind,
 		Version: v.Name, Status: v.Subresources != nil && v.Subresources.Status != nil,
-		SpecFields: keys(props["spec"].Properties), StatusFields: keys(props["status"].Properties),
+		SpecFields: slices.Sorted(maps.Keys(props["spec"].Properties)), StatusFields: slices.Sorted(maps.Keys(props["status"].Properties)),
 	}
 	want := shape{
 		Name: "camundaclusters." + v1alpha1.Group, Group: v1alpha1.Group, Kind: v1alpha1.Kind, ListKind: v1alpha1.Kind + "List",
@@ -37,13 +38,4 @@ func TestTheCRDMatchesTheGoAPI(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("CRD (-want +got):\n%s", diff)
 	}
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -76,12 +77,12 @@ func (s *specSwapper) swap(ctx context.Context, cached client.Reader, key client
 	s.err.Store(&err)
 }
 
-// TestReadyIsNeverTrueForAGenerationWhoseKeyTheClaimDidNotJudge attacks
-// issue 15, item 4 (and ocf's rule that ObservedGeneration is the
-// generation a condition was computed for): the inner pass re-reads the
-// owner from the cache, so it can see a newer spec than the middleware
-// judged. The example then reports its components and Ready as True for
-// that newer generation, acting on the grant of the older key.
+// TestReadyIsNeverTrueForAGenerationWhoseKeyTheClaimDidNotJudge:
+// ObservedGeneration is the generation a condition was computed for (ocf's
+// rule). The inner pass re-reads the owner from the cache, so it can see a
+// newer spec than the middleware judged; the example never reports its
+// components and Ready as True for that newer generation while acting on the
+// grant of the older key.
 func TestReadyIsNeverTrueForAGenerationWhoseKeyTheClaimDidNotJudge(t *testing.T) {
 	const (
 		urlOrders  = "postgres://pg.data.svc/orders"
@@ -110,7 +111,7 @@ func TestReadyIsNeverTrueForAGenerationWhoseKeyTheClaimDidNotJudge(t *testing.T)
 	// inner reconciler read it
 	s.patch = fmt.Appendf(nil, `{"spec":{"url":%q,"schemaVersion":7}}`, urlBilling)
 	s.armed.Store(true)
-	kick := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"attack15/kick":"1"}}}`))
+	kick := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"test/kick":"1"}}}`))
 	if err := c.Patch(ctx, &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}}, kick); err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +148,105 @@ func TestReadyIsNeverTrueForAGenerationWhoseKeyTheClaimDidNotJudge(t *testing.T)
 					"the inner pass reported a spec the middleware never judged, acting on the older key's grant",
 					i, ct, o.generation, o.message, snap[string(conditions.Claimed)])
 			}
+		}
+	}
+}
+
+// TestClaimedIsNeverTrueForAGenerationWhoseKeyIsHeldElsewhere:
+// ObservedGeneration is the generation a condition was computed for, in the
+// middleware itself too. The first pass of a new object adds the finalizer,
+// and when that patch conflicts the finalizer re-reads the object into the
+// pass's own object; the pass goes on with the keys it computed from the
+// first read, and the claim condition it writes speaks of that generation,
+// never Claimed=True for a generation that names a key another object holds
+// (two Databases would both say, for their current generation, that they hold
+// one database).
+func TestClaimedIsNeverTrueForAGenerationWhoseKeyIsHeldElsewhere(t *testing.T) {
+	const (
+		urlOrders  = "postgres://pg.data.svc/orders"
+		urlBilling = "postgres://pg.data.svc/billing"
+	)
+	var armed atomic.Bool
+	var writer atomic.Pointer[client.Client]
+	var newGen atomic.Int64
+	var swapErr atomic.Pointer[error]
+	// swapped is closed when the swap has run: disarming happens before its
+	// patch, so newGen and swapErr are read only after this.
+	swapped := make(chan struct{})
+	newClient := func(cfg *rest.Config, o client.Options) (client.Client, error) {
+		base, err := client.NewWithWatch(cfg, o)
+		if err != nil {
+			return nil, err
+		}
+		return interceptor.NewClient(base, interceptor.Funcs{
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+				if _, isDB := obj.(*v1alpha1.Database); isDB && obj.GetName() == "db" && armed.CompareAndSwap(true, false) {
+					// A user switches db to billing just before the
+					// middleware's finalizer patch reaches the server: the
+					// patch, locked on the read, conflicts for real.
+					w := *writer.Load()
+					sw := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: "db"}}
+					if err := w.Patch(ctx, sw, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"url":%q}}`, urlBilling))); err != nil {
+						swapErr.Store(&err)
+					}
+					newGen.Store(sw.Generation)
+					close(swapped)
+				}
+				return c.Patch(ctx, obj, p, opts...)
+			},
+		}), nil
+	}
+	ns, c := startManager(t, func(o *ctrl.Options) { o.NewClient = newClient })
+	writer.Store(&c)
+	ctx := context.Background()
+
+	// Given other holds billing
+	other := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, Spec: v1alpha1.DatabaseSpec{URL: urlBilling}}
+	if err := c.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	waitForClaim(t, c, ns, "other", conditions.ReasonClaimed)
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	histories := watchStatus(watchCtx, t, ns)
+
+	// When db is created naming orders, and switched to billing while the
+	// middleware adds its finalizer in db's first pass
+	armed.Store(true)
+	db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: v1alpha1.DatabaseSpec{URL: urlOrders}}
+	if err := c.Create(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for armed.Load() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if armed.Load() {
+		t.Fatal("the middleware never patched db")
+	}
+	select {
+	case <-swapped:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the spec swap never finished")
+	}
+	if p := swapErr.Load(); p != nil && !apierrors.IsConflict(*p) {
+		t.Fatal(*p)
+	}
+	gen := newGen.Load()
+	// Then db ends parked behind other
+	waitForClaim(t, c, ns, "db", conditions.ReasonParked)
+	waitForGeneration(t, c, ns, "db", "")
+	stopWatching()
+	h := (<-histories)["db"]
+
+	// And no version of db said Claimed=True for the generation naming
+	// billing, which other held all along
+	for i, snap := range h {
+		if o, ok := snap[string(conditions.Claimed)]; ok && o.status == metav1.ConditionTrue && o.generation >= gen {
+			t.Errorf("observation %d: Claimed=True at generation %d (%q), the generation that names billing, held by other",
+				i, o.generation, o.message)
+		}
+		if o, ok := snap[string(conditions.Ready)]; ok && o.status == metav1.ConditionTrue && o.generation >= gen {
+			t.Errorf("observation %d: Ready=True at generation %d (%q)", i, o.generation, o.message)
 		}
 	}
 }

@@ -9,17 +9,15 @@ import (
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
-// TestCraftedLabelCollisionsNeverReleaseAnotherHoldersClaims turns the third
-// attack on issue 14 into the property that matters. The attack showed that
-// backends.LabelValue cannot keep every input distinct: it returns a valid
-// value unchanged, and the label it makes of an invalid value ("team-a/alpha"
-// becomes "team-a-alpha-606950aa54") is itself a valid value, so a second
-// holder whose label value is exactly that string gets the same selector
-// label, with no hash collision needed. A label only selects; the protocol
-// narrows every selection by UID. Given two holders whose HolderLabels
-// values collide that way, each holding a key, When one releases everything
-// and lists its holdings, Then the other's claim is neither released nor
-// listed as the first one's.
+// TestCraftedLabelCollisionsNeverReleaseAnotherHoldersClaims: a label only
+// selects; the protocol narrows every selection by UID. backends.LabelValue
+// cannot keep every input distinct: it returns a valid value unchanged, and
+// the label it makes of an invalid value ("team-a/alpha" becomes "team-a-
+// alpha-606950aa54") is itself a valid value, so a second holder whose label
+// value is exactly that string gets the same selector label. Given two
+// holders whose HolderLabels values collide that way, each holding a key,
+// When one releases everything and lists its holdings, Then the other's claim
+// is neither released nor listed as the first one's.
 func TestCraftedLabelCollisionsNeverReleaseAnotherHoldersClaims(t *testing.T) {
 	ctx := context.Background()
 	alpha := claim.Holder{Kind: "Worker", Namespace: "team-a", Name: "alpha", UID: "uid-alpha"}

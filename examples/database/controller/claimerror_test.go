@@ -19,12 +19,12 @@ import (
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
-// TestReadyIsNotTrueWhileTheClaimIsAnError attacks issue 15, items 2 and 4:
-// Ready folds the claim in by unanimity (True only when Claimed is True).
-// When the claim cannot be judged, the middleware writes Claimed=False
-// (ClaimError) and returns the error without calling the inner reconciler,
-// so the example's Ready, which only the inner pass writes, stays True for
-// the same generation beside a False claim, for as long as the fault lasts.
+// TestReadyIsNotTrueWhileTheClaimIsAnError: Ready folds the claim in by
+// unanimity (True only when Claimed is True), also when the claim cannot be
+// judged: the middleware then writes Claimed=False (ClaimError) and returns
+// the error without calling the inner reconciler, and the example's Ready,
+// which only the inner pass writes, does not stay True for the same
+// generation beside the False claim while the fault lasts.
 func TestReadyIsNotTrueWhileTheClaimIsAnError(t *testing.T) {
 	var failLeaseCreates atomic.Bool
 	newClient := func(cfg *rest.Config, o client.Options) (client.Client, error) {

@@ -8,13 +8,13 @@ import (
 	"testing"
 )
 
-// Issue 17 item 9: Lease rights are scoped to the claim namespace in the
-// example markers (docs/multi-tenancy.md: "Bind the operator's Lease rights
-// with a Role in the claim namespace only, not a ClusterRole: a ClusterRole
-// that may delete Leases can delete node heartbeats and other controllers'
-// leader-election Leases"). A +kubebuilder:rbac marker without namespace=
-// generates a ClusterRole rule.
-func TestAttack17_ExampleLeaseMarkersAreNamespaced(t *testing.T) {
+// TestTheExamplesLeaseRightsAreNamespaced: Lease rights are scoped to the
+// claim namespace in the example markers (docs/multi-tenancy.md: "Bind the
+// operator's Lease rights with a Role in the claim namespace only, not a
+// ClusterRole: a ClusterRole that may delete Leases can delete node
+// heartbeats and other controllers' leader-election Leases"). A
+// +kubebuilder:rbac marker without namespace= generates a ClusterRole rule.
+func TestTheExamplesLeaseRightsAreNamespaced(t *testing.T) {
 	// Given every Go source of the examples a user copies from
 	root := filepath.Join("..", "..")
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {

@@ -9,10 +9,10 @@ import (
 	"github.com/ocf-claim/claim/envtest"
 )
 
-// Issue 15, item 5: the envtest template works in the user's module with
-// KUBEBUILDER_ASSETS, and every error of BinaryDir names KUBEBUILDER_ASSETS
-// and says how to fill the directory (envtest/doc.go: "Anywhere else an
-// unset KUBEBUILDER_ASSETS is an error that names it").
+// The envtest template works in the user's module with KUBEBUILDER_ASSETS,
+// and every error of BinaryDir names KUBEBUILDER_ASSETS and says how to fill
+// the directory (envtest/doc.go: "Anywhere else an unset KUBEBUILDER_ASSETS
+// is an error that names it").
 
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
@@ -24,10 +24,10 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// Regression: KUBEBUILDER_ASSETS naming a directory without etcd is an
-// error that names the variable and the missing binary, and does not fall
-// back to the repository's bin/.
-func TestAttack15AssetsDirMissingABinaryIsNamed(t *testing.T) {
+// TestAnAssetsDirMissingABinaryIsAnErrorNamingIt: KUBEBUILDER_ASSETS naming a
+// directory without etcd is an error that names the variable and the missing
+// binary, and does not fall back to the repository's bin/.
+func TestAnAssetsDirMissingABinaryIsAnErrorNamingIt(t *testing.T) {
 	// Given KUBEBUILDER_ASSETS names a directory holding only kube-apiserver
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "kube-apiserver"), "#!/bin/sh\n")
@@ -48,9 +48,10 @@ func TestAttack15AssetsDirMissingABinaryIsNamed(t *testing.T) {
 	}
 }
 
-// Regression: outside ocf-claim's repository an unset KUBEBUILDER_ASSETS is
+// TestUnsetAssetsOutsideTheRepositoryIsAnErrorNamingTheVariable: outside
+// ocf-claim's repository an unset KUBEBUILDER_ASSETS is
 // an error that names it.
-func TestAttack15UnsetAssetsOutsideTheRepositoryNamesTheVariable(t *testing.T) {
+func TestUnsetAssetsOutsideTheRepositoryIsAnErrorNamingTheVariable(t *testing.T) {
 	// Given a user's module elsewhere and no KUBEBUILDER_ASSETS
 	mod := t.TempDir()
 	writeFile(t, filepath.Join(mod, "go.mod"), "module example.com/op\n\ngo 1.26\n")
@@ -64,12 +65,13 @@ func TestAttack15UnsetAssetsOutsideTheRepositoryNamesTheVariable(t *testing.T) {
 	}
 }
 
-// A user's module that keeps its own tools module at hack/envtest/go.mod
+// TestUnsetAssetsInAModuleWithItsOwnToolsModuleIsAnErrorNamingTheVariable:
+// a user's module that keeps its own tools module at hack/envtest/go.mod
 // (this repository's layout, which docs/testing.md points users at for
-// building the binaries) is taken for ocf-claim's repository: with
-// KUBEBUILDER_ASSETS unset, the error is about that go.mod and says nothing
-// of KUBEBUILDER_ASSETS.
-func TestAttack15UnsetAssetsInAModuleWithItsOwnToolsModuleNamesTheVariable(t *testing.T) {
+// building the binaries) is not taken for ocf-claim's repository: with
+// KUBEBUILDER_ASSETS unset, the error names KUBEBUILDER_ASSETS, not only
+// that go.mod.
+func TestUnsetAssetsInAModuleWithItsOwnToolsModuleIsAnErrorNamingTheVariable(t *testing.T) {
 	// Given a user's module with a tools module at hack/envtest/go.mod that
 	// does not pin k8s.io/kubernetes, and no KUBEBUILDER_ASSETS
 	mod := t.TempDir()

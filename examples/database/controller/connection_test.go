@@ -17,15 +17,14 @@ import (
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
-// TestAParkedDatabaseDoesNotKeepItsApplicationsOnADatabaseAnotherManages
-// attacks the example's promise (issue 15, item 4; reconcile.go,
-// convergeConnection: "an application of a parked Database must not connect
-// to a database another Database manages"). A Database that gives its
-// database up (its spec now names one held elsewhere) is parked, and its
-// components stage PrerequisiteNotMet; but the ConnectionReady component
-// only stops updating its ConfigMap, it never withdraws it, so the
-// applications that mount it keep the old database's URL after another
-// Database took that database over.
+// TestAParkedDatabaseDoesNotKeepItsApplicationsOnADatabaseAnotherManages pins
+// the example's promise (reconcile.go, convergeConnection): "an application
+// of a parked Database must not connect to a database another Database
+// manages". A Database that gives its database up (its spec now names one
+// held elsewhere) is parked and its components stage PrerequisiteNotMet; the
+// ConnectionReady component withdraws its ConfigMap rather than only ceasing
+// to update it, so the applications that mount it do not keep the old
+// database's URL after another Database took that database over.
 func TestAParkedDatabaseDoesNotKeepItsApplicationsOnADatabaseAnotherManages(t *testing.T) {
 	const (
 		urlOrders  = "postgres://pg.data.svc/orders"

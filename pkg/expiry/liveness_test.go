@@ -12,21 +12,17 @@ import (
 	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
-// TestAttack14_ALivenessSharedByTwoClaimersStillExpiresDeadHolders (issue 14,
-// item 3: expiry.New is a claim.Liveness "judging a holder dead once this
-// process has not seen its renew marker (holder UID, acquire time, renew time)
-// change for duration"):
-//
-// Given one expiry.Liveness given to two Claimers of one process whose records
-// live in different places (two claim namespaces here; two prefixes or two
-// backends do the same), and key "k" granted in each to a different holder,
-// neither of which ever renews, When a contender asks for "k" through both
-// Claimers every 10 s for three lease durations, Then both dead holders are
-// taken over. They never are: the Liveness remembers one observation per key
-// string, not per record, so each record's marker overwrites the other's and
-// every Alive call sees "a change" and answers alive. Neither holder's marker
-// changed; both are judged alive for ever.
-func TestAttack14_ALivenessSharedByTwoClaimersStillExpiresDeadHolders(t *testing.T) {
+// TestALivenessSharedByTwoClaimersStillExpiresDeadHolders: expiry.New is a
+// claim.Liveness "judging a holder dead once this process has not seen its
+// renew marker (holder UID, acquire time, renew time) change for duration",
+// per record, not per key string. Given one expiry.Liveness given to two
+// Claimers of one process whose records live in different places (two claim
+// namespaces here; two prefixes or two backends do the same), and key "k"
+// granted in each to a different holder, neither of which ever renews, When a
+// contender asks for "k" through both Claimers every 10 s for three lease
+// durations, Then both dead holders are taken over: one record's marker is
+// never taken for a change of the other's.
+func TestALivenessSharedByTwoClaimersStillExpiresDeadHolders(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	const duration = 30 * time.Second
