@@ -351,6 +351,41 @@ func TestALostKeyIsToldEvenWhenTheCacheStillShowsTheConditionFromBeforeTheGrant(
 	f.waitForInnerCall(t, "alpha", "a pass told to stop", func(s claimmw.State) bool { return !s.Granted && !s.Deleting })
 }
 
+func TestAWaiterGetsAKeyErasedFromOutsideOnceItsDeletedPredecessorsDeletionPassSucceeded(t *testing.T) {
+	t.Parallel()
+	// Nothing but the predecessor's change may wake the waiter: its own
+	// status writes do not reconcile it again.
+	f := start(t, setup{statusChangesWakeNobody: true})
+	// Given alpha keeps k while it waits for z, and bravo waits for k
+	f.createWidget(t, "charlie", "z")
+	f.waitForReason(t, "charlie", conditions.ReasonClaimed, wakeWithin)
+	f.createWidget(t, "alpha", "k", "z")
+	f.waitForReason(t, "alpha", conditions.ReasonParked, wakeWithin)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, wakeWithin)
+	// And alpha is deleted, its cleanup of k failing for now
+	var failing atomic.Bool
+	failing.Store(true)
+	f.inner.mu.Lock()
+	f.inner.fail = func(n string, c call) error {
+		if n == "alpha" && c.state.Deleting && failing.Load() {
+			return errNotStopped
+		}
+		return nil
+	}
+	f.inner.mu.Unlock()
+	f.deleteWidgetAsync(t, "alpha")
+	f.waitForInnerCall(t, "alpha", "a deletion pass given k", func(s claimmw.State) bool {
+		return s.Deleting && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "k" })
+	})
+	// When k's record is deleted from outside, bravo waits for alpha
+	f.deleteLease(t, "k")
+	f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
+	// Then once alpha's deletion pass succeeds, bravo is granted k
+	failing.Store(false)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
 // renewTimeOf returns the renew time of key's Lease.
 func (f *fixture) renewTimeOf(t *testing.T, key string) time.Time {
 	t.Helper()

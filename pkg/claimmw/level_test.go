@@ -308,7 +308,9 @@ func (f *fixture) tokenOf(t *testing.T, key string) claim.Token {
 	return rec.Token
 }
 
-func (f *fixture) deleteWidget(t *testing.T, name string) {
+// deleteWidgetAsync asks to delete the Widget named name and returns: its
+// finalizers may keep it.
+func (f *fixture) deleteWidgetAsync(t *testing.T, name string) {
 	t.Helper()
 	w, err := f.widget(t, name)
 	if err != nil {
@@ -317,6 +319,11 @@ func (f *fixture) deleteWidget(t *testing.T, name string) {
 	if err := direct(t).Delete(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func (f *fixture) deleteWidget(t *testing.T, name string) {
+	t.Helper()
+	f.deleteWidgetAsync(t, name)
 	eventually(t, wakeWithin, func() (bool, string) {
 		_, err := f.widget(t, name)
 		return apierrors.IsNotFound(err), fmt.Sprintf("%s after deletion: %v", name, err)

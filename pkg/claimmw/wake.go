@@ -457,7 +457,9 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 			case mayAct(was) && !mayAct(is),
 				// Claimed for its new spec now: it stopped acting for keys
 				// its older spec named.
-				mayAct(is) && was.ObservedGeneration != is.ObservedGeneration:
+				mayAct(is) && was.ObservedGeneration != is.ObservedGeneration,
+				// Its deletion pass succeeded, whatever it said before.
+				!saysReleased(was) && saysReleased(is):
 				// It stopped acting for its keys: an object waiting for a
 				// key it may have acted for asks again. Its keys may be
 				// unknown now, or another middleware's: every object
@@ -472,6 +474,13 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			wake(ctx, e.Object, q)
+			// It may have been the predecessor of objects waiting for keys it
+			// no longer named: they ask again.
+			for _, other := range setUp.onManager(m.kind.mgr) {
+				for _, r := range other.waiting(ctx) {
+					q.Add(r)
+				}
+			}
 		},
 	}
 }
