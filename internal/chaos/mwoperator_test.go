@@ -742,6 +742,12 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	time.Sleep(500 * time.Millisecond)
 	w.touched = map[types.UID]bool{}
 	w.takeOver(ctx, t)
+	if f.restarts {
+		// The operator dies right after the loss, before it may have
+		// handled it: a new process, which remembers nothing, must still
+		// tell the holder from its condition.
+		fl.roll(0)
+	}
 	w.swap(ctx, t)
 	w.drop(ctx, t)
 	w.deleteRecord(ctx, t, true)
