@@ -254,3 +254,61 @@ func TestAHolderParkedOnAnotherKeyStillHandsOverTheKeyItKeeps(t *testing.T) {
 		t.Errorf("holder of j = %s, want bravo", rec.Holder)
 	}
 }
+
+// "No leak" and handover step 5 (a successor that is being deleted is no
+// successor): the handover commits only to a successor that still exists.
+// This holds when the successor is deleted while the holder's handover
+// pass runs, and the holder meanwhile stops naming the key.
+func TestAHandoverIsNotCommittedToASuccessorDeletedDuringThePass(t *testing.T) {
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHandover(handTo)}, workers: 2})
+	ctx := context.Background()
+	var blocking atomic.Bool
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	f.inner.mu.Lock()
+	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "a" && len(c.state.Handovers) > 0 && blocking.Load() {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			select {
+			case <-release:
+			case <-time.After(15 * time.Second):
+			}
+		}
+		return reconcile.Result{}, nil
+	}
+	f.inner.mu.Unlock()
+	// Given a holds k and b waits for it
+	f.createWidget(t, "a", "k")
+	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "b", "k")
+	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	// And a's pass that hands k to b is under way
+	blocking.Store(true)
+	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.HandTo = "b" })
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's handover pass never ran")
+	}
+	// When b is deleted (and gone), and a stops naming k, before that pass
+	// ends
+	b, _ := f.widget(t, "b")
+	if err := direct(t).Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		_, err := f.widget(t, "b")
+		return apierrors.IsNotFound(err), fmt.Sprintf("b after deletion: %v", err)
+	})
+	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.Keys = nil; w.Spec.HandTo = "" })
+	blocking.Store(false)
+	close(release)
+	time.Sleep(3 * time.Second)
+	// Then no record of k names the deleted b
+	if rec := f.record(t, "k"); rec.Exists && rec.Holder.UID == b.UID {
+		t.Errorf("record of k names the deleted successor b and outlives everything that named k: %+v", rec)
+	}
+}

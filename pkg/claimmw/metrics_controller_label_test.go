@@ -34,11 +34,10 @@ func controllerLabels(t *testing.T, family string) map[string]bool {
 	return out
 }
 
-// TestMetricsCarryTheControllerNameAndAreOffWhenAskedTo is a regression
-// test for issue 15, item 3: the controller label of the claim metrics is
-// the name controller-runtime reports the controller under (even when the
-// builder was Named otherwise), and WithMetrics(false) records nothing and
-// does not panic.
+// TestMetricsCarryTheControllerNameAndAreOffWhenAskedTo: the controller
+// label of the claim metrics is the name controller-runtime reports the
+// controller under (even when the builder was Named otherwise), and
+// WithMetrics(false) records nothing and does not panic.
 func TestMetricsCarryTheControllerNameAndAreOffWhenAskedTo(t *testing.T) {
 	// Given a middleware named attack15-on and one named attack15-off with
 	// metrics off

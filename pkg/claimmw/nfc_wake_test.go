@@ -8,11 +8,11 @@ import (
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
-// Issue 17 item 7: keys are NFC-normalized, so "café" (NFC) and "cafe"+U+0301
-// (NFD) are one key. Attack the wake-up path: the object parked on the NFD
-// spelling must be woken when the NFC holder lets go (the key index and the
-// record must agree on the normalized key).
-func TestAttack17_NFDSpellingIsWokenWhenNFCHolderGoes(t *testing.T) {
+// Keys are NFC-normalized, so "café" (NFC) and "cafe"+U+0301 (NFD) are one
+// key, on the wake-up path too: the object parked on the NFD spelling is
+// woken when the NFC holder lets go (the key index and the record agree on
+// the normalized key).
+func TestTheNFDSpellingOfAKeyIsWokenWhenItsNFCHolderGoes(t *testing.T) {
 	f := start(t, setup{})
 	ctx := context.Background()
 	// Given a holds "café" and b, naming the NFD spelling, is parked on it

@@ -18,12 +18,11 @@ import (
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
-type attack15Caller struct{}
+type callersLoggerKey struct{}
 
-// TestInnerLogsCarryTheCallersLoggerOnEveryPath attacks issue 15, item 6:
-// the inner reconciler's log lines carry the caller's logger, not the
-// middleware's "claim" logger, on the granted, the parked and the deletion
-// path. (Kept as a regression test when it passes.)
+// TestInnerLogsCarryTheCallersLoggerOnEveryPath: the inner reconciler's log
+// lines carry the caller's logger, not the middleware's "claim" logger, on
+// the granted, the parked and the deletion path.
 func TestInnerLogsCarryTheCallersLoggerOnEveryPath(t *testing.T) {
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)}})
 	ctx := context.Background()
@@ -35,7 +34,7 @@ func TestInnerLogsCarryTheCallersLoggerOnEveryPath(t *testing.T) {
 		lines = append(lines, prefix+"|"+args)
 	}, funcr.Options{}).WithName("caller").WithValues("reconcileID", "attack15")
 	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
-		mine := ctx.Value(attack15Caller{}) != nil
+		mine := ctx.Value(callersLoggerKey{}) != nil
 		if c.state.Deleting && !mine {
 			// Keep the object for the test's own deletion pass.
 			return reconcile.Result{}, errors.New("held for the test's own pass")
@@ -45,7 +44,7 @@ func TestInnerLogsCarryTheCallersLoggerOnEveryPath(t *testing.T) {
 		}
 		return reconcile.Result{}, nil
 	}
-	myCtx := log.IntoContext(context.WithValue(ctx, attack15Caller{}, true), caller)
+	myCtx := log.IntoContext(context.WithValue(ctx, callersLoggerKey{}, true), caller)
 	pass := func(name string) {
 		t.Helper()
 		if _, err := f.mw.Reconcile(myCtx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: name}}); err != nil {

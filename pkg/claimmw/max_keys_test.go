@@ -9,10 +9,10 @@ import (
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
-// Issue 17 item 5: at most WithMaxKeys (default 32) keys per object,
-// InvalidKey beyond, no records written. Attack: hold 32 keys, then add a
-// 33rd by edit (the pass starts from a holder that already holds records).
-func TestAttack17_ThirtyThirdKeyAddedByEditWritesNoRecord(t *testing.T) {
+// At most WithMaxKeys (default 32) keys per object, InvalidKey beyond, no
+// records written, even when the 33rd key is added by an edit to an object
+// that already holds 32 (the pass starts from a holder that holds records).
+func TestAThirtyThirdKeyAddedByEditWritesNoRecord(t *testing.T) {
 	f := start(t, setup{})
 	keys := make([]string, 32)
 	for i := range keys {

@@ -10,14 +10,13 @@ import (
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
-// TestHeldGaugeDropsByTheDeletedObjectsKeysOnly attacks issue 15, item 3:
-// "no series outlives a deleted object (the held gauge drops by the
-// object's keys)". The gauge series is keyed by the controller label only,
-// and each middleware Sets it to its own private total: two middlewares that
-// share a controller name (two managers in one process, a multi-cluster
-// operator, or any test binary; controller-runtime sums its own metrics of
-// such controllers) overwrite each other, and deleting one object drops the
-// gauge by another object's keys.
+// TestHeldGaugeDropsByTheDeletedObjectsKeysOnly: "no series outlives a
+// deleted object (the held gauge drops by the object's keys)", even when two
+// middlewares share a controller name (two managers in one process, a
+// multi-cluster operator, or any test binary; controller-runtime sums its own
+// metrics of such controllers): the gauge series is keyed by the controller
+// label only, so neither middleware may overwrite it with its own private
+// total, and deleting one object drops the gauge by that object's keys only.
 func TestHeldGaugeDropsByTheDeletedObjectsKeysOnly(t *testing.T) {
 	const name = "attack15-gauge"
 	ctx := context.Background()

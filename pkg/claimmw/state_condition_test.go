@@ -14,11 +14,11 @@ import (
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
-// TestStateConditionIsTheConditionTheMiddlewareSet attacks issue 15, item
-// 2, through State's contract ("Condition is the claim condition as the
-// middleware set it", to be folded into Ready with conditions.FoldReady):
-// the middleware cuts the message of the condition it writes to
-// conditions.MaxMessageLength, but hands the inner pass the uncut one.
+// TestStateConditionIsTheConditionTheMiddlewareSet pins State's contract
+// ("Condition is the claim condition as the middleware set it", to be folded
+// into Ready with conditions.FoldReady): the inner pass gets the condition
+// as written, its message cut to conditions.MaxMessageLength, never the
+// uncut one.
 func TestStateConditionIsTheConditionTheMiddlewareSet(t *testing.T) {
 	long := strings.Repeat("the storage reference names a backend that does not exist; ", 400) // ~24 KB
 	keys := func(_ context.Context, _ client.Object) ([]string, error) { return nil, errors.New(long) }
@@ -38,9 +38,10 @@ func TestStateConditionIsTheConditionTheMiddlewareSet(t *testing.T) {
 
 // TestStateConditionOnTheDeletionPathFoldsIntoATypedReady: an ocf core
 // computes Ready on every pass it runs, and the deletion pass is one (the
-// example's ReconcileDatabase is called with Deleting). State.Condition is
-// zero there, so FoldReady(ready, state.Condition) is a False Ready with an
-// empty reason and the message ": ", which a kubebuilder CRD rejects.
+// example's ReconcileDatabase is called with Deleting). State.Condition
+// there folds with FoldReady into a Ready with a typed reason, never a
+// False Ready with an empty reason and the message ": ", which a kubebuilder
+// CRD rejects.
 func TestStateConditionOnTheDeletionPathFoldsIntoATypedReady(t *testing.T) {
 	f := start(t, setup{})
 	// Given w holds k

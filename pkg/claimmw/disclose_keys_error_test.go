@@ -16,15 +16,15 @@ import (
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
-// Issue 17 item 4: under the default DiscloseSameNamespace a claim error is
-// shown "only by the class of the API error", never the raw server error
-// that names the operator's ServiceAccount and the claim namespace. A
-// keys function takes a context because it may read the API (resolve a reference
-// to a Secret, a Service); when that read fails, the API error is shown
-// whole, as InvalidKey ("fix the spec"), to the tenant: the operator's
-// ServiceAccount and its namespace are disclosed, and a transient API error
-// is presented as the tenant's fault.
-func TestAttack17_KeysFuncAPIErrorIsNotDisclosedRaw(t *testing.T) {
+// Under the default DiscloseSameNamespace a claim error is shown "only by
+// the class of the API error", never the raw server error that names the
+// operator's ServiceAccount and the claim namespace. A keys function takes a
+// context because it may read the API (resolve a reference to a Secret, a
+// Service); when that read fails, the tenant sees only the class of the API
+// error, not the operator's ServiceAccount or its namespace, and a transient
+// API error is not presented as the tenant's fault (InvalidKey, "fix the
+// spec").
+func TestAnAPIErrorOfTheKeysFunctionIsNotDisclosedRaw(t *testing.T) {
 	const sa = "system:serviceaccount:operator-system:claims-operator"
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: sa}

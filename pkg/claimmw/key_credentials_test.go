@@ -10,13 +10,13 @@ import (
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
-// Issue 17 item 6: "no condition/event/log line echoes a raw key with
-// credentials". A Config.Normalize that refuses a key the ordinary Go way,
+// "No condition/event/log line echoes a raw key with credentials". A
+// Config.Normalize that refuses a key the ordinary Go way,
 // fmt.Errorf("...%q", key), has its error wrapped by NormalizeKey and shown
-// whole in the InvalidKey condition: the library redacts user info in
-// ValidateKey's own errors, but not in the normalizer error it wraps, so the raw
-// key with its password is written to the tenant-readable status.
-func TestAttack17_NormalizeErrorDoesNotEchoCredentials(t *testing.T) {
+// in the InvalidKey condition: the user info is redacted there too, not only
+// in ValidateKey's own errors, so the key's password never reaches the
+// tenant-readable status.
+func TestANormalizerErrorDoesNotEchoCredentials(t *testing.T) {
 	cfg := claim.Config{Normalize: func(key string) (string, error) {
 		if strings.Contains(key, "@") {
 			return "", fmt.Errorf("key %q names a backend this operator does not know", key)
@@ -34,12 +34,12 @@ func TestAttack17_NormalizeErrorDoesNotEchoCredentials(t *testing.T) {
 	}
 }
 
-// TestAttack17_PasswordWithSlashIsRefusedEndToEnd: a key normalizer that forgot to
-// strip credentials is caught by ValidateKey, which the docs promise ("keys
-// carrying URL user info are refused"). A password holding '/' slips past it
-// (see pkg/claim TestAttack17_ValidateKeyRefusesHiddenUserinfo): the key is
-// granted, written in clear to the Lease, and quoted in the Claimed condition.
-func TestAttack17_PasswordWithSlashIsRefusedEndToEnd(t *testing.T) {
+// TestAPasswordWithASlashIsRefusedEndToEnd: a key normalizer that forgot to
+// strip credentials is caught by ValidateKey, as the docs promise ("keys
+// carrying URL user info are refused"), even when the password holds '/'
+// (pkg/claim pins ValidateKey alone): the key is never granted, written in
+// clear to the Lease, or quoted in the Claimed condition.
+func TestAPasswordWithASlashIsRefusedEndToEnd(t *testing.T) {
 	f := start(t, setup{})
 	// Given a tenant whose spec names a URL with user info whose password holds '/'
 	f.createWidget(t, "w", "postgres://app:hunter2/x@db.data.svc:5432/app")

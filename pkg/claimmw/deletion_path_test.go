@@ -1,0 +1,146 @@
+package claimmw_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// Promise 1 and the wake-ups: a holder removed without its finalizer (a
+// person removed it by hand) leaves a record naming a gone holder; the
+// waiter is woken by the deletion and takes the key over.
+func TestAHolderDeletedWithoutItsFinalizerHandsTheKeyToTheWaiter(t *testing.T) {
+	f := start(t, setup{})
+	ctx := context.Background()
+	// Given a holds k and b waits for it
+	f.createWidget(t, "a", "k")
+	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "b", "k")
+	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	// When a person deletes a and strips its finalizer at once
+	a, _ := f.widget(t, "a")
+	if err := direct(t).Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := f.widget(t, "a"); err == nil {
+		w.Finalizers = nil
+		if err := direct(t).Update(ctx, w); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	// Then b takes k over within seconds, with a greater token
+	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
+	b, _ := f.widget(t, "b")
+	if rec := f.record(t, "k"); !rec.Ours() || rec.Holder.UID != b.UID {
+		t.Errorf("record of k = %+v, want b's", rec)
+	}
+}
+
+// Promise 8: on the deletion path the inner reconciler gets the keys the
+// object still holds (read uncached), and they are released, even when a
+// person removed the middleware's finalizer by hand while another finalizer
+// keeps the object and the object still holds k.
+func TestTheDeletionPathWithoutOurFinalizerStillReportsAndReleasesHeldKeys(t *testing.T) {
+	f := start(t, setup{})
+	ctx := context.Background()
+	var failing atomic.Bool
+	f.inner.mu.Lock()
+	f.inner.fail = func(name string, c call) error {
+		if c.state.Deleting && failing.Load() {
+			return errors.New("injected: cleanup not done yet")
+		}
+		return nil
+	}
+	f.inner.mu.Unlock()
+	// Given a holds k, with another controller's finalizer as well
+	f.createWidget(t, "a", "k")
+	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.edit(t, "a", func(w *testcrd.Widget) { w.Finalizers = append(w.Finalizers, "example.com/other") })
+	f.createWidget(t, "b", "k")
+	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	// When a is deleted, its first deletion passes fail, and meanwhile a
+	// person removes the middleware's finalizer
+	failing.Store(true)
+	a, _ := f.widget(t, "a")
+	if err := direct(t).Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() (bool, string) {
+		return len(deletionCalls(f, "a")) > 0, "no deletion pass of a"
+	})
+	f.edit(t, "a", func(w *testcrd.Widget) { w.Finalizers = []string{"example.com/other"} })
+	failing.Store(false)
+	n := len(deletionCalls(f, "a"))
+	f.touch(t, "a")
+	eventually(t, 5*time.Second, func() (bool, string) {
+		return len(deletionCalls(f, "a")) > n, "no deletion pass of a after the finalizer was removed"
+	})
+	time.Sleep(time.Second)
+	// Then the first deletion pass since told a it still holds k (later
+	// passes, after the release, rightly hold nothing), and k went to b
+	if s := deletionCalls(f, "a")[n]; len(s.Grants) != 1 || s.Grants[0].Key != "k" {
+		t.Errorf("deletion pass of a while it holds k: %+v, want Grants [k]", s)
+	}
+	if rec := f.record(t, "k"); rec.Exists && rec.Holder.UID == a.UID {
+		t.Errorf("record of k is still a's while a is being deleted and b waits: %+v; b: %+v", rec, f.claimed(t, "b"))
+	}
+}
+
+// Promise 8: FencedClient works on the deletion path, with the grants the
+// object still holds (docs/middleware.md "Deletion").
+func TestFencedClientWorksOnTheDeletionPath(t *testing.T) {
+	f := start(t, setup{})
+	var mu sync.Mutex
+	var errs []error
+	f.inner.mu.Lock()
+	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+		// A cleanup that writes only for the keys it still holds: the
+		// deletion path may run more than once, and later passes hold none
+		if !c.state.Deleting || len(c.state.Grants) == 0 {
+			return reconcile.Result{}, nil
+		}
+		fc, err := claimmw.FencedClient(ctx)
+		if err == nil {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "cleanup-" + name}}
+			err = fc.Create(ctx, cm)
+		}
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+		return reconcile.Result{}, err
+	}
+	f.inner.mu.Unlock()
+	// Given a holds k
+	f.createWidget(t, "a", "k")
+	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	// When a is deleted
+	a, _ := f.widget(t, "a")
+	if err := direct(t).Delete(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	// Then its deletion pass writes through a fenced client, and a is gone
+	eventually(t, 10*time.Second, func() (bool, string) {
+		_, err := f.widget(t, "a")
+		mu.Lock()
+		defer mu.Unlock()
+		return apierrors.IsNotFound(err), fmt.Sprintf("a: %v; fenced writes of the deletion passes: %v", err, errs)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) == 0 || errs[0] != nil {
+		t.Errorf("fenced writes of the deletion passes: %v", errs)
+	}
+}

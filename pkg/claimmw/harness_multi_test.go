@@ -1,0 +1,276 @@
+package claimmw_test
+
+// Helpers shared by the envtest tests of the middleware's promises
+// (docs/middleware.md "What happens per reconcile" and "What is promised at
+// this layer"): several middlewares or replicas in one test, uncached reads
+// of records, another replica taking a key over, and a record of which
+// objects act for a key at once.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocf-claim/claim/pkg/backends"
+	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// atkWithin is eventually that reports a failure and goes on.
+func atkWithin(t *testing.T, within time.Duration, cond func() (bool, string)) bool {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, msg := cond()
+		if ok {
+			return true
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("after %s: %s", within, msg)
+			return false
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// atkLease reads the Lease of key, uncached.
+func (f *fixture) atkLease(t *testing.T, key string) *coordinationv1.Lease {
+	t.Helper()
+	norm, err := f.mw.Claimer().NormalizeKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &coordinationv1.Lease{}
+	name := f.mw.Claimer().Config().NameFunc(norm)
+	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, l); err != nil {
+		t.Fatalf("reading the Lease of %q: %v", key, err)
+	}
+	return l
+}
+
+// atkIntruder returns a ConfigMap holder (alive for HolderExists) and a
+// Claimer of the middleware's set whose liveness judges every holder dead:
+// another replica, or a person's tool, taking a key over with a fenced
+// Update naming another holder.
+func (f *fixture) atkIntruder(t *testing.T) (*claim.Claimer, claim.Holder) {
+	t.Helper()
+	c := direct(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "intruder"}}
+	if err := c.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	dead := claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })
+	cfg := f.mw.Claimer().Config()
+	cl, err := claim.New(env.APIReader, c, claim.Config{Namespace: f.ns, Set: cfg.Set, Normalize: cfg.Normalize}, claim.WithLiveness(dead))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := cl.HolderOf(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, h
+}
+
+// atkMW is one middleware of atkStart.
+type atkMW struct {
+	opts    []claimmw.Option
+	keys    claimmw.KeysFunc
+	workers int
+}
+
+// atkStart runs one manager (one operator replica) restricted to ns with
+// every middleware of mws around its own inner recorder, and returns a
+// fixture per middleware. Calling it twice with one ns runs two replicas.
+func atkStart(t *testing.T, ns string, mws ...atkMW) []*fixture {
+	t.Helper()
+	w := &writes{}
+	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return interceptor.NewClient(c, w.funcs()), nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*fixture
+	for i, m := range mws {
+		f := &fixture{ns: ns, inner: &inner{}, writes: w, client: mgr.GetClient()}
+		keys := m.keys
+		if keys == nil {
+			keys = specKeys
+		}
+		opts := append([]claimmw.Option{
+			claimmw.FromManager(mgr),
+			claimmw.For(&testcrd.Widget{}),
+			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
+			claimmw.WithKeys(keys),
+			claimmw.WithRequeue(time.Hour, time.Hour),
+			claimmw.WithMetrics(false),
+		}, m.opts...)
+		f.mw, err = claimmw.Wrap(f.inner, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = f.mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).
+			For(&testcrd.Widget{}).
+			Named(fmt.Sprintf("widget-%d", i)).
+			WithOptions(controller.Options{MaxConcurrentReconciles: max(m.workers, 1)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, f)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return out
+}
+
+// atkPrefixed is a KeysFunc naming spec.keys with a prefix, so that two
+// middlewares on one kind name disjoint keys.
+func atkPrefixed(prefix string) claimmw.KeysFunc {
+	return func(ctx context.Context, obj client.Object) ([]string, error) {
+		keys, err := specKeys(ctx, obj)
+		out := make([]string, len(keys))
+		for i, k := range keys {
+			out[i] = prefix + k
+		}
+		return out, err
+	}
+}
+
+// atkCondition returns the Widget's condition of type ct.
+func (f *fixture) atkCondition(t *testing.T, name string, ct conditions.Type) metav1.Condition {
+	t.Helper()
+	w, err := f.widget(t, name)
+	if err != nil {
+		return metav1.Condition{}
+	}
+	if c := meta.FindStatusCondition(w.Status.Conditions, string(ct)); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+func deletionCalls(f *fixture, name string) []claimmw.State {
+	var out []claimmw.State
+	for _, c := range f.inner.callsOf(name) {
+		if c.state.Deleting {
+			out = append(out, c.state)
+		}
+	}
+	return out
+}
+
+// atkActors records which objects are in a granted inner pass for each key,
+// and every moment two different objects were.
+type atkActors struct {
+	mu         sync.Mutex
+	acting     map[string]map[string]int
+	violations []string
+}
+
+func (a *atkActors) enter(key, obj string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.acting == nil {
+		a.acting = map[string]map[string]int{}
+	}
+	if a.acting[key] == nil {
+		a.acting[key] = map[string]int{}
+	}
+	for other, n := range a.acting[key] {
+		if other != obj && n > 0 {
+			a.violations = append(a.violations, fmt.Sprintf("%s acts for %q while %s does", obj, key, other))
+		}
+	}
+	a.acting[key][obj]++
+}
+
+func (a *atkActors) leave(key, obj string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.acting[key][obj]--
+}
+
+func (a *atkActors) seen() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.violations...)
+}
+
+// hook returns an inner hook that records granted passes; when block says
+// so for a pass, the pass waits on release.
+func (a *atkActors) hook(block func(name string, c call) bool, entered chan<- struct{}, release <-chan struct{}) func(context.Context, string, call) (reconcile.Result, error) {
+	return func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if !c.state.Granted {
+			return reconcile.Result{}, nil
+		}
+		for _, g := range c.state.Grants {
+			a.enter(g.Key, name)
+		}
+		defer func() {
+			for _, g := range c.state.Grants {
+				a.leave(g.Key, name)
+			}
+		}()
+		if block != nil && block(name, c) {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			select {
+			case <-release:
+			case <-time.After(15 * time.Second):
+			}
+		}
+		return reconcile.Result{}, nil
+	}
+}
+
+// atkStripHolderLabel removes the holder-uid label from key's Lease, as a
+// person, a label-pruning tool or an older HolderLabels would leave it; the
+// annotations still name the holder.
+func (f *fixture) atkStripHolderLabel(t *testing.T, key string) {
+	t.Helper()
+	l := f.atkLease(t, key)
+	delete(l.Labels, backends.DefaultHolderUIDLabel)
+	if err := direct(t).Update(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+}

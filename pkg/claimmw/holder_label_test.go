@@ -1,0 +1,107 @@
+package claimmw_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ocf-claim/claim/pkg/backends"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// Promise 4 (and "no leak"): a key no longer named is released whenever it
+// is held, even when the holder-uid label of the record was removed by hand
+// (or written by an older HolderLabels) while the record still names the
+// holder in its annotations, so Acquire grants the key to it.
+func TestARecordWithoutItsHolderLabelIsStillReleasedWhenNoLongerNamed(t *testing.T) {
+	f := start(t, setup{})
+	ctx := context.Background()
+	// Given a holds k and b waits for it
+	f.createWidget(t, "a", "k")
+	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "b", "k")
+	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	// And someone removed the holder-uid label from k's Lease
+	l := f.atkLease(t, "k")
+	delete(l.Labels, backends.DefaultHolderUIDLabel)
+	if err := direct(t).Update(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := f.widget(t, "a")
+	if rec := f.record(t, "k"); !rec.Ours() || rec.Holder.UID != a.UID {
+		t.Fatalf("record of k after relabel = %+v, want still a's", rec)
+	}
+	f.touch(t, "a")
+	time.Sleep(500 * time.Millisecond)
+	if c := f.claimed(t, "a"); c.Reason != string(conditions.ReasonClaimed) {
+		t.Fatalf("a after relabel: %+v, want still Claimed (it still holds k)", c)
+	}
+	// When a stops naming k
+	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.Keys = []string{"other"} })
+	// Then a gives k up and b gets it
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := f.claimed(t, "b")
+		return c.Reason == string(conditions.ReasonClaimed),
+			fmt.Sprintf("b: %+v; record of k: %+v", c, f.record(t, "k"))
+	})
+}
+
+// Promise 3: no deadlock across key-set edits; an object waiting for a key
+// gives up every key after it, even when the later key's Lease lost its
+// holder-uid label, so the listing of the object's records misses it.
+func TestKeySetEditsConvergeWhenARecordLostItsHolderLabel(t *testing.T) {
+	f := start(t, setup{})
+	// Given x holds b (its Lease's holder label removed) and y holds a
+	f.createWidget(t, "x", "b")
+	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	f.atkStripHolderLabel(t, "b")
+	f.createWidget(t, "y", "a")
+	f.waitForReason(t, "y", conditions.ReasonClaimed, 10*time.Second)
+	// When both are edited to name a and b
+	f.edit(t, "x", func(w *testcrd.Widget) { w.Spec.Keys = []string{"a", "b"} })
+	f.edit(t, "y", func(w *testcrd.Widget) { w.Spec.Keys = []string{"a", "b"} })
+	// Then one of them ends up holding both
+	eventually(t, 10*time.Second, func() (bool, string) {
+		x, y := f.claimed(t, "x"), f.claimed(t, "y")
+		holdsBoth := func(c metav1.Condition) bool {
+			return c.ObservedGeneration == 2 && c.Reason == string(conditions.ReasonClaimed)
+		}
+		return holdsBoth(x) || holdsBoth(y),
+			fmt.Sprintf("deadlock: x %s %q; y %s %q", x.Reason, x.Message, y.Reason, y.Message)
+	})
+}
+
+// Promise 8: the deletion path tells the inner reconciler the keys the
+// object still holds, and releases them before the finalizer comes off.
+// This holds when the record lost its holder-uid label while its
+// annotations still name the object, and Acquire still grants it to the
+// object.
+func TestTheDeletionPathReleasesARecordThatLostItsHolderLabel(t *testing.T) {
+	f := start(t, setup{})
+	// Given x holds k, and k's Lease lost its holder label
+	f.createWidget(t, "x", "k")
+	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	f.atkStripHolderLabel(t, "k")
+	x, _ := f.widget(t, "x")
+	// When x is deleted
+	if err := direct(t).Delete(context.Background(), x); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		_, err := f.widget(t, "x")
+		return apierrors.IsNotFound(err), fmt.Sprintf("x after deletion: %v", err)
+	})
+	// Then its deletion pass was told it holds k, and the record is gone
+	del := deletionCalls(f, "x")
+	if len(del) == 0 || len(del[0].Grants) != 1 || del[0].Grants[0].Key != "k" {
+		t.Errorf("deletion passes %+v, want the first with Grants [k]", del)
+	}
+	if rec := f.record(t, "k"); rec.Exists {
+		t.Errorf("record of k outlives its deleted holder x: %+v", rec)
+	}
+}

@@ -1,0 +1,151 @@
+package claimmw_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// Promise 3 with the fairness pre-filter claim.WithSiblings (a documented
+// WithClaim option): any sequence of key-set edits converges, even when the
+// younger x holds a and yields the free b to the older y, which waits for a.
+func TestKeySetEditsConvergeWithSiblingFairness(t *testing.T) {
+	var ns string
+	siblings := claim.SiblingsFunc(func(ctx context.Context, key string, self claim.Holder) ([]claim.Holder, error) {
+		var list testcrd.WidgetList
+		if err := env.APIReader.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		var out []claim.Holder
+		for i := range list.Items {
+			w := &list.Items[i]
+			for _, k := range w.Spec.Keys {
+				if k == key && w.UID != self.UID {
+					out = append(out, claim.HolderOf(w))
+				}
+			}
+		}
+		return out, nil
+	})
+	f := start(t, setup{claimOpts: []claim.Option{claim.WithSiblings(siblings)}})
+	ns = f.ns
+	// Given the older y names nothing yet, and the younger x holds a
+	f.createWidget(t, "y")
+	time.Sleep(1100 * time.Millisecond) // creation timestamps have seconds
+	f.createWidget(t, "x", "a")
+	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	// When y is edited to name a and b, then x too
+	f.edit(t, "y", func(w *testcrd.Widget) { w.Spec.Keys = []string{"a", "b"} })
+	f.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
+	f.edit(t, "x", func(w *testcrd.Widget) { w.Spec.Keys = []string{"a", "b"} })
+	// Then one of them ends up holding both
+	eventually(t, 10*time.Second, func() (bool, string) {
+		x, y := f.claimed(t, "x"), f.claimed(t, "y")
+		return (x.ObservedGeneration == 2 && x.Reason == string(conditions.ReasonClaimed)) ||
+				(y.ObservedGeneration == 2 && y.Reason == string(conditions.ReasonClaimed)),
+			fmt.Sprintf("deadlock: x %s %q; y %s %q", x.Reason, x.Message, y.Reason, y.Message)
+	})
+}
+
+// Promises 1 and 3 under concurrency (MaxConcurrentReconciles 3): random
+// key-set edits of five objects over three keys. No two objects ever act for
+// one key at once, and once the edits stop every waiting object's chain of
+// holders ends at an object that holds every key it names (no cycle).
+func TestRandomKeySetEditsWithConcurrentWorkersConvergeWithoutOverlap(t *testing.T) {
+	f := start(t, setup{workers: 3})
+	actors := &atkActors{}
+	f.inner.mu.Lock()
+	// Each granted pass acts for 30 ms.
+	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if c.state.Granted {
+			for _, g := range c.state.Grants {
+				actors.enter(g.Key, name)
+			}
+			time.Sleep(30 * time.Millisecond)
+			for _, g := range c.state.Grants {
+				actors.leave(g.Key, name)
+			}
+		}
+		return reconcile.Result{}, nil
+	}
+	f.inner.mu.Unlock()
+	names := []string{"o0", "o1", "o2", "o3", "o4"}
+	keys := []string{"k0", "k1", "k2"}
+	rng := rand.New(rand.NewPCG(13, 13))
+	pick := func() []string {
+		var out []string
+		for _, k := range keys {
+			if rng.IntN(2) == 0 {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	for _, n := range names {
+		f.createWidget(t, n, pick()...)
+	}
+	// When their key sets are edited at random, eight rounds
+	for round := 0; round < 8; round++ {
+		for _, n := range names {
+			ks := pick()
+			f.edit(t, n, func(w *testcrd.Widget) { w.Spec.Keys = ks })
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	// Then they settle without a cycle of waiters
+	eventually(t, 20*time.Second, func() (bool, string) {
+		state := map[string]metav1.Condition{}
+		specs := map[string][]string{}
+		uids := map[types.UID]string{}
+		for _, n := range names {
+			w, err := f.widget(t, n)
+			if err != nil {
+				return false, err.Error()
+			}
+			c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed))
+			if c == nil || c.ObservedGeneration != w.Generation {
+				return false, fmt.Sprintf("%s not reconciled at generation %d yet", n, w.Generation)
+			}
+			state[n], specs[n], uids[w.UID] = *c, slices.Sorted(slices.Values(w.Spec.Keys)), n
+		}
+		for _, n := range names {
+			seen := map[string]bool{}
+			cur := n
+			for state[cur].Status != metav1.ConditionTrue {
+				if seen[cur] {
+					return false, fmt.Sprintf("cycle of waiters through %v: %v", seen, state)
+				}
+				seen[cur] = true
+				next := ""
+				for _, k := range specs[cur] {
+					rec := f.record(t, k)
+					if rec.Exists && uids[rec.Holder.UID] != cur {
+						next = uids[rec.Holder.UID]
+						break
+					}
+				}
+				if next == "" {
+					return false, fmt.Sprintf("%s waits (%s) but no key it names is held by another", cur, state[cur].Message)
+				}
+				cur = next
+			}
+		}
+		return true, ""
+	})
+	if v := actors.seen(); len(v) > 0 {
+		t.Errorf("two objects acted for one key at once: %v", v)
+	}
+}

@@ -1,0 +1,94 @@
+package claimmw_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/expiry"
+)
+
+// Promise 6: keys are normalized exactly once, end to end. A planned
+// handover is part of "end to end".
+func TestAPlannedHandoverWorksWithANonIdempotentNormalizer(t *testing.T) {
+	tenant := func(k string) (string, error) { return "tenant-a/" + k, nil }
+	f := start(t, setup{
+		claimCfg: &claim.Config{Normalize: tenant},
+		opts:     []claimmw.Option{claimmw.WithHandover(handTo)},
+	})
+	// Given a holds k under a deterministic, non-idempotent key normalizer,
+	// and b waits for k
+	f.createWidget(t, "a", "k")
+	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "b", "k")
+	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	// When a names b as the successor of its keys
+	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.HandTo = "b" })
+	// Then the handover is prepared and committed: b holds k
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := f.claimed(t, "b")
+		return c.Reason == string(conditions.ReasonClaimed),
+			fmt.Sprintf("b: %+v; a: %+v; record of k: %+v", c, f.claimed(t, "a"), f.record(t, "k"))
+	})
+	b, err := f.widget(t, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := f.record(t, "k"); !rec.Ours() || rec.Holder.UID != b.UID {
+		t.Errorf("record of k = %+v, want held by b", rec)
+	}
+}
+
+// Promise 6 with WithRenewal: a non-idempotent key normalizer is applied once
+// by the renewals too, so a holder keeps its key past the lease duration.
+func TestRenewalsKeepAKeyUnderANonIdempotentNormalizer(t *testing.T) {
+	const (
+		duration = 30 * time.Second
+		every    = 5 * time.Second
+		deadline = 20 * time.Second
+	)
+	clk := testingclock.NewFakeClock(time.Now())
+	exp, err := expiry.New(duration, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := func(k string) (string, error) { return "tenant-a/" + k, nil }
+	f := start(t, setup{
+		claimCfg:  &claim.Config{Normalize: tenant},
+		opts:      []claimmw.Option{claimmw.WithRenewal(expiry.KeeperConfig{Duration: duration, RenewEvery: every, RenewDeadline: deadline, Clock: clk})},
+		claimOpts: []claim.Option{claim.WithLiveness(exp), claim.WithClock(clk)},
+	})
+	// Given a holds k and b waits for it
+	f.createWidget(t, "a", "k")
+	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "b", "k")
+	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	// When twice the lease duration passes, tick by tick
+	for i := 0; i < 12; i++ {
+		before := f.record(t, "k").RenewTime
+		clk.Step(every)
+		eventually(t, wakeWithin, func() (bool, string) {
+			rec := f.record(t, "k")
+			return rec.RenewTime.After(before), fmt.Sprintf("tick %d: no renewal of k landed; record %+v", i, rec)
+		})
+	}
+	// Then a still holds k, and b, asked again, is still parked
+	f.touch(t, "b")
+	time.Sleep(time.Second)
+	a, _ := f.widget(t, "a")
+	if rec := f.record(t, "k"); rec.Holder.UID != a.UID {
+		t.Errorf("record of k = %+v, want a's", rec)
+	}
+	if c := f.claimed(t, "b"); c.Reason != string(conditions.ReasonParked) {
+		t.Errorf("b: %+v, want Parked", c)
+	}
+	if c := f.claimed(t, "a"); c.Reason != string(conditions.ReasonClaimed) {
+		t.Errorf("a: %+v, want Claimed", c)
+	}
+}

@@ -1,0 +1,287 @@
+package claimmw_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/ocf-claim/claim/pkg/backends"
+	"github.com/ocf-claim/claim/pkg/backends/lease"
+	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/finalizer"
+)
+
+// Promises 5 and 8: two middlewares on one kind (different WithName, as
+// docs/middleware.md asks) coexist; each one's deletion path runs its inner
+// reconciler with the keys it holds and releases its records before the
+// finalizer comes off. (Sharing the default finalizer is refused at setup,
+// see TestTwoMiddlewaresSharingAFinalizerOrConditionTypeAreRefusedAtSetup;
+// each has its own here.)
+func TestTwoMiddlewaresOnOneKindBothRunTheirDeletionPath(t *testing.T) {
+	ns := env.Namespace(t)
+	fs := atkStart(t, ns,
+		atkMW{keys: atkPrefixed("storage/"), opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
+		atkMW{keys: atkPrefixed("network/"), opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
+	)
+	st, nw := fs[0], fs[1]
+	// Given x holds storage/k through one middleware and network/k through
+	// the other
+	st.createWidget(t, "x", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		s, n := st.atkCondition(t, "x", "StorageClaimed"), nw.atkCondition(t, "x", "NetworkClaimed")
+		return s.Reason == string(conditions.ReasonClaimed) && n.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v / %+v", s, n)
+	})
+	// When x is deleted, and the network middleware's deletion passes fail
+	// for a second (its cleanup waits for something)
+	var firstFail atomic.Int64
+	var mu sync.Mutex
+	cleaned := map[string]bool{} // deletion passes that succeeded with their key granted
+	for _, f := range fs {
+		f.inner.mu.Lock()
+		f.inner.fail = func(_ string, c call) error {
+			if !c.state.Deleting {
+				return nil
+			}
+			if f == nw {
+				firstFail.CompareAndSwap(0, time.Now().UnixNano())
+				if time.Since(time.Unix(0, firstFail.Load())) < time.Second {
+					return errors.New("injected: the network cleanup needs another pass")
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, g := range c.state.Grants {
+				cleaned[g.Key] = true
+			}
+			return nil
+		}
+		f.inner.mu.Unlock()
+	}
+	x, _ := st.widget(t, "x")
+	if err := direct(t).Delete(context.Background(), x); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		_, err := st.widget(t, "x")
+		return apierrors.IsNotFound(err), fmt.Sprintf("x after deletion: %v", err)
+	})
+	time.Sleep(2 * time.Second)
+	// Then each middleware's inner reconciler completed a deletion pass with
+	// the key it held, and neither record outlives x
+	for _, c := range []struct {
+		f   *fixture
+		key string
+	}{{st, "storage/k"}, {nw, "network/k"}} {
+		mu.Lock()
+		ok := cleaned[c.key]
+		mu.Unlock()
+		if !ok {
+			t.Errorf("no successful deletion pass was told of %s; deletion passes: %+v", c.key, deletionCalls(c.f, "x"))
+		}
+		if rec := c.f.record(t, c.key); rec.Exists {
+			t.Errorf("record of %s outlives its deleted holder x: %+v", c.key, rec)
+		}
+	}
+}
+
+// Promise 9 with two middlewares on one kind (docs: "two middlewares for one
+// kind need different names"): a steady holder makes no write. (Sharing
+// the default condition type is refused at setup; each has its own here.)
+func TestTwoMiddlewaresOnOneKindWithTheDefaultConditionTypeSettle(t *testing.T) {
+	ns := env.Namespace(t)
+	fs := atkStart(t, ns,
+		atkMW{keys: atkPrefixed("storage/"), opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithFinalizer("example.com/storage")}},
+		atkMW{keys: atkPrefixed("network/"), opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithFinalizer("example.com/network"), claimmw.WithConditionType("NetworkClaimed")}},
+	)
+	// Given x names k for both middlewares
+	fs[0].createWidget(t, "x", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return fs[0].record(t, "storage/k").Exists && fs[1].record(t, "network/k").Exists, "records not both written"
+	})
+	time.Sleep(2 * time.Second)
+	// When nothing changes for 3 s
+	before := fs[0].writes.snapshot()
+	time.Sleep(3 * time.Second)
+	after := fs[0].writes.snapshot()
+	// Then no status is written
+	if d := after["patch/status Widget"] - before["patch/status Widget"]; d > 0 {
+		t.Errorf("%d status patches in 3 s of a steady holder; condition now %+v", d, fs[0].claimed(t, "x"))
+	}
+}
+
+// Promise 5: two middlewares on one kind never release each other's
+// records; records without a set (written before sets existed) are released
+// by their holder. After an upgrade from a version without sets, both
+// middlewares' records carry no set; the storage middleware does not release
+// the record the network middleware acts for.
+func TestARecordWithoutASetIsNotReleasedByTheOtherMiddlewareOfItsHolder(t *testing.T) {
+	ns := env.Namespace(t)
+	fs := atkStart(t, ns,
+		atkMW{keys: atkPrefixed("storage/"), opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
+		atkMW{keys: atkPrefixed("network/"), opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
+	)
+	st, nw := fs[0], fs[1]
+	// Given x holds storage/k and network/k, one per middleware
+	st.createWidget(t, "x", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		s, n := st.atkCondition(t, "x", "StorageClaimed"), nw.atkCondition(t, "x", "NetworkClaimed")
+		return s.Reason == string(conditions.ReasonClaimed) && n.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v / %+v", s, n)
+	})
+	// When network/k's record is as a version without sets wrote it
+	l := nw.atkLease(t, "network/k")
+	uid := l.UID
+	delete(l.Annotations, backends.DefaultSetAnnotation)
+	if err := direct(t).Update(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	nw.touch(t, "x")
+	time.Sleep(2 * time.Second)
+	// Then x still holds network/k, and the network middleware's inner
+	// reconciler was never told to give it up
+	x, _ := nw.widget(t, "x")
+	if rec := nw.record(t, "network/k"); !rec.Exists || rec.Holder.UID != x.UID {
+		t.Errorf("record of network/k = %+v, want still held by x", rec)
+	}
+	if now := nw.atkLease(t, "network/k").UID; now != uid {
+		t.Errorf("the Lease of network/k was deleted and created again (UID %s, now %s): the key was free for a while", uid, now)
+	}
+	for _, c := range st.inner.callsOf("x") {
+		for _, g := range c.state.Releasing {
+			if g.Key == "network/k" {
+				t.Errorf("the storage middleware's inner reconciler was told to release network/k: %+v", c.state)
+			}
+		}
+	}
+	if n := nw.atkCondition(t, "x", "NetworkClaimed"); n.Reason != string(conditions.ReasonClaimed) {
+		t.Errorf("x's NetworkClaimed: %+v", n)
+	}
+}
+
+// Promise 10: a second middleware with the same name on one kind fails
+// setup.
+func TestASecondMiddlewareWithTheSameNameOnOneKindFailsSetup(t *testing.T) {
+	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrap := func(name string) *claimmw.Middleware {
+		mw, err := claimmw.Wrap(&inner{},
+			claimmw.FromManager(mgr),
+			claimmw.For(&testcrd.Widget{}),
+			claimmw.WithClaim(claim.Config{Namespace: "claims"}, claim.WithBackend(lease.Backend)),
+			claimmw.WithKeys(specKeys),
+			claimmw.WithMetrics(false),
+			claimmw.WithName(name),
+			claimmw.WithConditionType(conditions.Type(name+"Claimed")),
+			claimmw.WithFinalizer(finalizer.Name("example.com/"+name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mw
+	}
+	// Given one middleware set up on Widget
+	if err := wrap("storage").SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}).Named("w1")); err != nil {
+		t.Fatal(err)
+	}
+	// When a second one with another name, then one with the same name, is
+	// set up on Widget
+	errOther := wrap("network").SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}).Named("w2"))
+	errSame := wrap("storage").SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}).Named("w3"))
+	// Then only the same name fails
+	if errOther != nil {
+		t.Errorf("another name: %v", errOther)
+	}
+	if errSame == nil {
+		t.Error("the same name on one kind set up without an error")
+	} else {
+		mustContain(t, "error", errSame.Error(), "WithName")
+	}
+}
+
+// Promises 1 and 5 with two middlewares on one kind in one process: a
+// record is found by its key alone, so a key both middlewares name for one
+// object is one record, written in one set. When the storage middleware
+// wrote x's record of k and the network middleware names k for x too, the
+// network middleware waits behind that record rather than being granted it
+// (Held) and acting; so when the storage middleware then gives k up and
+// releases the record of its set, y never takes k and acts while x's network
+// pass still acts for it.
+func TestTwoMiddlewaresNamingOneKeyNeverLetTwoObjectsActForIt(t *testing.T) {
+	ns := env.Namespace(t)
+	handToKey := func(_ context.Context, obj client.Object) ([]string, error) {
+		if k := obj.(*testcrd.Widget).Spec.HandTo; k != "" {
+			return []string{k}, nil
+		}
+		return nil, nil
+	}
+	fs := atkStart(t, ns,
+		atkMW{keys: specKeys, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
+		atkMW{keys: handToKey, opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
+	)
+	st, nw := fs[0], fs[1]
+	actors := &atkActors{}
+	var blocking atomic.Bool
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	st.inner.mu.Lock()
+	st.inner.hook = actors.hook(nil, nil, nil)
+	st.inner.mu.Unlock()
+	nw.inner.mu.Lock()
+	nw.inner.hook = actors.hook(func(name string, _ call) bool { return name == "x" && blocking.Load() }, entered, release)
+	nw.inner.mu.Unlock()
+	// Given x holds k through the storage middleware, and y waits for k there
+	st.createWidget(t, "x", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := st.atkCondition(t, "x", "StorageClaimed")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v", c)
+	})
+	st.createWidget(t, "y", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := st.atkCondition(t, "y", "StorageClaimed")
+		return c.Reason == string(conditions.ReasonParked), fmt.Sprintf("y: %+v", c)
+	})
+	// And the network middleware names k for x as well: its record of k is
+	// the storage set's, another claim, so the network middleware waits
+	// behind it rather than acting beside it
+	blocking.Store(true)
+	st.edit(t, "x", func(w *testcrd.Widget) { w.Spec.HandTo = "k" })
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := nw.atkCondition(t, "x", "NetworkClaimed")
+		return c.Reason == string(conditions.ReasonParked), fmt.Sprintf("x (network): %+v", c)
+	})
+	select {
+	case <-entered:
+		t.Fatal("the network middleware acted for k while the storage middleware holds it for x")
+	default:
+	}
+	// When the storage middleware no longer names k for x
+	st.edit(t, "x", func(w *testcrd.Widget) { w.Spec.Keys = nil })
+	// Then y does not act for k while x's network pass does
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && len(actors.seen()) == 0 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if v := actors.seen(); len(v) > 0 {
+		t.Errorf("two objects acted for one key at once: %v; y: %+v; record of k: %+v", v, st.atkCondition(t, "y", "StorageClaimed"), st.record(t, "k"))
+	}
+}
