@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -311,4 +312,108 @@ func TestAHandoverIsNotCommittedToASuccessorDeletedDuringThePass(t *testing.T) {
 	if rec := f.record(t, "k"); rec.Exists && rec.Holder.UID == b.UID {
 		t.Errorf("record of k names the deleted successor b and outlives everything that named k: %+v", rec)
 	}
+}
+
+func TestASuccessorThatGetsOneKeyByHandoverAndThenWaitsForAnotherHandedToItGetsItWithoutARequeue(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
+	// Given charlie holds a and its reconciler holds a's workloads until
+	// released, alpha holds k, and bravo names a and k
+	var moved atomic.Bool
+	f.inner.mu.Lock()
+	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "charlie" && len(c.state.Handovers) > 0 && !moved.Load() {
+			return reconcile.Result{RequeueAfter: time.Hour}, nil
+		}
+		return reconcile.Result{}, nil
+	}
+	f.inner.mu.Unlock()
+	f.createWidget(t, "charlie", "a")
+	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "a", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// And alpha hands k to bravo, which waits for a first, so alpha keeps k
+	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
+	eventually(t, wakeWithin, func() (bool, string) {
+		rec := f.record(t, "k")
+		return rec.Successor != nil, "the handover of k to bravo is never prepared"
+	})
+	// And charlie hands a to bravo, which now waits for that handover
+	f.edit(t, "charlie", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
+	f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
+	time.Sleep(time.Second) // alpha, woken by bravo's wait, finds it waiting for a
+	if rec := f.record(t, "k"); rec.Holder.Name != "alpha" {
+		t.Fatalf("holder of k = %s before bravo holds a, want alpha", rec.Holder)
+	}
+	// When charlie's reconciler moves a's workloads, so a goes to bravo,
+	// which then waits for the handover of k
+	moved.Store(true)
+	f.touch(t, "charlie")
+	eventually(t, wakeWithin, func() (bool, string) {
+		rec := f.record(t, "a")
+		return rec.Holder.Name == "bravo", "holder of a = " + rec.Holder.String()
+	})
+	// Then alpha commits k, and bravo holds both: it is not left waiting for
+	// the next requeue (an hour here)
+	eventually(t, 2*wakeWithin, func() (bool, string) {
+		c := f.claimed(t, "bravo")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo: %+v; record of k: holder %s", c, f.record(t, "k").Holder)
+	})
+}
+
+func TestASuccessorWhoseSpecChangesWhileItsPredecessorCommitsStillGetsTheKeyWithoutARequeue(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2, opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
+	// Given alpha holds k and hands it to bravo, which waits for it, and
+	// alpha's reconciler has not yet moved k's workloads
+	var moved atomic.Bool
+	f.inner.mu.Lock()
+	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "alpha" && len(c.state.Handovers) > 0 && !moved.Load() {
+			return reconcile.Result{RequeueAfter: time.Hour}, nil
+		}
+		return reconcile.Result{}, nil
+	}
+	f.inner.mu.Unlock()
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
+	f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
+	// When bravo's spec changes (it names z too, after k), and its condition
+	// for the new spec is still being written when alpha's reconciler has
+	// moved the workloads and alpha would commit
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		if obj.GetName() != "bravo" {
+			return
+		}
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+	})
+	f.setKeys(t, "bravo", "k", "z")
+	select {
+	case <-entered:
+	case <-time.After(wakeWithin):
+		t.Fatal("bravo's condition for its new spec was never written")
+	}
+	moved.Store(true)
+	f.touch(t, "alpha")
+	time.Sleep(time.Second) // alpha finds bravo's condition for its older spec
+	if rec := f.record(t, "k"); rec.Holder.Name != "alpha" {
+		t.Fatalf("holder of k = %s while bravo's condition is not written, want alpha", rec.Holder)
+	}
+	close(release)
+	// Then, once bravo says it waits for k for its new spec, alpha commits:
+	// bravo is not left waiting for the next requeue (an hour here)
+	eventually(t, 2*wakeWithin, func() (bool, string) {
+		c := f.claimed(t, "bravo")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo: %+v; record of k: holder %s", c, f.record(t, "k").Holder)
+	})
 }

@@ -451,8 +451,9 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 			switch {
 			case e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil:
 				woken(ctx, e.ObjectNew, q, true)
-			case was.Reason != string(conditions.ReasonWaitingForHandover) && is.Reason == string(conditions.ReasonWaitingForHandover):
-				// It waits for a handover now: its predecessor may commit.
+			case is.Reason == string(conditions.ReasonWaitingForHandover) && !sameJudgement(was, is):
+				// It waits for a handover now, or for another one, or for its
+				// new spec: its predecessor may commit.
 				wake(ctx, e.ObjectNew, q)
 			case mayAct(was) && !mayAct(is),
 				// Claimed for its new spec now: it stopped acting for keys
