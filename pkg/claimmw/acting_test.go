@@ -1080,3 +1080,57 @@ func TestAHolderWhoseKeysChangeWithoutANewGenerationStillCountsForItsOldKeyUntil
 	f.deleteLease(t, "a")
 	f.neverClaimed(t, "waiter", 4*time.Second)
 }
+
+// A condition quotes at most five keys and counts the rest, so two key sets
+// that share their first five keys and their size read the same. A holder
+// whose keys change, its generation unchanged, from one to the other still
+// acts for the key it dropped until a pass that stops it succeeded.
+func TestAHolderOfMoreKeysThanItsConditionQuotesStillCountsForAnUnquotedKeyItDroppedUntilAToldPassSucceeds(t *testing.T) {
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithKeys(referencedKeys)}})
+	f.createWidget(t, "holder", "a", "b", "c", "d", "e", "f", "k")
+	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
+	f.createWidget(t, "waiter", "k")
+	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
+
+	// Its workloads for k do not stop: every pass not granted k fails.
+	f.failPassesThatStop("holder", "k")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "holder-storage"}, Data: map[string]string{"keys": "a,b,c,d,e,f,z"}}
+	if err := direct(t).Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	f.touch(t, "holder")
+	f.waitForInnerCall(t, "holder", "a pass granted z", func(s claimmw.State) bool {
+		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "z" })
+	})
+
+	f.deleteLease(t, "k")
+	f.neverClaimed(t, "waiter", 4*time.Second)
+}
+
+// A condition quotes each key cut to 256 bytes, so two long keys that share
+// their first 256 bytes read the same. A holder whose one key changes, its
+// generation unchanged, from one to the other still acts for the key it
+// dropped until a pass that stops it succeeded.
+func TestAHolderOfALongKeyStillCountsForItWhenItsKeyChangesPastTheQuotedBytesUntilAToldPassSucceeds(t *testing.T) {
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithKeys(referencedKeys)}})
+	prefix := strings.Repeat("p", conditions.MaxQuotedKeyLength)
+	old, renamed := prefix+"-old", prefix+"-new"
+	f.createWidget(t, "holder", old)
+	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
+	f.createWidget(t, "waiter", old)
+	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
+
+	// Its workloads for the old key do not stop: every pass not granted it fails.
+	f.failPassesThatStop("holder", old)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "holder-storage"}, Data: map[string]string{"keys": renamed}}
+	if err := direct(t).Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	f.touch(t, "holder")
+	f.waitForInnerCall(t, "holder", "a pass granted the renamed key", func(s claimmw.State) bool {
+		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == renamed })
+	})
+
+	f.deleteLease(t, old)
+	f.neverClaimed(t, "waiter", 4*time.Second)
+}

@@ -12,6 +12,7 @@
 package conditions
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -211,7 +212,26 @@ func ForKeys(t Type, keys []string, generation int64) metav1.Condition {
 	if len(keys) > 1 {
 		word = "keys"
 	}
-	return New(t, ReasonClaimed, fmt.Sprintf("Holds %s %s.", word, QuoteKeys(keys, MaxQuotedKeys)), generation)
+	return New(t, ReasonClaimed, fmt.Sprintf("Holds %s %s%s.", word, QuoteKeys(keys, MaxQuotedKeys), keySetSuffix(keys)), generation)
+}
+
+// keySetSuffix names the whole key set by a digest when the quoted keys do
+// not show all of it (more than MaxQuotedKeys keys, or one cut short), so
+// that two Claimed conditions for different key sets never read alike: a
+// reader decides from the message whether the condition speaks of the keys
+// an object names now.
+func keySetSuffix(keys []string) string {
+	whole := len(keys) <= MaxQuotedKeys
+	for _, k := range keys {
+		if len(k) > MaxQuotedKeyLength {
+			whole = false
+		}
+	}
+	if whole {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(strings.Join(keys, "\x00")))
+	return fmt.Sprintf(" (key set %x)", sum[:8])
 }
 
 // MaxQuotedKeys is how many keys [ForKeys] quotes before it counts the rest.

@@ -1,6 +1,7 @@
 package conditions_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -218,5 +219,27 @@ func TestFoldReady(t *testing.T) {
 				t.Errorf("FoldReady changed its input (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestClaimedConditionsForDifferentKeySetsNeverReadAlike(t *testing.T) {
+	long := strings.Repeat("p", conditions.MaxQuotedKeyLength)
+	for _, tc := range []struct {
+		name string
+		a, b []string
+	}{
+		{"a key past the quoted ones", []string{"a", "b", "c", "d", "e", "f", "k"}, []string{"a", "b", "c", "d", "e", "f", "z"}},
+		{"a long key that differs past the quoted bytes", []string{long + "-old"}, []string{long + "-new"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := conditions.ForKeys("Claimed", tc.a, 1).Message, conditions.ForKeys("Claimed", tc.b, 1).Message
+			if a == b {
+				t.Errorf("both key sets read %q", a)
+			}
+		})
+	}
+	// A key set that is quoted whole carries no digest.
+	if got, want := conditions.ForKeys("Claimed", []string{"a", "b"}, 1).Message, `Holds keys "a", "b".`; got != want {
+		t.Errorf("message = %q, want %q", got, want)
 	}
 }
