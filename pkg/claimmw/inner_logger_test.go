@@ -32,7 +32,7 @@ func TestInnerLogsCarryTheCallersLoggerOnEveryPath(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		lines = append(lines, prefix+"|"+args)
-	}, funcr.Options{}).WithName("caller").WithValues("reconcileID", "attack15")
+	}, funcr.Options{}).WithName("caller").WithValues("reconcileID", "callers-own")
 	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
 		mine := ctx.Value(callersLoggerKey{}) != nil
 		if c.state.Deleting && !mine {
@@ -83,7 +83,7 @@ func TestInnerLogsCarryTheCallersLoggerOnEveryPath(t *testing.T) {
 		if got := l[:len("caller|")]; got != "caller|" {
 			t.Errorf("inner line logged under %q, want the caller's logger: %s", l, l)
 		}
-		if !strings.Contains(l, `"reconcileID"="attack15"`) {
+		if !strings.Contains(l, `"reconcileID"="callers-own"`) {
 			t.Errorf("inner line lost the caller's values: %s", l)
 		}
 	}

@@ -39,10 +39,10 @@ func controllerLabels(t *testing.T, family string) map[string]bool {
 // controller under (even when the builder was Named otherwise), and
 // WithMetrics(false) records nothing and does not panic.
 func TestMetricsCarryTheControllerNameAndAreOffWhenAskedTo(t *testing.T) {
-	// Given a middleware named attack15-on and one named attack15-off with
+	// Given a middleware named metrics-on and one named metrics-off with
 	// metrics off
-	on := start(t, setup{opts: []claimmw.Option{claimmw.WithName("attack15-on")}})
-	off := start(t, setup{opts: []claimmw.Option{claimmw.WithName("attack15-off"), claimmw.WithMetrics(false)}})
+	on := start(t, setup{opts: []claimmw.Option{claimmw.WithName("metrics-on")}})
+	off := start(t, setup{opts: []claimmw.Option{claimmw.WithName("metrics-off"), claimmw.WithMetrics(false)}})
 	// When each reconciles a holder and a parked object
 	for _, f := range []*fixture{on, off} {
 		f.createWidget(t, "a", "k")
@@ -54,16 +54,16 @@ func TestMetricsCarryTheControllerNameAndAreOffWhenAskedTo(t *testing.T) {
 	// controller
 	eventually(t, 5*time.Second, func() (bool, string) {
 		cr := controllerLabels(t, "controller_runtime_reconcile_total")
-		return cr["attack15-on"] && cr["attack15-off"], fmt.Sprintf("controller-runtime controllers: %v", cr)
+		return cr["metrics-on"] && cr["metrics-off"], fmt.Sprintf("controller-runtime controllers: %v", cr)
 	})
 	for _, fam := range []string{claimmw.MetricClaimsHeld, claimmw.MetricAcquireTotal, claimmw.MetricAcquireDuration} {
 		got := controllerLabels(t, fam)
-		if !got["attack15-on"] {
-			t.Errorf("%s has no series for controller attack15-on: %v", fam, got)
+		if !got["metrics-on"] {
+			t.Errorf("%s has no series for controller metrics-on: %v", fam, got)
 		}
 		// And the one with metrics off has none
-		if got["attack15-off"] {
-			t.Errorf("%s has a series for attack15-off, whose metrics are off", fam)
+		if got["metrics-off"] {
+			t.Errorf("%s has a series for metrics-off, whose metrics are off", fam)
 		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 // label only, so neither middleware may overwrite it with its own private
 // total, and deleting one object drops the gauge by that object's keys only.
 func TestHeldGaugeDropsByTheDeletedObjectsKeysOnly(t *testing.T) {
-	const name = "attack15-gauge"
+	const name = "held-gauge"
 	ctx := context.Background()
 	// Given two managers, each with a middleware named name
 	first := start(t, setup{opts: []claimmw.Option{claimmw.WithName(name)}})
