@@ -66,15 +66,16 @@ var worlds = []world{
 		},
 	},
 	{
+		// Late record events and the cached listing: obj0 names {k0,k1}, obj1
+		// {k0}, one edit. MUT_CACHED_HELD needs two edits here (release, then
+		// name the key again), which is more than this world's budget allows.
 		name:  "cached-key-edits",
 		model: "claim.pml",
-		defs:  []string{"EDITS=1", "DELS=0", "LOST=0", "STALE=0", "CACHED_HOLDINGS"},
+		defs:  []string{"EDITS=1", "DELS=0", "LOST=0", "STALE=0", "INIT0=3", "INIT1=1", "CACHED_HOLDINGS"},
 		live:  true,
 		mutations: []mutation{
 			{define: "MUT_WAKE_NO_HOLDER", want: "acceptance cycle",
 				why: "a record event does not wake the record's holder: a record the cached List missed is never swept"},
-			{define: "MUT_CACHED_HELD", want: "assertion violated",
-				why: "Acquire trusts the cache when it says the record is the caller's, instead of the uncached read"},
 			{define: "MUT_RELEASE_WHATEVER", want: "assertion violated (rec[k].holder==me)",
 				why: "the release deletes whatever record of the key is there now, whoever it names"},
 		},
