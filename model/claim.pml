@@ -1,35 +1,29 @@
 /*
  * claim.pml: the claim protocol (pkg/claim) and the level-triggered
  * middleware pass (pkg/claimmw) of ocf-claim, as a Promela model for SPIN.
- * docs/model.md says what is modelled, what is not, and how each proctype
- * and inline maps to the Go code.
+ * docs/model.md says what is modelled, what is not, and maps each step to
+ * the Go code, with the steps that are atomic here but not in the code.
  *
- * One atomic step is one API call: the API server is a compare-and-swap
- * store, and everything a pass decides between two calls may be stale by
- * the next one. Bounds (all overridable with -D): NOBJ objects (2 or 3),
- * NKEY = 2 keys, EDITS key-set edits, DELS object deletions, EXTDEL external
- * record deletions, LOST lost write responses, STALE stale cached reads,
- * ORPHAN records of an already-gone holder present at the start, RENEW
- * renewal writes.
+ * A step of the model is one API call, or a few calls and local decisions
+ * folded into one (docs/model.md lists each fold): everything a pass decides
+ * between two steps may be stale by the next one. Bounds (all overridable
+ * with -D): NOBJ objects (2 or 3), NKEY = 2 keys, EDITS key-set edits, DELS
+ * object deletions, EXTDEL external record deletions, LOST lost write
+ * responses, WFAIL writes refused before they apply, INNERFAIL failed inner
+ * passes, STALE stale cached reads, ORPHAN records of an already-gone holder
+ * present at the start, RENEW renewal writes, RESTART operator restarts.
  *
- * Mutation switches (-DMUT_...) put back one known bug each; see
- * docs/model.md: MUT_WAKE_ONLY_WAITERS, MUT_SWEEP_CACHE, MUT_UNFENCED_TAKEOVER,
- * MUT_RELEASE_NO_UID, MUT_NO_GIVEUP, MUT_CACHED_LIST, MUT_FINAL_RELEASE_FIRST,
- * MUT_DELETING_IS_DEAD, MUT_ALIVE_IS_DEAD, MUT_UNSORTED, MUT_PARK_KEEP_NAMED,
- * MUT_TOKEN_TRANSITIONS, MUT_FENCE_ACCEPT_ALL, MUT_WAKE_NO_HOLDER,
- * MUT_RELEASE_BEFORE_INNER, MUT_PARKED_RELEASE_BEFORE_INNER,
- * MUT_DELETE_NO_VERSION. None changes anything
- * when undefined.
+ * Mutation switches (-DMUT_...) put back one known bug each; model_test.go
+ * and docs/model.md list them. None changes anything when undefined.
  *
- * Fidelity switch CACHED_HOLDINGS: the sweep and give-up list the object's
- * records from the informer cache, as middleware.go does (CachedHoldings,
- * then ReleaseRecords re-reads each record uncached before its fenced
- * Delete); a record whose watch event is still on its way is missed, and the
- * event wakes its holder when it arrives. Without it the sweep lists
+ * Fidelity switch CACHED_HOLDINGS: record watch events are steps of their
+ * own (the Informer delivers them, and only then wakes anyone), the record
+ * cache is what they delivered, and the sweep and give-up list the object's
+ * records from that cache, as middleware.go does (CachedHoldings, then
+ * ReleaseRecords re-reads each record uncached before its fenced Delete).
+ * Without it a record write wakes in the same step, and the sweep lists
  * uncached (cheaper: fewer interleavings). model_test.go turns it on in the
- * worlds where a missed record matters; docs/model.md says which.
- * RENEW: renewal writes (in place, same UID, new version) of a live holder's
- * record.
+ * worlds where a late event or a missed record matters.
  */
 
 #ifndef NOBJ
@@ -48,12 +42,22 @@
 #ifndef LOST
 #define LOST 1
 #endif
+#ifndef WFAIL
+#define WFAIL 0
+#endif
+#ifndef INNERFAIL
+#define INNERFAIL 0
+#endif
 #ifndef STALE
 #define STALE 1
 #endif
-/* With external record deletion, an old holder may still be inside its inner
- * pass when a new holder starts its own: what keeps them apart is the fenced
- * resource, which the model then adds. */
+#ifndef RESTART
+#define RESTART 0
+#endif
+/* With external record deletion, an old holder that no longer names the key
+ * may still be inside its inner pass when a new holder starts its own (the
+ * case docs/middleware.md says is not covered): what keeps them apart is the
+ * fenced resource, which the model then adds. */
 #if EXTDEL > 0
 #define FENCE
 #endif
@@ -87,6 +91,14 @@
 #define IDLE     0
 #define REQUEUED 1
 
+/* The object's claim condition, on the API server: what a waiter's
+ * predecessor check reads. CPARKED stands for every False reason that is
+ * not Stopping (Parked, WaitingForHandover, ClaimError, Released) and for no
+ * condition at all. */
+#define CPARKED   0
+#define CCLAIMED  1   /* True, Claimed */
+#define CSTOPPING 2   /* False, Stopping: told to stop until a told pass succeeds */
+
 /* ---- API server: claim records, compare-and-swap on UID and version ---- */
 typedef Record {
 	bool ex;      /* the record exists */
@@ -105,18 +117,38 @@ bool deleting[NOBJ];
 bool fin[NOBJ];       /* carries the middleware's finalizer */
 byte keys[NOBJ];      /* the keys it names, on the server */
 byte ckeys[NOBJ];     /* the keys it names, in the informer cache */
+byte cst[NOBJ];       /* its claim condition (CPARKED, CCLAIMED, CSTOPPING) */
+bool ccur[NOBJ];      /* the condition was written for its current spec */
+#ifdef STALECOND
+/* Switch STALECOND: a pass reads its own condition (Middleware.previous)
+ * from the cache, which may not have seen its last status write yet; the
+ * Informer catches it up. Without it the condition is read as it is. */
+byte ccst[NOBJ];
+#define condRead(o) ccst[o]
+/* the cache delivers an object's events in order: one that has seen a spec
+ * edit has seen the status writes before it */
+#define condSeen(o) ccst[o] = cst[o]
+#else
+#define condSeen(o) skip
+#define condRead(o) cst[o]
+#endif
 
 /* ---- controller ---- */
 bool q[NOBJ];         /* in the work queue */
 byte mode[NOBJ];      /* IDLE or REQUEUED */
-bool cond[NOBJ];      /* claim condition True */
+#ifdef MUT_TELL_IN_MEMORY
+bool seen[NOBJ];      /* the bug's memory: passed since the operator started */
+#endif
 
 /* ---- fault and edit budgets ---- */
 byte edits = EDITS;
 byte dels = DELS;
 byte extdels = EXTDEL;
 byte lost = LOST;
+byte wfails = WFAIL;
+byte ifails = INNERFAIL;
 byte stale = STALE;
+byte restarts = RESTART;
 #ifndef RENEW
 #define RENEW 0
 #endif
@@ -128,24 +160,25 @@ byte acting[NKEY];    /* objects whose inner pass acts on the key: bit mask */
 byte lastgrant[NKEY]; /* token of the newest grant of the key */
 /* using[k]: objects whose workloads still use key k: bit mask. An inner pass
  * that acts for k while granted sets it; it stays set after the pass ends
- * (the workloads the pass started keep running) and is cleared only by a
- * later inner pass of the object that runs without k: a granted pass whose
- * keys no longer include k, a parked pass (told it holds nothing: it must
- * stop using every key), or the deletion pass (cleanup). A record may be
- * deleted by its holder, or granted to another object, only once its
- * holder's workloads stopped using it. */
+ * (the workloads the pass started keep running), also when the pass fails,
+ * and is cleared only by a later inner pass of the object that runs without
+ * k and succeeds: a granted pass whose keys no longer include k, a parked
+ * pass (told it holds nothing: it must stop using every key), or the
+ * deletion pass (cleanup). A record may be deleted by its holder, or granted
+ * to another object, only once its holder's workloads stopped using it. */
 byte using[NKEY];
 #ifdef FENCE
 byte fmax[NKEY];      /* the fenced resource: highest token it accepted */
 byte fwho[NKEY];      /* and who wrote it */
 #endif
 #ifdef CACHED_HOLDINGS
-/* rlag[k]: the record cache has not yet seen the newest write of the record
- * of k; the watch event of that write is still on its way. The pass's
- * CachedHoldings misses such a record; the event wakes the holder when it
- * arrives (Informer). */
-bool rlag[NKEY];
-#define recWritten(k) rlag[k] = true
+/* ev[k]: a watch event of the record of k is on its way; evh[k]: the holders
+ * its events name (bit mask). cex/chold: the record as the cache has it,
+ * which is what the delivered events said. */
+bool ev[NKEY];
+byte evh[NKEY];
+bool cex[NKEY];
+byte chold[NKEY];
 #endif
 /* ALIVE(h): liveness, HolderExists: the holder's object exists (being
  * deleted or not). MUT_DELETING_IS_DEAD judges a holder being deleted gone;
@@ -173,6 +206,7 @@ byte w;               /* scratch loop index, only inside atomic steps */
 byte wh;              /* scratch: the holder a record event names */
 
 #define names(o, k) ((ckeys[o] & bit(k)) != 0)
+#define hbit(h) (bit(h) & ((1 << NOBJ) - 1))   /* the orphan's holder is no object */
 
 /* Who a record event may wake. */
 #ifdef MUT_WAKE_ONLY_WAITERS
@@ -181,20 +215,20 @@ byte wh;              /* scratch: the holder a record event names */
 #define wakeable(o) (exists[o])
 #endif
 
-/* wake: the record of key k was created, updated or deleted, its holder
- * (before or after) being h. The watch enqueues every object that names k,
- * holders and waiters alike, and the holder. */
-inline wake(k, h) {
+/* wakeMask: events of the record of key k were delivered, naming the
+ * holders in hs. The watch enqueues every object that names k (from the
+ * cache), holders and waiters alike, and the holders. */
+inline wakeMask(k, hs) {
 	w = 0;
 	do
 	:: w < NOBJ ->
 		if
-		#ifdef MUT_WAKE_NO_HOLDER
+#ifdef MUT_WAKE_NO_HOLDER
 		/* the bug: a record event wakes the objects naming the key only,
 		 * not the record's holder */
 		:: wakeable(w) && names(w, k) -> q[w] = true
 #else
-		:: wakeable(w) && (names(w, k) || w == h) -> q[w] = true
+		:: wakeable(w) && (names(w, k) || (hs & bit(w)) != 0) -> q[w] = true
 #endif
 		:: else -> skip
 		fi;
@@ -203,6 +237,16 @@ inline wake(k, h) {
 	od;
 	w = 0
 }
+
+/* written: the record of k was written (created, updated or deleted); hs
+ * are the holders its event names (the new holder, or the one deleted). Without CACHED_HOLDINGS the event wakes
+ * in the same step; with it, the event is on its way until the Informer
+ * delivers it. */
+#ifdef CACHED_HOLDINGS
+#define written(k, hs) ev[k] = true; evh[k] = evh[k] | (hs)
+#else
+#define written(k, hs) wakeMask(k, hs)
+#endif
 
 /* wakeNamers: an object was deleted; every object naming one of its keys
  * is enqueued. */
@@ -220,15 +264,32 @@ inline wakeNamers(ks) {
 	w = 0
 }
 
+/* uncovered(k): the objects whose acting window for k may be open although
+ * no predecessor check can see them: after a deletion from outside, those
+ * that no longer name k in the cache (docs/middleware.md, "What is not
+ * covered"). An overlap of windows in which neither object is uncovered is
+ * an error. */
+#ifdef FENCE
+#define unc(o, k) ((extdone && !names(o, k)) * bit(o))
+#if NOBJ > 2
+#define uncovered(k) (unc(0, k) | unc(1, k) | unc(2, k))
+#else
+#define uncovered(k) (unc(0, k) | unc(1, k))
+#endif
+#else
+#define uncovered(k) 0
+#endif
+/* others(x, k): the bits of x of objects other than me whose windows for k
+ * must be closed; none when me is itself uncovered (a pass that read its
+ * keys before they no longer named k acts on its old read). */
+#define others(x, k) ((x) & ~bit(me) & ~(uncovered(k)) & ~(((uncovered(k)) >> me & 1) * 255))
+
 /* grant records a new grant of k with token t and checks tokens of a key
  * strictly increase over grants. */
 inline grant(k, t) {
 	assert(t > lastgrant[k]);
-#ifdef FENCE
-	assert((using[k] & ~bit(me)) == 0 || extdone);
-#else
-	assert((using[k] & ~bit(me)) == 0);   /* no other object's workloads use k */
-#endif
+	/* no other object's workloads use k: its acting window is closed */
+	assert(others(using[k], k) == 0);
 	lastgrant[k] = t
 }
 
@@ -262,8 +323,32 @@ byte trv[NKEY];       /* the bug's token: the count of grants of the record */
 	:: true -> skip \
 	fi
 
-/* acquire: Claimer.Acquire(key k) with the default liveness. res is
- * GRANTED (tok[k] set), PARKED or FAILED. */
+/* refused: a write the server refuses before it applies (an error other
+ * than a conflict: a timeout before the request reached etcd, a webhook, a
+ * quota). */
+#define refused (wfails > 0)
+#define refuse wfails--; printf("      (obj%d's write is refused before it applies)\n", me)
+
+/* pred(o, k): the predecessor check (claim.WithPredecessors, claimmw's
+ * predecessor): o is another object that names k in the cache's index,
+ * read uncached: it exists and its condition says it may still act for k
+ * (Claimed, or Stopping), unless it is Claimed for its current spec and that
+ * spec no longer names k. */
+#ifdef MUT_NO_PREDECESSOR
+#define pred(o, k) false
+#else
+#define pred(o, k) ((o) != me && exists[o] && names(o, k) && cst[o] != CPARKED && \
+	!(cst[o] == CCLAIMED && ccur[o] && (keys[o] & bit(k)) == 0))
+#endif
+#if NOBJ > 2
+#define anyPred(k) (pred(0, k) || pred(1, k) || pred(2, k))
+#else
+#define anyPred(k) (pred(0, k) || pred(1, k))
+#endif
+
+/* acquire: Claimer.Acquire(key k) with the default liveness and the
+ * middleware's predecessor check. res is GRANTED (tok[k] set), PARKED or
+ * FAILED. */
 inline acquire(k) {
 	round = 0;
 	res = 255;
@@ -272,23 +357,36 @@ inline acquire(k) {
 	:: res == 255 && round == MAXROUNDS -> res = FAILED   /* ErrRaced */
 	:: res == 255 && round < MAXROUNDS ->
 		/* backend.Get, uncached */
-		atomic { rex = rec[k].ex; rh = rec[k].holder; ruid = rec[k].uid; rrv = ver[k] };
+		atomic {
+#ifdef MUT_CACHED_HELD
+			/* the bug: the cache says the record is mine: trusted */
+			if
+			:: cex[k] && chold[k] == me -> rex = true; rh = me; rrv = ver[k]
+			:: else ->
+#endif
+			rex = rec[k].ex; rh = rec[k].holder; ruid = rec[k].uid; rrv = ver[k]
+#ifdef MUT_CACHED_HELD
+			fi
+#endif
+		};
 		if
 		:: !rex ->
-			/* verdictFree: create wins or conflicts */
+			/* verdictFree: the predecessor check's reads, folded into the
+			 * Create that follows them (the window between them is not
+			 * covered: docs/model.md), then create wins or conflicts */
 			atomic {
 				if
-				:: rec[k].ex -> round++
-				:: else ->
+				:: anyPred(k) ->
+					res = PARKED; printf("obj%d finds k%d free, but another object may still act for it: WaitingForHandover\n", me, k)
+				:: !anyPred(k) && refused -> refuse; res = FAILED
+				:: !anyPred(k) && rec[k].ex -> round++
+				:: !anyPred(k) && !rec[k].ex ->
 					ver[k]++; rec[k].ex = true; rec[k].holder = me; rec[k].uid = ver[k];
 					printf("obj%d creates the record of k%d: granted, token %d\n", me, k, ver[k]);
 #ifdef MUT_TOKEN_TRANSITIONS
 					trCreate(k);
 #endif
-#ifdef CACHED_HOLDINGS
-					recWritten(k);
-#endif
-					grant(k, TOKC(k)); wake(k, me);
+					grant(k, TOKC(k)); written(k, bit(me));
 					res = GRANTED; setTok(k, TOKC(k));
 					loseResponse(res)
 				fi
@@ -304,6 +402,7 @@ inline acquire(k) {
 				/* takeover: one update fenced on the UID and version read */
 				atomic {
 					if
+					:: refused -> refuse; res = FAILED
 #ifdef MUT_UNFENCED_TAKEOVER
 					:: rec[k].ex ->
 #else
@@ -314,10 +413,7 @@ inline acquire(k) {
 #ifdef MUT_TOKEN_TRANSITIONS
 						trTake(k);
 #endif
-#ifdef CACHED_HOLDINGS
-						recWritten(k);
-#endif
-						grant(k, TOKT(k)); wake(k, me);
+						grant(k, TOKT(k)); written(k, bit(me));
 						res = GRANTED; setTok(k, TOKT(k));
 						loseResponse(res)
 					:: else -> rrv = 0   /* conflict: read again below */
@@ -345,48 +441,94 @@ inline acquire(k) {
 	round = 0
 }
 
-#define PRE_ENDACT 1   /* the inner pass ends */
-#define PRE_PARKED 2   /* the condition turns False */
-#define PRE_FINAL  3   /* finalize: the inner acts between the List and the deletes */
+#define PRE_ENDACT 1   /* the granted inner pass returned success */
+#define PRE_PARKED 2   /* the parked pass: condition, maybe the told inner */
+#define PRE_FINAL  3   /* finalize: the inner cleans up between the List and the deletes */
+#define PRE_FAILED 4   /* the granted inner pass failed (only MUT_RELEASE_AFTER_FAILED_INNER releases then) */
 
-/* release: Claimer.Release(self, keep): one List of self's records, then one
- * Delete per record not kept, fenced on the UID and version of the List. A
- * record already gone counts as released; one that changed is an error. */
+/* cmine(k): the listing of a granted or parked pass finds the object's
+ * record of k (holdingsOf). With CACHED_HOLDINGS, while its condition speaks
+ * of its current spec, from the cache (CachedHoldings): the record as the
+ * delivered events say; otherwise uncached (Holdings): the record as it is.
+ * The deletion path always lists uncached. ReleaseRecords reads each listed
+ * record again uncached before its Delete, folded into the listing's step:
+ * mine(k) is that re-read. */
+#define mine(k) (rec[k].ex && rec[k].holder == me)
+#ifdef CACHED_HOLDINGS
+#define cmine(k) (wascur -> (cex[k] && chold[k] == me) : mine(k))
+#else
+#define cmine(k) mine(k)
+#endif
+
+/* parkedCond: the condition says the object acts for nothing (Parked,
+ * ClaimError) without a told pass in this step: only when no workloads of
+ * the object use a key, or a waiter's predecessor check would let a key go
+ * while they do (loss is told until it is heard). */
+#define parkedCond cst[me] = CPARKED; assert(((using[0] | using[1]) & bit(me)) == 0)
+/* inner told to stop: its workloads stop using every key */
+#define stopUsing using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me)
+#define stopActing acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
+/* the inner told it releases the keys outside s: those workloads stop */
+#define stopUsingExcept(s) \
+	if \
+	:: ((s) & 1) == 0 -> using[0] = using[0] & ~bit(me) \
+	:: else -> skip \
+	fi; \
+	if \
+	:: ((s) & 2) == 0 -> using[1] = using[1] & ~bit(me) \
+	:: else -> skip \
+	fi
+
+/* release: the end of a pass that releases records: the listing of the
+ * object's records, what the pass does between the listing and the deletes
+ * (folded into the listing's step, by pre), then one Delete per record
+ * listed and not kept, fenced on the UID and version read. A record already
+ * gone counts as released; a Delete that fails (changed since the read, or
+ * refused) is an error, and the next record is still deleted, as
+ * ReleaseRecords does. */
 inline release(keep, pre) {
 	atomic {
-		/* what the pass did last before the List, folded into it: no other
-		 * process reads it, so it needs no step of its own */
 		if
 		:: pre == PRE_ENDACT ->
-			printf("obj%d: inner pass ends\n", me);
-			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
-		:: pre == PRE_PARKED ->
-			/* the inner pass runs parked (told it holds nothing and which
-			 * keys it gives up) and stops using every key */
-			printf("obj%d: condition False, inner pass stops using its keys; keeps keys %d, gives up the rest\n", me, held);
-			cond[me] = false;
-			using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me)
+			/* the inner pass returned success: its workloads stopped using
+			 * the keys it was told it releases; a condition delayed for a
+			 * changed spec is written now */
+			printf("obj%d: inner pass ends with success\n", me);
+			stopActing;
+			stopUsingExcept(keep);
+			if
+			:: ks == keys[me] -> ccur[me] = true
+			:: else -> skip
+			fi
+		:: pre == PRE_FAILED ->
+			printf("obj%d: inner pass ends with an error\n", me);
+			stopActing
 		:: else -> skip
 		fi;
 		k = 0;
 		do
 		:: k < NKEY ->
 			if
-			:: rec[k].ex && rec[k].holder == me && (keep & bit(k)) == 0 ->
+			:: (keep & bit(k)) == 0 && pre != PRE_FINAL && cmine(k) ->
+#ifdef MUT_RELEASE_WHATEVER
+				/* the bug: the re-read is not checked for the holder */
+				if
+				:: rec[k].ex -> listed = listed | bit(k); luid[k] = rec[k].uid; lrv[k] = ver[k]
+				:: else -> skip
+				fi
+#else
+				if
+				:: mine(k) -> listed = listed | bit(k); luid[k] = rec[k].uid; lrv[k] = ver[k]
+				:: else -> skip
+				fi
+#endif
+			:: (keep & bit(k)) == 0 && pre == PRE_FINAL && mine(k) ->
 #ifdef MUT_CACHED_LIST
 				/* the bug: the finalizer's List reads a cache that may not
 				 * have seen the object's newest record yet */
 				if
-				:: pre == PRE_FINAL -> printf("obj%d: its cached List misses k%d\n", me, k)
-				:: true -> listed = listed | bit(k); luid[k] = rec[k].uid; lrv[k] = ver[k]
-				fi
-#elif defined(CACHED_HOLDINGS)
-				/* as the code does: the sweep and give-up list the
-				 * object's records from the cache (CachedHoldings), which
-				 * misses a record whose watch event is still on its way */
-				if
-				:: pre != PRE_FINAL && rlag[k] -> printf("obj%d: its cached List misses k%d\n", me, k)
-				:: else -> listed = listed | bit(k); luid[k] = rec[k].uid; lrv[k] = ver[k]
+				:: printf("obj%d: its cached List misses k%d\n", me, k)
+				:: listed = listed | bit(k); luid[k] = rec[k].uid; lrv[k] = ver[k]
 				fi
 #else
 				listed = listed | bit(k); luid[k] = rec[k].uid; lrv[k] = ver[k]
@@ -398,50 +540,93 @@ inline release(keep, pre) {
 		od;
 		k = 0;
 		if
-#ifdef MUT_FINAL_RELEASE_FIRST
-		:: false ->
+		:: pre == PRE_PARKED ->
+			/* Middleware.parked: the condition says Stopping while the object
+			 * may still act (it said Claimed or Stopping); the inner pass is
+			 * told to stop when it must (mustTell: it may have held, or it
+			 * gives records up); after that pass succeeded the condition says
+			 * what blocks it. */
+#ifdef MUT_LOST_NEVER_TOLD
+			tell = (listed != 0);   /* the bug: only giving up is told */
 #else
-		:: pre == PRE_FINAL ->
+			tell = (was != CPARKED || listed != 0);
 #endif
+			if
+			:: ks != keys[me] ->
+				/* the status writes meet a newer spec: refused (setCondition);
+				 * the condition stays as it was, the pass ends in an error
+				 * after the told pass and its release, if any */
+				printf("obj%d: its condition write meets a newer spec and is refused\n", me);
+				if
+				:: tell && ifails > 0 -> ifails--; listed = 0
+				:: tell -> stopUsing
+				:: !tell -> listed = 0
+				fi;
+				res = FAILED
+			:: else ->
+				if
+				:: was != CPARKED -> cst[me] = CSTOPPING
+				:: else -> parkedCond
+				fi;
+				ccur[me] = true;
+				if
+				:: tell && ifails > 0 ->
+					ifails--; res = FAILED;
+					printf("obj%d: condition %d, inner pass told to stop fails; keeps keys %d\n", me, cst[me], held);
+#ifndef MUT_RELEASE_AFTER_FAILED_INNER
+					listed = 0
+#endif
+				:: tell ->
+					printf("obj%d: inner pass told to stop succeeds, condition Parked; keeps keys %d, gives up the rest\n", me, held);
+					stopUsing; cst[me] = CPARKED
+				:: !tell ->
+					printf("obj%d: condition Parked, inner pass not told (keeps keys %d)\n", me, held);
+					parkedCond
+				fi
+			fi
+		:: pre == PRE_FINAL ->
 			/* the inner runs in deleting mode: it acts (cleans up) for the
 			 * keys the object still holds */
 			printf("obj%d: being deleted, inner pass cleans up for keys %d\n", me, listed);
+#ifndef MUT_FINAL_RELEASE_FIRST
 			do
 			:: k < NKEY && (listed & bit(k)) != 0 ->
-#ifdef FENCE
-				assert(acting[k] == 0 || extdone);
-#else
-				assert(acting[k] == 0);
-#endif
+				assert(others(using[k], k) == 0);
 				acting[k] = acting[k] | bit(me); k++
 			:: k < NKEY && (listed & bit(k)) == 0 -> k++
 			:: k == NKEY -> break
 			od;
 			k = 0
+#endif
 		:: else -> skip
 		fi
 	};
+#ifndef MUT_FINAL_RELEASE_FIRST
 	if
-#ifdef MUT_FINAL_RELEASE_FIRST
-	:: false ->
-#else
-	:: pre == PRE_FINAL && listed != 0 ->
-#endif
+	:: pre == PRE_FINAL ->
 		atomic {
-			printf("obj%d: inner pass ends\n", me);
-			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me);
-			using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me)
+			stopActing;
+			if
+			:: ifails > 0 ->
+				/* the deletion pass fails: nothing is released, the
+				 * object keeps its condition, and its workloads run on */
+				ifails--; res = FAILED; listed = 0;
+				printf("obj%d: deletion pass fails\n", me)
+			:: true ->
+				/* it succeeded: the condition says Released; its
+				 * workloads stopped */
+				printf("obj%d: deletion pass succeeds\n", me);
+				stopUsing; cst[me] = CPARKED
+			fi
 		}
-	:: pre == PRE_FINAL && listed == 0 ->
-		/* the deletion pass runs its inner (cleanup) for nothing held: its
-		 * workloads stop */
-		atomic { using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me) }
 	:: else -> skip
 	fi;
+#endif
 	do
-	:: k < NKEY && (listed & bit(k)) != 0 && res != FAILED ->
+	:: k < NKEY && (listed & bit(k)) != 0 ->
 		atomic {
 			if
+			:: refused -> refuse; res = FAILED
 #ifdef MUT_RELEASE_NO_UID
 			:: rec[k].ex ->
 #elif defined(MUT_DELETE_NO_VERSION)
@@ -457,32 +642,28 @@ inline release(keep, pre) {
 				 * later write (a renewal) it never saw */
 				assert(ver[k] == lrv[k]);
 				printf("obj%d releases k%d (record of obj%d, version %d)\n", me, k, rec[k].holder, ver[k]);
-				ver[k]++; rec[k].ex = false; wh = rec[k].holder; wake(k, wh); wh = 0;
+				ver[k]++; rec[k].ex = false; wh = rec[k].holder; written(k, hbit(wh)); wh = 0;
 				rec[k].holder = 0; rec[k].uid = 0;
 				loseResponse(res)
 			:: !rec[k].ex -> skip                 /* already gone */
-			:: else -> res = FAILED               /* changed since the List */
+			:: else -> res = FAILED               /* changed since the read */
 			fi;
 			k++
 		}
-	:: k < NKEY && ((listed & bit(k)) == 0 || res == FAILED) -> k++
+	:: k < NKEY && (listed & bit(k)) == 0 -> k++
 	:: k == NKEY -> break
 	od;
 #ifdef MUT_FINAL_RELEASE_FIRST
 	/* the bug: the finalizer deletes the records first, then the inner
 	 * cleans up for the keys it listed */
 	if
-	:: pre == PRE_FINAL && listed != 0 ->
+	:: pre == PRE_FINAL ->
 		atomic {
 			printf("obj%d: being deleted, records released, inner pass cleans up for keys %d\n", me, listed);
 			k = 0;
 			do
 			:: k < NKEY && (listed & bit(k)) != 0 ->
-#ifdef FENCE
-				assert(acting[k] == 0 || extdone);
-#else
-				assert(acting[k] == 0);
-#endif
+				assert(others(using[k], k) == 0);
 				acting[k] = acting[k] | bit(me); k++
 			:: k < NKEY && (listed & bit(k)) == 0 -> k++
 			:: k == NKEY -> break
@@ -490,14 +671,13 @@ inline release(keep, pre) {
 			k = 0
 		};
 		atomic {
-			printf("obj%d: inner pass ends\n", me);
-			acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me);
-			using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me)
+			printf("obj%d: deletion pass succeeds\n", me);
+			stopActing; stopUsing; cst[me] = CPARKED
 		}
 	:: else -> skip
 	fi;
 #endif
-	atomic { k = 0; listed = 0; luid[0] = 0; luid[1] = 0; lrv[0] = 0; lrv[1] = 0 }
+	atomic { k = 0; listed = 0; luid[0] = 0; luid[1] = 0; lrv[0] = 0; lrv[1] = 0; tell = false }
 }
 
 /* Obj: the middleware's Reconcile of one object, run by the work queue
@@ -507,12 +687,15 @@ inline release(keep, pre) {
 proctype Obj(byte me) {
 	byte ks;      /* the key set this pass read */
 	bool del;     /* the object read is being deleted */
+	byte was;     /* its condition when the pass began (Middleware.previous) */
+	bool wascur;  /* that condition spoke of its current spec */
 	byte k;
 	byte kk;      /* the key being acquired */
 	byte held;    /* the keys granted so far in this pass */
 	byte res;
 	byte round;
 	bool rex; byte rh; byte ruid; byte rrv;   /* the last read of a record */
+	bool tell;
 	byte tok[NKEY];
 	byte listed; byte luid[NKEY]; byte lrv[NKEY];
 
@@ -521,21 +704,31 @@ end_idle:
 	:: atomic {
 		exists[me] && (q[me] || mode[me] != IDLE) ->
 		/* dequeued: read the object from the cache, maybe stale in its
-		 * keys (deletion is read as it is) */
-		q[me] = false; res = 0; del = deleting[me]; ks = (del -> 0 : ckeys[me])
+		 * keys (its deletion mark and condition are read as they are) */
+		q[me] = false; res = 0; del = deleting[me]; ks = (del -> 0 : ckeys[me]);
+		was = condRead(me); wascur = ccur[me];
+#ifdef MUT_TELL_IN_MEMORY
+		/* the bug: whether it may have held is remembered in memory, which
+		 * a restarted operator does not have */
+		if
+		:: !seen[me] -> was = CPARKED; wascur = false; seen[me] = true
+		:: else -> skip
+		fi
+#endif
 	   };
 		if
 		:: del ->
-			/* finalize: the inner runs in deleting mode (it acts on no
-			 * key), then every record of the object is released and only
-			 * then the finalizer goes and with it the object. */
+			/* finalize: the inner runs in deleting mode, told the records
+			 * the object holds (listed uncached); after it succeeded they
+			 * are released, and only then the finalizer goes and with it
+			 * the object. */
 			release(0, PRE_FINAL);
 			if
 			:: res == FAILED -> skip
 			:: else ->
 				atomic {
 					printf("obj%d: finalizer removed, the object is gone\n", me);
-					exists[me] = false; fin[me] = false; cond[me] = false;
+					exists[me] = false; fin[me] = false; cst[me] = CPARKED; ccur[me] = false;
 					q[me] = false;
 					wakeNamers(ckeys[me] | keys[me])
 				}
@@ -569,38 +762,81 @@ end_idle:
 			k = 0;
 			if
 			:: res == FAILED ->
-				cond[me] = false   /* ClaimError */
+				/* Middleware.claimError: an object that may still act is
+				 * told to stop (Stopping until a told pass succeeded); the
+				 * condition says ClaimError after it */
+				atomic {
+					if
+					:: ks != keys[me] ->
+						/* its condition writes meet a newer spec: refused
+						 * and only logged; the told pass runs anyway */
+						if
+						:: was != CPARKED && ifails > 0 -> ifails--
+						:: was != CPARKED -> stopUsing
+						:: else -> skip
+						fi
+					:: else ->
+						ccur[me] = true;
+						if
+						:: was != CPARKED && ifails > 0 ->
+							ifails--; cst[me] = CSTOPPING;
+							printf("obj%d: claim error; condition Stopping, inner pass told to stop fails\n", me)
+						:: was != CPARKED ->
+							stopUsing; cst[me] = CPARKED;
+							printf("obj%d: claim error; inner pass told to stop succeeds, condition ClaimError\n", me)
+						:: else -> parkedCond
+						fi
+					fi
+				}
 			:: res == 0 ->
 #ifdef MUT_RELEASE_BEFORE_INNER
 				/* the bug: the sweep runs before the inner pass that was
 				 * told to stop using the keys it gives up */
 				release(ks, 0);
 #endif
-				/* all granted: condition True, the inner acts on every key */
+				/* all granted: condition Claimed, written before the inner
+				 * pass unless it was Claimed for an older spec (then after
+				 * it succeeded); an object that starts acting reads its
+				 * records again after that write (folded), and acts only if
+				 * it still holds them */
 				atomic {
-					printf("obj%d: condition True, inner pass acts on keys %d\n", me, ks);
-					cond[me] = true;
-					k = 0;
-					do
-					:: k < NKEY && (ks & bit(k)) != 0 ->
-#ifdef FENCE
-						assert(acting[k] == 0 || extdone);
-#else
-						assert(acting[k] == 0);   /* at most one object acts for a key */
-#endif
-						acting[k] = acting[k] | bit(me); using[k] = using[k] | bit(me); k++
-					:: k < NKEY && (ks & bit(k)) == 0 ->
-						/* told it no longer holds k (Releasing): its
-						 * workloads stop using k */
-						using[k] = using[k] & ~bit(me); k++
-					:: k == NKEY -> break
-					od;
-					k = 0
+					if
+					:: was == CCLAIMED && !wascur -> skip
+					:: was != CCLAIMED && ks != keys[me] ->
+						/* the write meets a newer spec: refused, the pass
+						 * ends in an error before its inner pass */
+						res = FAILED;
+						printf("obj%d: its Claimed write meets a newer spec and is refused\n", me)
+					:: else ->
+						cst[me] = CCLAIMED; ccur[me] = (ks == keys[me]);
+						if
+						:: was != CCLAIMED && ((ks & 1) != 0 && !mine(0) || (ks & 2) != 0 && !mine(1)) ->
+							res = FAILED;
+							printf("obj%d: condition Claimed, but a record is no longer its own: not acting, requeued\n", me)
+						:: else -> skip
+						fi
+					fi;
+					if
+					:: res == 0 ->
+						printf("obj%d: condition Claimed, inner pass acts on keys %d\n", me, ks);
+						k = 0;
+						do
+						:: k < NKEY && (ks & bit(k)) != 0 ->
+							/* at most one object acts for a key: no other
+							 * object's acting window is open */
+							assert(others(using[k], k) == 0);
+							acting[k] = acting[k] | bit(me); using[k] = using[k] | bit(me); k++
+						:: k < NKEY && (ks & bit(k)) == 0 -> k++
+						:: k == NKEY -> break
+						od;
+						k = 0
+					:: else -> skip
+					fi
 				};
 #ifdef FENCE
 				/* a write to the fenced resource of each key, with the token */
 				do
-				:: k < NKEY && (ks & bit(k)) != 0 ->
+				:: res == 0 && k < NKEY && (ks & bit(k)) != 0 ->
 					atomic {
 						if
 #ifdef MUT_FENCE_ACCEPT_ALL
@@ -615,36 +851,49 @@ end_idle:
 						fi;
 						k++
 					}
-				:: k < NKEY && (ks & bit(k)) == 0 -> k++
-				:: k == NKEY -> break
+				:: res == 0 && k < NKEY && (ks & bit(k)) == 0 -> k++
+				:: res != 0 || k == NKEY -> break
 				od;
 				k = 0;
 #endif
+				if
+				:: res != 0 -> skip
+				:: atomic { res == 0 && ifails > 0 -> ifails-- };
+					/* the inner pass fails: nothing it gives up is released */
+#ifdef MUT_RELEASE_AFTER_FAILED_INNER
+					release(ks, PRE_FAILED);
+#else
+					atomic { stopActing; printf("obj%d: inner pass ends with an error\n", me) };
+#endif
+					res = FAILED
+				:: res == 0 ->
 				/* the sweep: release what the object no longer names */
 #ifdef MUT_SWEEP_CACHE
-				if
-				:: sknown[me] && swept[me] == ks ->
-					atomic {
-						printf("obj%d: inner pass ends; sweep skipped, keys as at the last sweep\n", me);
-						acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
-					}
-				:: else ->
-					release(ks, PRE_ENDACT);
 					if
-					:: res != FAILED -> sknown[me] = true; swept[me] = ks
-					:: else -> skip
+					:: sknown[me] && swept[me] == ks ->
+						atomic {
+							printf("obj%d: inner pass ends; sweep skipped, keys as at the last sweep\n", me);
+							stopActing;
+							stopUsingExcept(ks)
+						}
+					:: else ->
+						release(ks, PRE_ENDACT);
+						if
+						:: res != FAILED -> sknown[me] = true; swept[me] = ks
+						:: else -> skip
+						fi
 					fi
-				fi
 #else
-				release(ks, PRE_ENDACT)
+					release(ks, PRE_ENDACT)
 #endif
+				fi
 			:: res == PARKED ->
 				/* parked at key k: keep the held prefix, give up the rest */
 				res = 0;
 #ifdef MUT_NO_GIVEUP
 				atomic {
-					printf("obj%d: condition False, keeps every record it holds\n", me);
-					cond[me] = false
+					printf("obj%d: condition Parked, keeps every record it holds\n", me);
+					stopUsing; cst[me] = CPARKED
 				}
 #elif defined(MUT_PARK_KEEP_NAMED)
 				/* the bug: a parked object keeps every named key it holds,
@@ -666,12 +915,11 @@ end_idle:
 			:: res == FAILED || held != ks -> mode[me] = REQUEUED
 			:: else -> mode[me] = IDLE
 			fi;
-			ks = 0; del = false; held = 0; res = 0;
+			ks = 0; del = false; held = 0; res = 0; was = 0; wascur = false;
 			tok[0] = 0; tok[1] = 0
 		}
 	od
 }
-
 /* World: sets the world up, then plays the people and tools acting on the
  * API server. Each kind of event has a budget, so activity stops. */
 active proctype World() {
@@ -686,6 +934,9 @@ active proctype World() {
 		/* k0 recorded for a holder gone before the model starts */
 		ver[0] = 1; rec[0].ex = true; rec[0].holder = GHOST; rec[0].uid = 1;
 		lastgrant[0] = 1;
+#ifdef CACHED_HOLDINGS
+		cex[0] = true; chold[0] = GHOST;
+#endif
 #endif
 		run Informer();
 		run Obj(0);
@@ -707,7 +958,7 @@ end_world:
 			printf("world: obj%d now names keys %d (1 = k0, 2 = k1, 3 = both)\n", i, m);
 			if
 			:: stale > 0 -> stale--; printf("      (the cache of obj%d lags: its next reads are stale)\n", i)
-			:: true -> ckeys[i] = m; q[i] = true
+			:: true -> ckeys[i] = m; q[i] = true; condSeen(i)
 			fi
 		:: else -> skip
 		fi;
@@ -723,7 +974,7 @@ end_world:
 			printf("world: obj%d is deleted\n", i);
 			if
 			:: fin[i] -> q[i] = true
-			:: else -> exists[i] = false; cond[i] = false; wakeNamers(ckeys[i] | keys[i])
+			:: else -> exists[i] = false; cst[i] = CPARKED; ccur[i] = false; wakeNamers(ckeys[i] | keys[i])
 			fi
 		:: else -> skip
 		fi;
@@ -738,13 +989,32 @@ end_world:
 		:: rec[i].ex && rec[i].holder < NOBJ && exists[rec[i].holder] && !deleting[rec[i].holder] ->
 			renews--;
 			printf("world: obj%d renews its record of k%d\n", rec[i].holder, i);
-			ver[i]++;
-#ifdef CACHED_HOLDINGS
-			recWritten(i);
-#endif
-			wh = rec[i].holder; wake(i, wh); wh = 0
+			ver[i]++; wh = rec[i].holder; written(i, hbit(wh)); wh = 0
 		:: else -> skip
 		fi;
+		i = 0
+	   }
+	:: atomic {
+		/* the operator restarts: the informers list everything again, so
+		 * every object is enqueued, and whatever the middleware kept in
+		 * memory is gone (a pass under way runs to its end: a pass cut
+		 * short is a failed one, which INNERFAIL covers) */
+		restarts > 0 ->
+		restarts--;
+		printf("world: the operator restarts\n");
+		i = 0;
+		do
+		:: i < NOBJ ->
+			if
+			:: exists[i] -> q[i] = true
+			:: else -> skip
+			fi;
+#ifdef MUT_TELL_IN_MEMORY
+			seen[i] = false;
+#endif
+			i++
+		:: else -> break
+		od;
 		i = 0
 	   }
 	:: atomic {
@@ -755,7 +1025,7 @@ end_world:
 		:: rec[i].ex ->
 			extdels--; extdone = true;
 			printf("world: someone deletes the record of k%d (holder obj%d)\n", i, rec[i].holder);
-			ver[i]++; rec[i].ex = false; wh = rec[i].holder; wake(i, wh); wh = 0;
+			ver[i]++; rec[i].ex = false; wh = rec[i].holder; written(i, hbit(wh)); wh = 0;
 			rec[i].holder = 0; rec[i].uid = 0
 		:: else -> skip
 		fi;
@@ -770,29 +1040,47 @@ end_world:
  * nothing else can move is a steady state, not a deadlock, and SPIN's
  * weak-fairness search does not extend a finite run by stuttering. */
 #ifdef CACHED_HOLDINGS
-#define recsCaughtUp (!rlag[0] && !rlag[1])
+#define recsCaughtUp (!ev[0] && !ev[1])
 #else
 #define recsCaughtUp true
 #endif
+#ifdef STALECOND
 #if NOBJ > 2
-#define caughtUp (ckeys[0] == keys[0] && ckeys[1] == keys[1] && ckeys[2] == keys[2] && recsCaughtUp)
+#define condsCaughtUp (ccst[0] == cst[0] && ccst[1] == cst[1] && ccst[2] == cst[2])
 #else
-#define caughtUp (ckeys[0] == keys[0] && ckeys[1] == keys[1] && recsCaughtUp)
+#define condsCaughtUp (ccst[0] == cst[0] && ccst[1] == cst[1])
+#endif
+#else
+#define condsCaughtUp true
+#endif
+#if NOBJ > 2
+#define caughtUp (ckeys[0] == keys[0] && ckeys[1] == keys[1] && ckeys[2] == keys[2] && recsCaughtUp && condsCaughtUp)
+#else
+#define caughtUp (ckeys[0] == keys[0] && ckeys[1] == keys[1] && recsCaughtUp && condsCaughtUp)
 #endif
 proctype Informer() {
 end_informer:
 	do
 	:: caughtUp -> skip
-	:: atomic { ckeys[0] != keys[0] -> ckeys[0] = keys[0]; q[0] = true }
-	:: atomic { ckeys[1] != keys[1] -> ckeys[1] = keys[1]; q[1] = true }
+	:: atomic { ckeys[0] != keys[0] -> ckeys[0] = keys[0]; q[0] = true; condSeen(0) }
+	:: atomic { ckeys[1] != keys[1] -> ckeys[1] = keys[1]; q[1] = true; condSeen(1) }
 #ifdef CACHED_HOLDINGS
 	/* the record's watch event arrives: the cache has it, and the event
 	 * wakes the objects naming the key and its holder */
-	:: atomic { rlag[0] -> rlag[0] = false; wh = rec[0].holder; wake(0, wh); wh = 0 }
-	:: atomic { rlag[1] -> rlag[1] = false; wh = rec[1].holder; wake(1, wh); wh = 0 }
+	:: atomic { ev[0] -> ev[0] = false; cex[0] = rec[0].ex; chold[0] = rec[0].holder; wakeMask(0, evh[0]); evh[0] = 0 }
+	:: atomic { ev[1] -> ev[1] = false; cex[1] = rec[1].ex; chold[1] = rec[1].holder; wakeMask(1, evh[1]); evh[1] = 0 }
 #endif
 #if NOBJ > 2
-	:: atomic { ckeys[2] != keys[2] -> ckeys[2] = keys[2]; q[2] = true }
+	:: atomic { ckeys[2] != keys[2] -> ckeys[2] = keys[2]; q[2] = true; condSeen(2) }
+#endif
+#ifdef STALECOND
+	/* the cache sees an object's last status write (its event enqueues
+	 * nothing: a status write does not change the generation) */
+	:: atomic { ccst[0] != cst[0] -> ccst[0] = cst[0] }
+	:: atomic { ccst[1] != cst[1] -> ccst[1] = cst[1] }
+#if NOBJ > 2
+	:: atomic { ccst[2] != cst[2] -> ccst[2] = cst[2] }
+#endif
 #endif
 	od
 }
@@ -826,16 +1114,23 @@ end_informer:
 #define namedByLive(k) ((live(0) && (keys[0] & bit(k)) != 0) || (live(1) && (keys[1] & bit(k)) != 0))
 #endif
 /* okObj(o): gone objects hold nothing (no leak); live ones read their keys
- * fresh, hold only keys they name, report the truth in their condition, and
+ * fresh, hold only keys they name, report the truth in their condition
+ * (never Stopping once settled), use only keys they hold, and
  * hold all their keys unless they wait, through a chain, on a granted object
  * (no deadlock). Objects being deleted are not settled: their finalizer must
  * run. */
 #define ownsOnlyNamed(o) \
 	((!holds(o, 0) || (keys[o] & 1) != 0) && (!holds(o, 1) || (keys[o] & 2) != 0))
+/* usesOnlyHeld(o): o's workloads use only keys it holds (loss is told until
+ * it is heard). */
+#define usesOnlyHeld(o) \
+	(((using[0] & bit(o)) == 0 || holds(o, 0)) && ((using[1] & bit(o)) == 0 || holds(o, 1)))
 #define okObj(o) \
+	(usesOnlyHeld(o) && okObj1(o))
+#define okObj1(o) \
 	((!exists[o] && !holds(o, 0) && !holds(o, 1)) || \
 	 (live(o) && ckeys[o] == keys[o] && ownsOnlyNamed(o) && \
-	  ((cond[o] && holdsAll(o)) || (!cond[o] && !holdsAll(o))) && \
+	  ((cst[o] == CCLAIMED && holdsAll(o)) || (cst[o] == CPARKED && !holdsAll(o))) && \
 	  (holdsAll(o) || waits1(o, 0) || waits1(o, 1))))
 /* okKey(k): the orphan's record does not outlive the first live object that
  * names its key. */
