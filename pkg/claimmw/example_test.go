@@ -116,7 +116,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	}
 	state, _ := claimmw.StateFrom(ctx)
 	if state.Deleting {
-		for _, g := range state.Grants { // empty for a cluster that never held the key
+		for _, g := range state.Grants { // the records it still holds; empty for a cluster that never held the key
 			if err := r.dropData(ctx, cc, g.Key); err != nil {
 				return reconcile.Result{}, err // the claims are kept until this succeeds
 			}
