@@ -977,7 +977,9 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileALaterDeletionPassGivenItAgainHa
 	if err := direct(t).Delete(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
-	f.waitForReason(t, "holder", conditions.ReasonReleased, wakeWithin)
+	// Its first deletion pass succeeded (the condition said Released, which
+	// the next pass, given a again, replaces at once) and a later one is
+	// given a again
 	eventually(t, wakeWithin, func() (bool, string) {
 		n := 0
 		for _, c := range f.inner.callsOf("holder") {
@@ -987,6 +989,9 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileALaterDeletionPassGivenItAgainHa
 		}
 		return n >= 2, fmt.Sprintf("holder ran %d deletion passes given a, want 2", n)
 	})
+	if got := f.claimed(t, "holder").Reason; got == string(conditions.ReasonReleased) {
+		t.Fatalf("holder acts again for a in its deletion pass while its condition says %s", got)
+	}
 
 	f.deleteLease(t, "a")
 	f.neverClaimed(t, "waiter", 4*time.Second)
