@@ -1060,82 +1060,48 @@ func referencedKeys(ctx context.Context, obj client.Object) ([]string, error) {
 	return strings.Split(cm.Data["keys"], ","), nil
 }
 
-// A keys function may resolve a reference, so an object's keys may change
-// with its generation unchanged. The object then still acts for the key it
-// named before until a pass that stops it succeeded, and a waiter that finds
-// that key's record deleted from outside must wait for it.
+// keysChangeWithoutANewGeneration pins the promise of the tests below: a
+// keys function may resolve a reference, so an object's keys may change with
+// its generation unchanged, from named to referenced. The object then still
+// acts for dropped until a pass that stops it succeeded, and a waiter that
+// finds dropped's record deleted from outside must wait for it.
+func keysChangeWithoutANewGeneration(t *testing.T, named, referenced []string, dropped, gained string) {
+	t.Helper()
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithKeys(referencedKeys)}})
+	f.createWidget(t, "holder", named...)
+	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
+	f.createWidget(t, "waiter", dropped)
+	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
+
+	// Its workloads for dropped do not stop: every pass not granted it fails.
+	f.failPassesThatStop("holder", dropped)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "holder-storage"}, Data: map[string]string{"keys": strings.Join(referenced, ",")}}
+	if err := direct(t).Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	f.touch(t, "holder")
+	f.waitForInnerCall(t, "holder", "a pass granted the key it gained", func(s claimmw.State) bool {
+		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == gained })
+	})
+
+	f.deleteLease(t, dropped)
+	f.neverClaimed(t, "waiter", 4*time.Second)
+}
+
 func TestAHolderWhoseKeysChangeWithoutANewGenerationStillCountsForItsOldKeyUntilAToldPassSucceeds(t *testing.T) {
-	f := start(t, setup{opts: []claimmw.Option{claimmw.WithKeys(referencedKeys)}})
-	f.createWidget(t, "holder", "a")
-	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
-	f.createWidget(t, "waiter", "a")
-	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
-
-	// Its workloads for a do not stop: every pass not granted a fails.
-	f.failPassesThatStop("holder", "a")
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "holder-storage"}, Data: map[string]string{"keys": "b"}}
-	if err := direct(t).Create(context.Background(), cm); err != nil {
-		t.Fatal(err)
-	}
-	f.touch(t, "holder")
-	f.waitForInnerCall(t, "holder", "a pass granted b", func(s claimmw.State) bool {
-		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "b" })
-	})
-
-	f.deleteLease(t, "a")
-	f.neverClaimed(t, "waiter", 4*time.Second)
+	keysChangeWithoutANewGeneration(t, []string{"a"}, []string{"b"}, "a", "b")
 }
 
-// A condition quotes at most five keys and counts the rest, so two key sets
-// that share their first five keys and their size read the same. A holder
-// whose keys change, its generation unchanged, from one to the other still
-// acts for the key it dropped until a pass that stops it succeeded.
+// A condition quotes at most five keys and counts the rest: two key sets that
+// share their first five keys and their size must not read the same.
 func TestAHolderOfMoreKeysThanItsConditionQuotesStillCountsForAnUnquotedKeyItDroppedUntilAToldPassSucceeds(t *testing.T) {
-	f := start(t, setup{opts: []claimmw.Option{claimmw.WithKeys(referencedKeys)}})
-	f.createWidget(t, "holder", "a", "b", "c", "d", "e", "f", "k")
-	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
-	f.createWidget(t, "waiter", "k")
-	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
-
-	// Its workloads for k do not stop: every pass not granted k fails.
-	f.failPassesThatStop("holder", "k")
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "holder-storage"}, Data: map[string]string{"keys": "a,b,c,d,e,f,z"}}
-	if err := direct(t).Create(context.Background(), cm); err != nil {
-		t.Fatal(err)
-	}
-	f.touch(t, "holder")
-	f.waitForInnerCall(t, "holder", "a pass granted z", func(s claimmw.State) bool {
-		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "z" })
-	})
-
-	f.deleteLease(t, "k")
-	f.neverClaimed(t, "waiter", 4*time.Second)
+	keysChangeWithoutANewGeneration(t, []string{"a", "b", "c", "d", "e", "f", "k"}, []string{"a", "b", "c", "d", "e", "f", "z"}, "k", "z")
 }
 
-// A condition quotes each key cut to 256 bytes, so two long keys that share
-// their first 256 bytes read the same. A holder whose one key changes, its
-// generation unchanged, from one to the other still acts for the key it
-// dropped until a pass that stops it succeeded.
+// A condition quotes each key cut to 256 bytes: two long keys that share
+// their first 256 bytes must not read the same.
 func TestAHolderOfALongKeyStillCountsForItWhenItsKeyChangesPastTheQuotedBytesUntilAToldPassSucceeds(t *testing.T) {
-	f := start(t, setup{opts: []claimmw.Option{claimmw.WithKeys(referencedKeys)}})
 	prefix := strings.Repeat("p", conditions.MaxQuotedKeyLength)
 	old, renamed := prefix+"-old", prefix+"-new"
-	f.createWidget(t, "holder", old)
-	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
-	f.createWidget(t, "waiter", old)
-	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
-
-	// Its workloads for the old key do not stop: every pass not granted it fails.
-	f.failPassesThatStop("holder", old)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "holder-storage"}, Data: map[string]string{"keys": renamed}}
-	if err := direct(t).Create(context.Background(), cm); err != nil {
-		t.Fatal(err)
-	}
-	f.touch(t, "holder")
-	f.waitForInnerCall(t, "holder", "a pass granted the renamed key", func(s claimmw.State) bool {
-		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == renamed })
-	})
-
-	f.deleteLease(t, old)
-	f.neverClaimed(t, "waiter", 4*time.Second)
+	keysChangeWithoutANewGeneration(t, []string{old}, []string{renamed}, old, renamed)
 }

@@ -9,13 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -37,37 +34,23 @@ func startShard(t *testing.T, ns string, op selection.Operator, value string) *f
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
-		Scheme:     env.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ByObject: map[client.Object]cache.ByObject{&testcrd.Widget{}: {Label: labels.NewSelector().Add(*req)}}},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{ns: ns, inner: &inner{}, writes: &writes{}, client: mgr.GetClient()}
-	f.mw, err = claimmw.Wrap(f.inner,
-		claimmw.FromManager(mgr),
-		claimmw.For(&testcrd.Widget{}),
-		claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
-		claimmw.WithKeys(specKeys),
-		claimmw.WithRequeue(time.Hour, time.Hour),
-		claimmw.WithMetrics(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{})); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
+	opts := env.ManagerOptions(ns)
+	opts.Cache.ByObject = map[client.Object]cache.ByObject{&testcrd.Widget{}: {Label: labels.NewSelector().Add(*req)}}
+	f := &fixture{ns: ns, inner: &inner{}, writes: &writes{}}
+	env.StartManager(t, opts, func(mgr manager.Manager) error {
+		f.client = mgr.GetClient()
+		mw, err := claimmw.Wrap(f.inner,
+			claimmw.FromManager(mgr),
+			claimmw.For(&testcrd.Widget{}),
+			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
+			claimmw.WithKeys(specKeys),
+			claimmw.WithRequeue(time.Hour, time.Hour),
+			claimmw.WithMetrics(false))
+		if err != nil {
+			return err
 		}
+		f.mw = mw
+		return mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}))
 	})
 	return f
 }
