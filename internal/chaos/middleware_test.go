@@ -30,6 +30,7 @@ import (
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
@@ -135,6 +136,7 @@ func (r mwResult) report() string {
 	if len(r.violations) > 0 {
 		b.WriteString("\nafter quiescence:")
 		b.WriteString(r.state)
+		b.WriteString(r.timeline())
 	}
 	return b.String()
 }
@@ -829,4 +831,83 @@ func TestMiddlewareChaosCatchesAnInnerThatIgnoresGranted(t *testing.T) {
 	r.ignoreGranted = true
 	// When it runs, Then two objects act for one key at once
 	catches(t, r, 5, errOverlap)
+}
+
+// timeline lists what happened to key around the first violation that
+// names it: the passes that were given it or told of it, the versions of
+// its record, the faults from outside and the process overlaps. It is what
+// a reader of a failing seed needs to replay the interleaving by hand.
+func (r mwResult) timeline() string {
+	key := ""
+	for _, v := range r.violations {
+		var vv violation
+		if errors.As(v, &vv) && vv.key != "" {
+			key = vv.key
+			break
+		}
+	}
+	if key == "" {
+		return ""
+	}
+	type line struct {
+		at   time.Time
+		what string
+	}
+	var lines []line
+	h := r.history
+	has := func(gs []claimmw.Grant) string {
+		for _, g := range gs {
+			if g.Key == key {
+				return string(g.Token)
+			}
+		}
+		return ""
+	}
+	for _, a := range h.acts {
+		var parts []string
+		if t := has(a.acted); t != "" {
+			parts = append(parts, "acted "+t)
+		}
+		if t := has(a.state.Releasing); t != "" {
+			parts = append(parts, "releasing "+t)
+		}
+		for _, ho := range a.state.Handovers {
+			if ho.Key == key {
+				parts = append(parts, "handing over to "+string(ho.Successor.UID))
+			}
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		res := "ok"
+		if a.err != nil {
+			res = "err " + a.err.Error()
+		}
+		lines = append(lines, line{a.start, fmt.Sprintf("pass %d of %s (%s) begun %s, granted=%t deleting=%t %s: %s, ended %s %s",
+			a.pass, a.object, a.uid, a.passStart.Format("05.000"), a.state.Granted, a.state.Deleting, a.state.Condition.Reason,
+			strings.Join(parts, ", "), a.end.Format("05.000"), res)})
+	}
+	for _, v := range h.versions {
+		if v.Key == key {
+			lines = append(lines, line{v.Seen, fmt.Sprintf("record v%s holder %s deleted=%t", v.ResourceVersion, v.Holder, v.Deleted)})
+		}
+	}
+	for _, o := range h.outside {
+		if o.key == key {
+			lines = append(lines, line{o.invoked, fmt.Sprintf("outside %s (holder %s) returned %s", o.kind, o.holder, o.returned.Format("05.000"))})
+		}
+	}
+	for _, rel := range h.releases {
+		lines = append(lines, line{rel.sent, fmt.Sprintf("release of version %s in pass %d", rel.version, rel.pass)})
+	}
+	for _, p := range h.overlaps {
+		lines = append(lines, line{p.from, "two processes until " + p.to.Format("05.000")})
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "\ntimeline of key %q:", key)
+	for _, l := range lines {
+		fmt.Fprintf(&b, "\n  %s %s", l.at.Format("15:04:05.000"), l.what)
+	}
+	return b.String()
 }

@@ -438,6 +438,31 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 	return Outcome{Holder: current}, true, fmt.Errorf("acquiring claim %q: taking over from %s: %w (it keeps the claim until a later attempt)", key, current, backends.ErrConflict)
 }
 
+// Predecessor asks the PredecessorFunc again about the key granted is an
+// Outcome of, once self holds its record and before self acts for it. A
+// check made only before the record was written leaves a window: an object
+// may become the holder and act after that check, lose its record to an
+// outside deletion, and the write then succeeds. Asked after the write and
+// before self says it acts (its holder writes that after this call, and
+// reads its record again after that write), one of two such objects always
+// sees the other. When a predecessor may still act, wait is true and o is
+// the [ReasonWaitingForHandover] Outcome to report; self still holds the
+// record, which it has not acted for and may release. Not asked about: the
+// holder a takeover replaced (granted.Previous), which its liveness judged
+// gone, and the holder that handed the record over by [Claimer.Commit],
+// which stopped acting for the key before it committed. Without a
+// PredecessorFunc, wait is false.
+func (c *Claimer) Predecessor(ctx context.Context, granted Outcome, self Holder) (o Outcome, wait bool, err error) {
+	if !granted.Granted() {
+		return granted, false, nil
+	}
+	gone := granted.Previous
+	if gone.UID == "" && granted.Record.HandedOverBy != "" {
+		gone = Holder{UID: granted.Record.HandedOverBy}
+	}
+	return c.predecessorOf(ctx, granted.Key, self, gone, granted.Record)
+}
+
 // predecessorOf asks the PredecessorFunc, if any, about key before it is
 // granted to self; wait reports a predecessor, and o is the outcome to return.
 func (c *Claimer) predecessorOf(ctx context.Context, key string, self, recorded Holder, rec Record) (o Outcome, wait bool, err error) {

@@ -1105,3 +1105,139 @@ func TestAHolderOfALongKeyStillCountsForItWhenItsKeyChangesPastTheQuotedBytesUnt
 	old, renamed := prefix+"-old", prefix+"-new"
 	keysChangeWithoutANewGeneration(t, []string{old}, []string{renamed}, old, renamed)
 }
+
+func TestAWaiterDoesNotActForAKeyAnotherObjectStartedActingForBeforeTheWaitersRecordWasWritten(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	// The inner passes in the order they ran: who acted for k, who was told
+	// to stop.
+	var mu sync.Mutex
+	var passes []string
+	f.inner.mu.Lock()
+	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case c.state.Granted && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == "k" }):
+			passes = append(passes, name+" acts")
+		case !c.state.Granted && !c.state.Deleting:
+			passes = append(passes, name+" stops")
+		}
+		return reconcile.Result{}, nil
+	}
+	f.inner.mu.Unlock()
+	acted := func(name string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(passes, name+" acts")
+	}
+	// Given charlie holds k and bravo waits for it
+	f.createWidget(t, "charlie", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// And bravo, finding k free once charlie gave it up, asks whether an
+	// earlier holder still acts for it (none does) and writes its record;
+	// before that write lands, alpha is created, finds k free, holds it and
+	// acts, and a person deletes alpha's record
+	var once sync.Once
+	f.writes.beforeLeaseCreate.Store(func(l *coordinationv1.Lease) {
+		if l.Annotations[backends.DefaultHolderNameAnnotation] != "bravo" {
+			return
+		}
+		once.Do(func() {
+			ctx := context.Background()
+			w := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "alpha"}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
+			if err := env.Client.Create(ctx, w); err != nil {
+				t.Errorf("creating alpha: %v", err)
+				return
+			}
+			for deadline := time.Now().Add(10 * time.Second); !acted("alpha"); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Errorf("alpha never acted for k while bravo's record write waited")
+					return
+				}
+			}
+			l := &coordinationv1.Lease{}
+			name := f.mw.Claimer().Config().NameFunc("k")
+			if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, l); err != nil {
+				t.Errorf("reading alpha's record of k: %v", err)
+				return
+			}
+			if err := env.Client.Delete(ctx, l); err != nil {
+				t.Errorf("deleting alpha's record of k: %v", err)
+			}
+		})
+	})
+	// And alpha's passes told to stop fail for a while (its workloads take
+	// time to stop)
+	failing := f.failToldPassesOf("alpha")
+	// When charlie stops naming k
+	f.setKeys(t, "charlie")
+	eventually(t, 10*time.Second, func() (bool, string) { return acted("alpha"), "alpha never acted for k" })
+	time.Sleep(time.Second)
+	failing.Store(false)
+	// Then bravo acts for k, but only after alpha's told pass succeeded
+	eventually(t, 10*time.Second, func() (bool, string) {
+		mu.Lock()
+		seen := fmt.Sprintf("%q", passes)
+		mu.Unlock()
+		return acted("bravo"), fmt.Sprintf("bravo never acted for k: passes %s; bravo %+v; alpha %+v", seen, f.claimed(t, "bravo"), f.claimed(t, "alpha"))
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	alphaActs := false
+	for _, p := range passes {
+		switch p {
+		case "alpha acts":
+			alphaActs = true
+		case "alpha stops":
+			alphaActs = false
+		case "bravo acts":
+			if alphaActs {
+				t.Fatalf("bravo acted for k while alpha still did (passes in order: %q)", passes)
+			}
+		}
+	}
+}
+
+func TestAnObjectBeingDeletedCountsForAKeyItStillHoldsButNoLongerNamesAfterARestart(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	// alpha's deletion passes fail while failing is set: its cleanup of
+	// what it still holds is not done yet
+	var failing atomic.Bool
+	failing.Store(true)
+	s := setup{innerFail: func(name string, c call) error {
+		if name == "alpha" && c.state.Deleting && failing.Load() {
+			return errNotStopped
+		}
+		return nil
+	}}
+	f, stop := startIn(t, ns, s)
+	// Given alpha held k and stopped naming it, its told pass succeeded but
+	// the release of k's record fails, and bravo waits for k
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.writes.failLeaseDeletes.Store(true)
+	f.setKeys(t, "alpha")
+	f.waitForReason(t, "alpha", conditions.ReasonNoKeys, wakeWithin)
+	// When alpha is deleted and its deletion pass, given k, fails
+	f.deleteWidgetAsync(t, "alpha")
+	f.waitForInnerCall(t, "alpha", "a deletion pass given k", func(s claimmw.State) bool {
+		return s.Deleting && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "k" })
+	})
+	// And the operator stops, a person deletes k's record meanwhile, and
+	// the operator starts again (it never saw alpha hold k)
+	stop()
+	f.deleteLease(t, "k")
+	f, _ = startIn(t, ns, s)
+	// Then bravo is not granted k while alpha's deletion pass has not
+	// succeeded
+	f.neverClaimed(t, "bravo", 2*time.Second)
+	// And once it succeeded, bravo is
+	failing.Store(false)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, 10*time.Second)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -301,11 +302,14 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 			return nil
 		})
 	}
-	if last, uid, ok := m.lastHolders.get(key); ok && uid != self.UID && uid != recorded.UID && !slices.ContainsFunc(candidates, func(o client.Object) bool { return o.GetUID() == uid }) {
+	for _, last := range m.lastHolders.of(key) {
+		if last.uid == self.UID || last.uid == recorded.UID || slices.ContainsFunc(candidates, func(o client.Object) bool { return o.GetUID() == last.uid }) {
+			continue
+		}
 		hinted := newObject(m.cfg.prototype)
-		hinted.SetNamespace(last.Namespace)
-		hinted.SetName(last.Name)
-		hinted.SetUID(uid)
+		hinted.SetNamespace(last.name.Namespace)
+		hinted.SetName(last.name.Name)
+		hinted.SetUID(last.uid)
 		candidates = append([]client.Object{hinted}, candidates...)
 	}
 	slices.SortStableFunc(candidates, func(a, b client.Object) int {
@@ -337,7 +341,7 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 		obj, err := r.obj, r.err
 		if err != nil {
 			if apierrors.IsNotFound(err) {
-				m.lastHolders.forget(key, cached.GetUID())
+				m.lastHolders.forget(cached.GetUID())
 				continue
 			}
 			return claim.Holder{}, "", false, fmt.Errorf("reading %s, which may still act for claim key %q: %w", client.ObjectKeyFromObject(cached), claim.Redact(key), err)
@@ -347,8 +351,12 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 		// condition said before: an object being deleted counts until its
 		// deletion pass succeeded and it says Released.
 		deleting := obj.GetDeletionTimestamp() != nil && c.Reason != string(conditions.ReasonReleased)
-		if obj.GetUID() != cached.GetUID() || !mayAct(c) && !deleting {
-			m.lastHolders.forget(key, cached.GetUID())
+		if obj.GetUID() != cached.GetUID() {
+			// The name now stands for another object: the one remembered is gone.
+			m.lastHolders.forget(cached.GetUID())
+			continue
+		}
+		if !mayAct(c) && !deleting {
 			continue
 		}
 		// An object Claimed for its current spec that no longer names key
@@ -367,15 +375,17 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 	return claim.Holder{}, "", false, nil
 }
 
-// lastHolders remembers, per normalized key, the holder its record last
-// named, as this process granted it or saw the record change. It is a hint
-// for finding a predecessor, never a fact the middleware decides on: the candidate it names is read uncached like any other. An
-// entry goes once its holder is found gone or no longer acting, or is
-// replaced by the record's next holder, so it holds at most one entry per
-// key with a record or a waiting predecessor.
+// lastHolders remembers, per normalized key, the holders its record named
+// as this process granted it or saw the record change, until each says
+// itself (in a pass of its own here) that it stopped acting for the key, or
+// is found gone. It is a hint for finding a predecessor, never a fact the
+// middleware decides on: each candidate it names is read uncached like any
+// other. A holder is not dropped because a read found it not acting: it is
+// added before it writes the condition that says it acts, and a read
+// between the two would otherwise lose it for good.
 type lastHolders struct {
 	mu sync.Mutex
-	m  map[string]lastHolder
+	m  map[string]map[types.UID]types.NamespacedName
 }
 
 type lastHolder struct {
@@ -383,30 +393,68 @@ type lastHolder struct {
 	uid  types.UID
 }
 
-func (l *lastHolders) set(key string, name types.NamespacedName, uid types.UID) {
+func (l *lastHolders) add(key string, name types.NamespacedName, uid types.UID) {
 	if uid == "" {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.m == nil {
-		l.m = map[string]lastHolder{}
+		l.m = map[string]map[types.UID]types.NamespacedName{}
 	}
-	l.m[key] = lastHolder{name: name, uid: uid}
+	if l.m[key] == nil {
+		l.m[key] = map[types.UID]types.NamespacedName{}
+	}
+	l.m[key][uid] = name
 }
 
-func (l *lastHolders) get(key string) (types.NamespacedName, types.UID, bool) {
+// of returns the holders remembered for key.
+func (l *lastHolders) of(key string) []lastHolder {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h, ok := l.m[key]
-	return h.name, h.uid, ok
+	out := make([]lastHolder, 0, len(l.m[key]))
+	for uid, name := range l.m[key] {
+		out = append(out, lastHolder{name: name, uid: uid})
+	}
+	slices.SortFunc(out, func(a, b lastHolder) int { return strings.Compare(string(a.uid), string(b.uid)) })
+	return out
 }
 
-func (l *lastHolders) forget(key string, uid types.UID) {
+// forget drops uid for keys, or for every key when none is given.
+func (l *lastHolders) forget(uid types.UID, keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if h, ok := l.m[key]; ok && h.uid == uid {
-		delete(l.m, key)
+	drop := func(key string) {
+		delete(l.m[key], uid)
+		if len(l.m[key]) == 0 {
+			delete(l.m, key)
+		}
+	}
+	if len(keys) == 0 {
+		for key := range l.m {
+			drop(key)
+		}
+		return
+	}
+	for _, key := range keys {
+		drop(key)
+	}
+}
+
+// forgetName drops every holder named name, whatever its UID: the object
+// is gone.
+func (l *lastHolders) forgetName(name types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for key, holders := range l.m {
+		for uid, n := range holders {
+			if n == name {
+				delete(holders, uid)
+			}
+		}
+		if len(holders) == 0 {
+			delete(l.m, key)
+		}
 	}
 }
 

@@ -130,6 +130,9 @@ type writes struct {
 	// client reads for a Widget of that name: a cache that has not yet
 	// shown the writes since.
 	staleWidget atomic.Value
+	// beforeLeaseCreate, when it holds a func(*coordinationv1.Lease), runs
+	// before each Lease create the manager sends, in the pass that sends it.
+	beforeLeaseCreate atomic.Value
 }
 
 // holdStatus runs the beforeStatus hook for obj.
@@ -198,6 +201,11 @@ func (w *writes) funcs() interceptor.Funcs {
 		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			w.add("create", obj)
+			if l, ok := obj.(*coordinationv1.Lease); ok {
+				if hook, _ := w.beforeLeaseCreate.Load().(func(*coordinationv1.Lease)); hook != nil {
+					hook(l)
+				}
+			}
 			return c.Create(ctx, obj, opts...)
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {

@@ -230,7 +230,9 @@ type pass struct {
 	// They are released after an inner pass that was told of them succeeds.
 	giveUp []claim.Record
 	// kept are records the object holds and keeps without acting for them:
-	// on the InvalidKey path, what it held before its keys became unknown.
+	// on the InvalidKey path, what it held before its keys became unknown;
+	// otherwise the blocked key's, held while an earlier holder may still
+	// act for it.
 	kept []claim.Record
 	// was is what the claim condition said when the pass began.
 	was previous
@@ -304,6 +306,10 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 		y := redact(m.cfg.disclosure, *yield, self)
 		p.blocked = &y
 	}
+	// An object Claimed for exactly these keys acts for them already; any
+	// other starts acting for a key in this pass, and asks first whether an
+	// earlier holder still does.
+	acting := m.claimedFor(m.conditionOf(obj), obj, p.keys)
 	for _, k := range p.keys {
 		if p.blocked != nil {
 			break
@@ -316,6 +322,23 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 				return m.parked(ctx, userCtx, req, p, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, m.invalidMessage(err), gen))
 			}
 			return m.claimError(ctx, userCtx, req, p, err)
+		}
+		if o.Granted() && !acting {
+			// Remembered before it may act (and before the condition that
+			// says so is written): a waiter of this process that finds the
+			// key erased later reads this object, however far its caches lag.
+			m.lastHolders.add(o.Key, req.NamespacedName, self.UID)
+			w, wait, err := m.claimer.Predecessor(ctx, o, self)
+			if err != nil {
+				return m.claimError(ctx, userCtx, req, p, err)
+			}
+			if wait {
+				// It holds the record and keeps it (renewed), but does not act
+				// for it until the predecessor stopped: the predecessor, finding
+				// the key held by another, is told to stop.
+				p.kept = append(p.kept, o.Record)
+				o = w
+			}
 		}
 		o = redact(m.cfg.disclosure, o, self)
 		if !o.Granted() {
@@ -337,6 +360,9 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 	}
 	m.metrics.setHeld(req.NamespacedName, len(p.granted))
 	p.giveUp = giveUp(holdings, p.granted, func(rec claim.Record) bool { return m.namedByAnother(ctx, obj, rec.Key) })
+	p.giveUp = slices.DeleteFunc(p.giveUp, func(r claim.Record) bool {
+		return slices.ContainsFunc(p.kept, func(k claim.Record) bool { return k.Key == r.Key })
+	})
 	p.giveUp = m.restampUnlabelled(ctx, self, p.giveUp)
 	if p.blocked != nil {
 		return m.parked(ctx, userCtx, req, p, conditions.ForOutcome(m.cfg.condType, *p.blocked, gen))
@@ -431,7 +457,7 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	// waiter of this process that finds one of these keys erased from
 	// outside reads this object first, however far its caches lag.
 	for _, h := range p.granted {
-		m.lastHolders.set(h.o.Key, req.NamespacedName, p.self.UID)
+		m.lastHolders.add(h.o.Key, req.NamespacedName, p.self.UID)
 	}
 	// Renewed first: whatever fails below (a status write, a handover
 	// plan), the records it acts for must not expire under it. A record it
@@ -641,6 +667,9 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		}
 	}
 	if stopped {
+		// It acts for no key now (the prefix it keeps, it holds without
+		// acting for): no waiter needs to find it through this process's memory.
+		m.lastHolders.forget(p.self.UID)
 		// A key it keeps while it waits for another is still handed over
 		// as planned: a successor waiting for it would otherwise wait for
 		// as long as this object waits.
@@ -697,6 +726,7 @@ func (m *Middleware) release(ctx context.Context, p *pass, res reconcile.Result,
 	for _, k := range released {
 		m.renew.stop(client.ObjectKeyFromObject(p.obj), k)
 	}
+	m.lastHolders.forget(p.self.UID, released...)
 	if len(released) > 0 {
 		m.event(p.obj, corev1.EventTypeNormal, EventReleased, ActionRelease, boundNote("Released "+quoteKeys(released)+", "+why+"."))
 	}
@@ -930,16 +960,46 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	}
 	holds := m.renew.keep(ctx, req.NamespacedName, self, holdings)
 	m.renew.stopExcept(req.NamespacedName, keysOf(holdings)...)
-	if saysReleased(was) && len(holdings) > 0 {
-		// Records are left after a deletion pass succeeded (their release
-		// failed, or one was written since): this pass acts for them again,
-		// so the condition must stop telling waiters that it acts for none
-		// until the pass succeeded.
-		again := conditions.New(m.cfg.condType, conditions.ReasonStopping, "Being deleted; its deletion pass runs again for the claims it still holds.", was.ObservedGeneration)
+	for _, rec := range holdings {
+		// Its deletion pass acts for each: a waiter of this process that
+		// finds one erased reads this object first.
+		m.lastHolders.add(rec.Key, req.NamespacedName, self.UID)
+	}
+	if len(holdings) > 0 && (saysReleased(was) || !mayAct(was) && m.holdsUnnamed(ctx, obj, holdings)) {
+		// The pass acts for records a waiter would not look for it by: it
+		// said Released (their release failed, or one was written since),
+		// or it says it acts for nothing and holds keys its spec no longer
+		// names (a release that failed after a told pass). The condition says
+		// it may act before it does, and each record is read again after
+		// that: a waiter that found one erased and wrote its own before this
+		// write holds it now, and this pass is not given it.
+		msg := "Being deleted; its deletion pass acts for the claims it still holds."
+		if saysReleased(was) {
+			msg = "Being deleted; its deletion pass runs again for the claims it still holds."
+		}
+		again := conditions.New(m.cfg.condType, conditions.ReasonStopping, msg, was.ObservedGeneration)
+		if was.Type == "" {
+			again.ObservedGeneration = obj.GetGeneration()
+		}
 		if _, err := m.setCondition(ctx, obj, again); err != nil {
 			return reconcile.Result{}, err
 		}
 		was = again
+		var held []claim.Record
+		for _, rec := range holdings {
+			ok, err := m.claimer.Holds(ctx, rec.Key, self)
+			if err != nil {
+				return reconcile.Result{}, fmt.Errorf("reading the claims of %s again before its deletion pass: %w", req.NamespacedName, err)
+			}
+			if ok {
+				held = append(held, rec)
+			}
+		}
+		if len(held) < len(holdings) {
+			// A record went to another holder: list again in the next pass
+			// rather than judge the finalizer from this one.
+			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
+		}
 	}
 	innerCtx, stop := guard(userCtx, holds)
 	res, err := m.inner.Reconcile(m.innerContext(innerCtx, State{Deleting: true, Grants: grantsOf(holdings), Condition: was}), req)
@@ -960,6 +1020,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 		if _, err := m.setCondition(ctx, obj, released); err != nil {
 			return reconcile.Result{}, err
 		}
+		m.lastHolders.forget(self.UID)
 	}
 	if len(holdings) > 0 {
 		released, err := m.claimer.ReleaseRecords(ctx, self, holdings...)
@@ -989,6 +1050,18 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	}
 	m.forget(req)
 	return res, nil
+}
+
+// holdsUnnamed reports whether recs include a key obj's spec does not name
+// now (or its keys cannot be computed).
+func (m *Middleware) holdsUnnamed(ctx context.Context, obj client.Object, recs []claim.Record) bool {
+	keys, err := m.keysOf(ctx, obj)
+	if err != nil {
+		return true
+	}
+	return slices.ContainsFunc(recs, func(r claim.Record) bool {
+		return !slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == r.Key })
+	})
 }
 
 // saysReleased reports whether a claim condition says Released: written by
@@ -1039,6 +1112,7 @@ const sweepAfterRelease = 50 * time.Millisecond
 
 func (m *Middleware) forget(req reconcile.Request) {
 	m.renew.stopExcept(req.NamespacedName)
+	m.lastHolders.forgetName(req.NamespacedName)
 	m.metrics.setHeld(req.NamespacedName, 0)
 }
 

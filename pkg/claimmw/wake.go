@@ -354,7 +354,7 @@ func (m *Middleware) recordChanged(ctx context.Context, rec client.Object) []rec
 		holder := types.NamespacedName{Namespace: ann[a.HolderNamespace], Name: name}
 		reqs = append(reqs, reconcile.Request{NamespacedName: holder})
 		if key, ok := ann[a.Key]; ok {
-			m.lastHolders.set(key, holder, types.UID(ann[a.HolderUID]))
+			m.lastHolders.add(key, holder, types.UID(ann[a.HolderUID]))
 		}
 	}
 	mutant.Do(mutant.NotWokenByRecordEvents, func() { reqs = withoutHolder(reqs, ann[a.HolderName]) })
