@@ -863,10 +863,23 @@ func (r mwResult) timeline() string {
 		}
 		return ""
 	}
+	actors := map[types.UID]bool{}
+	for _, a := range h.acts {
+		if has(a.acted) != "" {
+			actors[a.uid] = true
+		}
+	}
 	for _, a := range h.acts {
 		var parts []string
 		if t := has(a.acted); t != "" {
 			parts = append(parts, "acted "+t)
+		}
+		if len(parts) == 0 && actors[a.uid] {
+			var keys []string
+			for _, g := range a.state.Grants {
+				keys = append(keys, g.Key)
+			}
+			parts = append(parts, fmt.Sprintf("told (grants %q)", keys))
 		}
 		if t := has(a.state.Releasing); t != "" {
 			parts = append(parts, "releasing "+t)
@@ -883,8 +896,8 @@ func (r mwResult) timeline() string {
 		if a.err != nil {
 			res = "err " + a.err.Error()
 		}
-		lines = append(lines, line{a.start, fmt.Sprintf("pass %d of %s (%s) begun %s, granted=%t deleting=%t %s: %s, ended %s %s",
-			a.pass, a.object, a.uid, a.passStart.Format("05.000"), a.state.Granted, a.state.Deleting, a.state.Condition.Reason,
+		lines = append(lines, line{a.start, fmt.Sprintf("pass %d of %s (%s) begun %s, granted=%t deleting=%t %s %q: %s, ended %s %s",
+			a.pass, a.object, a.uid, a.passStart.Format("05.000"), a.state.Granted, a.state.Deleting, a.state.Condition.Reason, a.state.Condition.Message,
 			strings.Join(parts, ", "), a.end.Format("05.000"), res)})
 	}
 	for _, v := range h.versions {

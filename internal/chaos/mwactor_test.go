@@ -159,10 +159,18 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	a.mu.Unlock()
 	rec.start = time.Now()
 	switch {
-	case s.Granted, s.Deleting:
+	case s.Deleting:
 		// A deletion pass acts for its Grants: it cleans up their
 		// resources.
 		rec.acted = s.Grants
+	case s.Granted:
+		// A key the pass hands over is one it is told to move its
+		// workloads off (State.Handovers): it starts nothing for it.
+		for _, g := range s.Grants {
+			if !slices.ContainsFunc(s.Handovers, func(h claimmw.Handover) bool { return h.Key == g.Key }) {
+				rec.acted = append(rec.acted, g)
+			}
+		}
 	case a.ignoreGranted:
 		for _, k := range obj.Spec.Keys {
 			rec.acted = append(rec.acted, claimmw.Grant{Key: k})

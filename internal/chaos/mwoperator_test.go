@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,6 +135,10 @@ type operator struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
+	// ending is set once the process was told to end (a crash, or the
+	// end of a roll): it still runs until done, but no roll may pick it
+	// as the process to replace, or two processes would run on.
+	ending atomic.Bool
 	fleet  *fleet
 	scheds []*chaos.Schedule
 }
@@ -141,6 +146,12 @@ type operator struct {
 // crash ends the process at once, as a kill would: its passes see their
 // context cancelled wherever they are; a new process replaces it.
 func (op *operator) crash() {
+	if !op.ending.CompareAndSwap(false, true) {
+		// Already ending (crashed, or being rolled): whoever ended it
+		// starts its replacement.
+		op.cancel()
+		return
+	}
 	op.once.Do(func() {
 		op.cancel()
 		op.fleet.replace(op)
@@ -421,15 +432,22 @@ func (fl *fleet) roll(overlap time.Duration) {
 	fl.mu.Lock()
 	var old *operator
 	for op := range fl.live {
-		old = op
-		break
+		// A process that is already ending is being replaced: rolling it
+		// too would start a second replacement beside the first.
+		if op.ending.CompareAndSwap(false, true) {
+			old = op
+			break
+		}
 	}
 	fl.mu.Unlock()
 	if old == nil {
 		return
 	}
 	if overlap == 0 {
-		old.crash()
+		old.once.Do(func() {
+			old.cancel()
+			fl.replace(old)
+		})
 		return
 	}
 	from := time.Now()
