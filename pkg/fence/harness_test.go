@@ -69,6 +69,24 @@ func takeover(t *testing.T, ns, k string) (stale, current fence.Grant) {
 	return stale, current
 }
 
+// takenOver plays a takeover of key in a fresh namespace, as takeover does,
+// and returns with both grants a fenced client of each holder: old writes
+// with the stale grant, holder with the current one.
+func takenOver(t *testing.T) (ns string, stale, current fence.Grant, old, holder *fence.Client) {
+	t.Helper()
+	ns = env.Namespace(t)
+	stale, current = takeover(t, ns, key)
+	return ns, stale, current, fenced(t, nil, stale), fenced(t, nil, current)
+}
+
+// create has c create obj and fails t at once if it cannot, naming who.
+func create(t *testing.T, c client.Client, obj client.Object, who string) {
+	t.Helper()
+	if err := c.Create(context.Background(), obj); err != nil {
+		t.Fatalf("%s creating: %v", who, err)
+	}
+}
+
 // fenced returns a fenced client with its own connection, reading through
 // reader (the API reader when nil).
 func fenced(t *testing.T, reader client.Reader, grants ...fence.Grant) *fence.Client {
