@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -33,6 +34,19 @@ func (e *Env) ManagerOptions(namespaces ...string) manager.Options {
 		}
 	}
 	return o
+}
+
+// WrapClient returns a manager's NewClient that builds the client a manager
+// builds by default (with watch) and hands it to wrap: to count or
+// intercept what the code under test sends, or to fail some of it.
+func WrapClient[C client.Client](wrap func(client.WithWatch) C) client.NewClientFunc {
+	return func(cfg *rest.Config, o client.Options) (client.Client, error) {
+		c, err := client.NewWithWatch(cfg, o)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(c), nil
+	}
 }
 
 // StartManager creates a manager on a copy of e.Config with opts, lets setup

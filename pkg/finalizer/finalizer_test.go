@@ -35,20 +35,10 @@ func countingClient(t *testing.T) (client.Client, *atomic.Int32) {
 	}), &patches
 }
 
-// direct returns an uncached client of its own.
-func direct(t *testing.T) client.Client {
-	t.Helper()
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 func newConfigMap(t *testing.T, finalizers ...string) *corev1.ConfigMap {
 	t.Helper()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace(t), Name: "cm", Finalizers: finalizers}}
-	if err := direct(t).Create(context.Background(), cm); err != nil {
+	if err := env.TestClient(t).Create(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -57,7 +47,7 @@ func newConfigMap(t *testing.T, finalizers ...string) *corev1.ConfigMap {
 		fresh := &corev1.ConfigMap{}
 		if err := env.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), fresh); err == nil {
 			fresh.Finalizers = nil
-			_ = direct(t).Update(ctx, fresh)
+			_ = env.TestClient(t).Update(ctx, fresh)
 		}
 	})
 	return cm
@@ -109,7 +99,7 @@ func TestAddWritesOnceAndKeepsOthersFinalizers(t *testing.T) {
 	stale := cm.DeepCopy()
 	other := current(t, cm)
 	other.Finalizers = []string{"example.com/other"}
-	if err := direct(t).Update(ctx, other); err != nil {
+	if err := env.TestClient(t).Update(ctx, other); err != nil {
 		t.Fatal(err)
 	}
 	// When the finalizer is added through the stale copy
@@ -136,7 +126,7 @@ func TestAddWritesOnceAndKeepsOthersFinalizers(t *testing.T) {
 
 func TestRemoveKeepsOthersFinalizers(t *testing.T) {
 	ctx := context.Background()
-	f, err := finalizer.New(name, direct(t), env.APIReader)
+	f, err := finalizer.New(name, env.TestClient(t), env.APIReader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +135,7 @@ func TestRemoveKeepsOthersFinalizers(t *testing.T) {
 	stale := cm.DeepCopy()
 	other := current(t, cm)
 	other.Finalizers = append(other.Finalizers, "example.com/other")
-	if err := direct(t).Update(ctx, other); err != nil {
+	if err := env.TestClient(t).Update(ctx, other); err != nil {
 		t.Fatal(err)
 	}
 	// When our finalizer is removed through the stale copy
@@ -161,7 +151,7 @@ func TestRemoveKeepsOthersFinalizers(t *testing.T) {
 
 func TestAddRefusesAnObjectBeingDeleted(t *testing.T) {
 	ctx := context.Background()
-	w := direct(t)
+	w := env.TestClient(t)
 	f, err := finalizer.New(name, w, env.APIReader)
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +175,7 @@ func TestAddRefusesAnObjectBeingDeleted(t *testing.T) {
 
 func TestFinalizeRemovesTheFinalizerOnlyAfterCleanupSucceeded(t *testing.T) {
 	ctx := context.Background()
-	w := direct(t)
+	w := env.TestClient(t)
 	f, err := finalizer.New(name, w, env.APIReader)
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +217,7 @@ func TestFinalizeRemovesTheFinalizerOnlyAfterCleanupSucceeded(t *testing.T) {
 
 func TestFinalizeLeavesALiveObjectAlone(t *testing.T) {
 	ctx := context.Background()
-	f, err := finalizer.New(name, direct(t), env.APIReader)
+	f, err := finalizer.New(name, env.TestClient(t), env.APIReader)
 	if err != nil {
 		t.Fatal(err)
 	}
