@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/internal/testapi"
 )
 
 // GroupVersion is the API group of Claimant.
@@ -22,16 +23,13 @@ func AddToScheme(s *runtime.Scheme) error {
 	return nil
 }
 
+// claimant is the shape of a Claimant.
+type claimant = testapi.Object[ClaimantSpec, ClaimantStatus]
+
 // Claimant is the holder the middleware reconciles: it names its keys in
 // spec.keys and carries the claim condition in status.conditions, as an
 // operator's custom resource would.
-type Claimant struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-
-	Spec   ClaimantSpec   `json:"spec,omitempty"`
-	Status ClaimantStatus `json:"status,omitempty"`
-}
+type Claimant claimant
 
 // ClaimantSpec names the keys.
 type ClaimantSpec struct {
@@ -44,24 +42,16 @@ type ClaimantStatus struct {
 }
 
 // ClaimantList is a list of Claimants.
-type ClaimantList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Claimant `json:"items"`
-}
+type ClaimantList testapi.List[Claimant]
+
+// Deepen implements testapi.Part.
+func (s *ClaimantSpec) Deepen() { s.Keys = append([]string(nil), s.Keys...) }
+
+// Deepen implements testapi.Part.
+func (s *ClaimantStatus) Deepen() { s.Conditions = testapi.Conditions(s.Conditions) }
 
 // DeepCopyInto copies c into out.
-func (c *Claimant) DeepCopyInto(out *Claimant) {
-	*out = *c
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	out.Spec.Keys = append([]string(nil), c.Spec.Keys...)
-	if c.Status.Conditions != nil {
-		out.Status.Conditions = make([]metav1.Condition, len(c.Status.Conditions))
-		for i := range c.Status.Conditions {
-			c.Status.Conditions[i].DeepCopyInto(&out.Status.Conditions[i])
-		}
-	}
-}
+func (c *Claimant) DeepCopyInto(out *Claimant) { testapi.CopyInto((*claimant)(c), (*claimant)(out)) }
 
 // DeepCopyObject implements runtime.Object.
 func (c *Claimant) DeepCopyObject() runtime.Object {
@@ -78,15 +68,7 @@ func (l *ClaimantList) DeepCopyObject() runtime.Object {
 	if l == nil {
 		return nil
 	}
-	out := &ClaimantList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	if l.Items != nil {
-		out.Items = make([]Claimant, len(l.Items))
-		for i := range l.Items {
-			l.Items[i].DeepCopyInto(&out.Items[i])
-		}
-	}
-	return out
+	return (*ClaimantList)(testapi.CopyList((*testapi.List[Claimant])(l), (*Claimant).DeepCopyInto))
 }
 
 // CRD returns the CustomResourceDefinition of Claimant, with the status

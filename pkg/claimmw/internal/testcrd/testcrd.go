@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/internal/testapi"
 )
 
 // GroupVersion is the API group and version of the test types.
@@ -23,14 +24,11 @@ func AddToScheme(s *runtime.Scheme) error {
 	return nil
 }
 
-// Widget names the keys it wants in spec.keys.
-type Widget struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+// widget is the shape of a Widget.
+type widget = testapi.Object[WidgetSpec, WidgetStatus]
 
-	Spec   WidgetSpec   `json:"spec,omitempty"`
-	Status WidgetStatus `json:"status,omitempty"`
-}
+// Widget names the keys it wants in spec.keys.
+type Widget widget
 
 // WidgetSpec is what a Widget wants.
 type WidgetSpec struct {
@@ -47,27 +45,16 @@ type WidgetStatus struct {
 }
 
 // WidgetList is a list of Widgets.
-type WidgetList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Widget `json:"items"`
-}
+type WidgetList testapi.List[Widget]
+
+// Deepen implements testapi.Part.
+func (s *WidgetSpec) Deepen() { s.Keys = append([]string(nil), s.Keys...) }
+
+// Deepen implements testapi.Part.
+func (s *WidgetStatus) Deepen() { s.Conditions = testapi.Conditions(s.Conditions) }
 
 // DeepCopyInto copies w into out.
-func (w *Widget) DeepCopyInto(out *Widget) {
-	*out = *w
-	out.TypeMeta = w.TypeMeta
-	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	if w.Spec.Keys != nil {
-		out.Spec.Keys = append([]string(nil), w.Spec.Keys...)
-	}
-	if w.Status.Conditions != nil {
-		out.Status.Conditions = make([]metav1.Condition, len(w.Status.Conditions))
-		for i := range w.Status.Conditions {
-			w.Status.Conditions[i].DeepCopyInto(&out.Status.Conditions[i])
-		}
-	}
-}
+func (w *Widget) DeepCopyInto(out *Widget) { testapi.CopyInto((*widget)(w), (*widget)(out)) }
 
 // DeepCopy returns a copy of w.
 func (w *Widget) DeepCopy() *Widget {
@@ -87,15 +74,7 @@ func (l *WidgetList) DeepCopyObject() runtime.Object {
 	if l == nil {
 		return nil
 	}
-	out := &WidgetList{TypeMeta: l.TypeMeta}
-	l.DeepCopyInto(&out.ListMeta)
-	if l.Items != nil {
-		out.Items = make([]Widget, len(l.Items))
-		for i := range l.Items {
-			l.Items[i].DeepCopyInto(&out.Items[i])
-		}
-	}
-	return out
+	return (*WidgetList)(testapi.CopyList((*testapi.List[Widget])(l), (*Widget).DeepCopyInto))
 }
 
 // Gadget has a status without conditions: the middleware refuses it.
