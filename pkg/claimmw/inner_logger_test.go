@@ -52,21 +52,13 @@ func TestInnerLogsCarryTheCallersLoggerOnEveryPath(t *testing.T) {
 		}
 	}
 	// Given a holds k and b is parked on it
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "b", "k")
-	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "b", conditions.ReasonParked, "k")
 	// When the caller runs a pass of each with its own logger, and of a
 	// after its deletion began
 	pass("a")
 	pass("b")
-	a, err := f.widget(t, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := direct(t).Delete(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "a")
 	eventually(t, 10*time.Second, func() (bool, string) {
 		w, err := f.widget(t, "a")
 		return err == nil && w.DeletionTimestamp != nil, "a has no deletion timestamp"

@@ -45,10 +45,8 @@ func TestMetricsCarryTheControllerNameAndAreOffWhenAskedTo(t *testing.T) {
 	off := start(t, setup{opts: []claimmw.Option{claimmw.WithName("metrics-off"), claimmw.WithMetrics(false)}})
 	// When each reconciles a holder and a parked object
 	for _, f := range []*fixture{on, off} {
-		f.createWidget(t, "a", "k")
-		f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
-		f.createWidget(t, "b", "k")
-		f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+		f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
+		f.createAndWait(t, "b", conditions.ReasonParked, "k")
 	}
 	// Then controller-runtime's own metrics and the claim's name the same
 	// controller
