@@ -47,10 +47,7 @@ func acquire(t *testing.T, c *claim.Claimer, k string, self claim.Holder, want c
 // returns both grants; the second's token is newer.
 func takeover(t *testing.T, ns, k string) (stale, current fence.Grant) {
 	t.Helper()
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	c, err := claim.New(env.APIReader, writer, claim.Config{Namespace: ns})
 	if err != nil {
 		t.Fatalf("lease.NewClaimer: %v", err)
@@ -91,10 +88,7 @@ func create(t *testing.T, c client.Client, obj client.Object, who string) {
 // reader (the API reader when nil).
 func fenced(t *testing.T, reader client.Reader, grants ...fence.Grant) *fence.Client {
 	t.Helper()
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	if reader == nil {
 		reader = env.APIReader
 	}
@@ -115,10 +109,7 @@ type hookedReader struct {
 
 func newHookedReader(t *testing.T) *hookedReader {
 	t.Helper()
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.TestClient(t)
 	h := &hookedReader{}
 	h.Reader = interceptor.NewClient(c, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {

@@ -22,10 +22,7 @@ const name = "claim.ocf.io/test"
 // countingClient counts the patches sent through an uncached client.
 func countingClient(t *testing.T) (client.Client, *atomic.Int32) {
 	t.Helper()
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.TestClient(t)
 	var patches atomic.Int32
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {

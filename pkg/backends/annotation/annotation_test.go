@@ -40,10 +40,7 @@ func configMapTargets(ns string) annotation.Options {
 
 func annotationHarness(t *testing.T) backendtest.Env {
 	ns := env.Namespace(t)
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	newHolder, kill := backendtest.ConfigMapHolders(writer, ns)
 	var keys atomic.Int64
 	return backendtest.Env{
@@ -215,10 +212,7 @@ func TestOtherFieldsSurviveConcurrentWrites(t *testing.T) {
 	opts := annotation.Options{Object: &appsv1.Deployment{}, Target: func(string) (types.NamespacedName, error) {
 		return client.ObjectKeyFromObject(d), nil
 	}}
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	var last atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -21,10 +21,7 @@ import (
 // leaseHarness gives each case a fresh namespace for its Leases and holders.
 func leaseHarness(t *testing.T) backendtest.Env {
 	ns := env.Namespace(t)
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	newHolder, kill := backendtest.ConfigMapHolders(writer, ns)
 	var keys atomic.Int64
 	return backendtest.Env{
