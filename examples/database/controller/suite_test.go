@@ -50,8 +50,7 @@ func startManager(t *testing.T, opts ...func(*ctrl.Options)) (string, client.Cli
 	}
 	r := &controller.Reconciler{ClaimNamespace: ns, ParkedRequeue: time.Hour}
 	env.StartManager(t, o, r.SetupWithManager)
-	c := env.TestClient(t)
-	return ns, c
+	return ns, env.TestClient(t)
 }
 
 // createDatabase creates Database ns/name of url, at spec.schemaVersion
