@@ -84,13 +84,21 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 	}
 }
 
-func TestAddWritesOnceAndKeepsOthersFinalizers(t *testing.T) {
-	ctx := context.Background()
-	c, patches := countingClient(t)
+// newFinalizer returns our finalizer, writing through c and reading
+// through the API reader.
+func newFinalizer(t *testing.T, c client.Client) *finalizer.Finalizer {
+	t.Helper()
 	f, err := finalizer.New(name, c, env.APIReader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+func TestAddWritesOnceAndKeepsOthersFinalizers(t *testing.T) {
+	ctx := context.Background()
+	c, patches := countingClient(t)
+	f := newFinalizer(t, c)
 	// Given an object read once, and another controller's finalizer added after that read
 	cm := newConfigMap(t)
 	stale := cm.DeepCopy()
@@ -123,10 +131,7 @@ func TestAddWritesOnceAndKeepsOthersFinalizers(t *testing.T) {
 
 func TestRemoveKeepsOthersFinalizers(t *testing.T) {
 	ctx := context.Background()
-	f, err := finalizer.New(name, env.TestClient(t), env.APIReader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFinalizer(t, env.TestClient(t))
 	// Given an object with our finalizer, read once, and another finalizer added since
 	cm := newConfigMap(t, name)
 	stale := cm.DeepCopy()
@@ -149,10 +154,7 @@ func TestRemoveKeepsOthersFinalizers(t *testing.T) {
 func TestAddRefusesAnObjectBeingDeleted(t *testing.T) {
 	ctx := context.Background()
 	w := env.TestClient(t)
-	f, err := finalizer.New(name, w, env.APIReader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFinalizer(t, w)
 	// Given an object being deleted (held by another finalizer)
 	cm := newConfigMap(t, "example.com/other")
 	if err := w.Delete(ctx, cm); err != nil {
@@ -160,7 +162,7 @@ func TestAddRefusesAnObjectBeingDeleted(t *testing.T) {
 	}
 	deleting := current(t, cm)
 	// When our finalizer is added
-	_, err = f.Add(ctx, deleting)
+	_, err := f.Add(ctx, deleting)
 	// Then it is refused and nothing was written
 	if err == nil || !strings.Contains(err.Error(), "being deleted") {
 		t.Fatalf("Add on a deleting object: %v, want an error saying it is being deleted", err)
@@ -173,10 +175,7 @@ func TestAddRefusesAnObjectBeingDeleted(t *testing.T) {
 func TestFinalizeRemovesTheFinalizerOnlyAfterCleanupSucceeded(t *testing.T) {
 	ctx := context.Background()
 	w := env.TestClient(t)
-	f, err := finalizer.New(name, w, env.APIReader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFinalizer(t, w)
 	// Given an object with our finalizer that is being deleted
 	cm := newConfigMap(t, name)
 	if err := w.Delete(ctx, cm); err != nil {
@@ -214,10 +213,7 @@ func TestFinalizeRemovesTheFinalizerOnlyAfterCleanupSucceeded(t *testing.T) {
 
 func TestFinalizeLeavesALiveObjectAlone(t *testing.T) {
 	ctx := context.Background()
-	f, err := finalizer.New(name, env.TestClient(t), env.APIReader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFinalizer(t, env.TestClient(t))
 	// Given an object with our finalizer that is not being deleted
 	cm := newConfigMap(t, name)
 	// When Finalize is called
