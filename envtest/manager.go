@@ -89,6 +89,13 @@ func RunManager(t testing.TB, mgr manager.Manager) {
 // operator reaches in its own time.
 func Eventually(t testing.TB, timeout time.Duration, cond func() (ok bool, msg string)) {
 	t.Helper()
+	EventuallyEvery(t, timeout, 50*time.Millisecond, cond)
+}
+
+// EventuallyEvery is [Eventually] polling every interval: for a test that
+// measures how soon a state is reached and so must look more often.
+func EventuallyEvery(t testing.TB, timeout, interval time.Duration, cond func() (ok bool, msg string)) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, msg := cond()
@@ -98,6 +105,6 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() (ok bool, msg s
 		if time.Now().After(deadline) {
 			t.Fatalf("after %s: %s", timeout, msg)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
