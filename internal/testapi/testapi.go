@@ -12,7 +12,19 @@ package testapi
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
+
+// AddToScheme returns the AddToScheme of a group of test kinds: it
+// registers objs (each kind and its list) under gv.
+func AddToScheme(gv schema.GroupVersion, objs ...runtime.Object) func(*runtime.Scheme) error {
+	return func(s *runtime.Scheme) error {
+		s.AddKnownTypes(gv, objs...)
+		metav1.AddToGroupVersion(s, gv)
+		return nil
+	}
+}
 
 // Object is the shape of a kind: its metadata, a spec and a status.
 type Object[Spec, Status any] struct {
@@ -29,6 +41,15 @@ type List[T any] struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []T `json:"items"`
 }
+
+// ConditionsStatus is the status of a kind that carries conditions only,
+// as the middleware requires of the objects it claims for.
+type ConditionsStatus struct {
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Deepen implements Part.
+func (s *ConditionsStatus) Deepen() { s.Conditions = Conditions(s.Conditions) }
 
 // Part is a pointer to a spec or a status. Deepen replaces everything the
 // part shares with the one it was copied from (a slice, a map) with a copy

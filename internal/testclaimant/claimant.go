@@ -5,7 +5,6 @@ package testclaimant
 
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -17,11 +16,7 @@ import (
 var GroupVersion = schema.GroupVersion{Group: "claimants.claim.ocf.io", Version: "v1"}
 
 // AddToScheme registers Claimant and ClaimantList.
-func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Claimant{}, &ClaimantList{})
-	metav1.AddToGroupVersion(s, GroupVersion)
-	return nil
-}
+var AddToScheme = testapi.AddToScheme(GroupVersion, &Claimant{}, &ClaimantList{})
 
 // claimant is the shape of a Claimant.
 type claimant = testapi.Object[ClaimantSpec, ClaimantStatus]
@@ -37,18 +32,13 @@ type ClaimantSpec struct {
 }
 
 // ClaimantStatus carries the conditions the middleware writes.
-type ClaimantStatus struct {
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-}
+type ClaimantStatus = testapi.ConditionsStatus
 
 // ClaimantList is a list of Claimants.
 type ClaimantList testapi.List[Claimant]
 
 // Deepen implements testapi.Part.
 func (s *ClaimantSpec) Deepen() { s.Keys = append([]string(nil), s.Keys...) }
-
-// Deepen implements testapi.Part.
-func (s *ClaimantStatus) Deepen() { s.Conditions = testapi.Conditions(s.Conditions) }
 
 // DeepCopyInto copies c into out.
 func (c *Claimant) DeepCopyInto(out *Claimant) { testapi.CopyInto((*claimant)(c), (*claimant)(out)) }

@@ -18,11 +18,7 @@ import (
 var GroupVersion = schema.GroupVersion{Group: "test.claim.ocf.io", Version: "v1"}
 
 // AddToScheme registers Widget and Gadget.
-func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Widget{}, &WidgetList{}, &Gadget{}, &GadgetList{})
-	metav1.AddToGroupVersion(s, GroupVersion)
-	return nil
-}
+var AddToScheme = testapi.AddToScheme(GroupVersion, &Widget{}, &WidgetList{}, &Gadget{}, &GadgetList{})
 
 // widget is the shape of a Widget.
 type widget = testapi.Object[WidgetSpec, WidgetStatus]
@@ -40,18 +36,13 @@ type WidgetSpec struct {
 }
 
 // WidgetStatus carries the conditions the middleware writes.
-type WidgetStatus struct {
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-}
+type WidgetStatus = testapi.ConditionsStatus
 
 // WidgetList is a list of Widgets.
 type WidgetList testapi.List[Widget]
 
 // Deepen implements testapi.Part.
 func (s *WidgetSpec) Deepen() { s.Keys = append([]string(nil), s.Keys...) }
-
-// Deepen implements testapi.Part.
-func (s *WidgetStatus) Deepen() { s.Conditions = testapi.Conditions(s.Conditions) }
 
 // DeepCopyInto copies w into out.
 func (w *Widget) DeepCopyInto(out *Widget) { testapi.CopyInto((*widget)(w), (*widget)(out)) }
