@@ -26,8 +26,7 @@ func TestAHolderDeletedWithoutItsFinalizerHandsTheKeyToTheWaiter(t *testing.T) {
 	f := start(t, setup{})
 	ctx := context.Background()
 	// Given a holds k and b waits for it
-	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "b", conditions.ReasonParked, "k")
+	f.aHoldsKAndBWaits(t)
 	// When a person deletes a and strips its finalizer at once
 	a, _ := f.widget(t, "a")
 	if err := direct(t).Delete(ctx, a); err != nil {

@@ -262,21 +262,13 @@ func TestAHandoverIsNotCommittedToASuccessorDeletedDuringThePass(t *testing.T) {
 	f.inner.mu.Lock()
 	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
 		if name == "a" && len(c.state.Handovers) > 0 && blocking.Load() {
-			select {
-			case entered <- struct{}{}:
-			default:
-			}
-			select {
-			case <-release:
-			case <-time.After(15 * time.Second):
-			}
+			enterAndWait(entered, release)
 		}
 		return reconcile.Result{}, nil
 	}
 	f.inner.mu.Unlock()
 	// Given a holds k and b waits for it
-	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "b", conditions.ReasonParked, "k")
+	f.aHoldsKAndBWaits(t)
 	// And a's pass that hands k to b is under way
 	blocking.Store(true)
 	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.HandTo = "b" })

@@ -228,14 +228,7 @@ func (a *atkActors) hook(block func(name string, c call) bool, entered chan<- st
 			}
 		}()
 		if block != nil && block(name, c) {
-			select {
-			case entered <- struct{}{}:
-			default:
-			}
-			select {
-			case <-release:
-			case <-time.After(15 * time.Second):
-			}
+			enterAndWait(entered, release)
 		}
 		return reconcile.Result{}, nil
 	}
@@ -250,5 +243,19 @@ func (f *fixture) atkStripHolderLabel(t *testing.T, key string) {
 	delete(l.Labels, backends.DefaultHolderUIDLabel)
 	if err := direct(t).Update(context.Background(), l); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// enterAndWait says on entered that a pass got here (unless an earlier one
+// said so and nobody listened yet) and blocks it until release is closed,
+// for 15 s at the most.
+func enterAndWait(entered chan<- struct{}, release <-chan struct{}) {
+	select {
+	case entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-release:
+	case <-time.After(15 * time.Second):
 	}
 }

@@ -388,6 +388,14 @@ func (f *fixture) createAndWait(t *testing.T, name string, reason conditions.Rea
 	f.waitForReason(t, name, reason, 10*time.Second)
 }
 
+// aHoldsKAndBWaits is the most common Given: Widget a holds key k, and
+// Widget b, naming k too, is parked on it.
+func (f *fixture) aHoldsKAndBWaits(t *testing.T) {
+	t.Helper()
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "b", conditions.ReasonParked, "k")
+}
+
 func (f *fixture) widget(t *testing.T, name string) (*testcrd.Widget, error) {
 	t.Helper()
 	w := &testcrd.Widget{}
@@ -430,20 +438,11 @@ func (f *fixture) leaseExists(t *testing.T, key string) bool {
 	return err == nil
 }
 
-// eventually polls cond until it holds or within passes.
+// eventually polls cond every 25 ms until it holds or within passes: the
+// wake-up tests measure latencies of a few seconds.
 func eventually(t *testing.T, within time.Duration, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", within, msg)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	envtest.EventuallyEvery(t, within, 25*time.Millisecond, cond)
 }
 
 func mustContain(t *testing.T, what, s string, parts ...string) {

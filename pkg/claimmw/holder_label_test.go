@@ -22,8 +22,7 @@ func TestARecordWithoutItsHolderLabelIsStillReleasedWhenNoLongerNamed(t *testing
 	f := start(t, setup{})
 	ctx := context.Background()
 	// Given a holds k and b waits for it
-	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "b", conditions.ReasonParked, "k")
+	f.aHoldsKAndBWaits(t)
 	// And someone removed the holder-uid label from k's Lease
 	l := f.atkLease(t, "k")
 	delete(l.Labels, backends.DefaultHolderUIDLabel)

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/pkg/claimmw"
-	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
 type callersLoggerKey struct{}
@@ -52,8 +51,7 @@ func TestInnerLogsCarryTheCallersLoggerOnEveryPath(t *testing.T) {
 		}
 	}
 	// Given a holds k and b is parked on it
-	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "b", conditions.ReasonParked, "k")
+	f.aHoldsKAndBWaits(t)
 	// When the caller runs a pass of each with its own logger, and of a
 	// after its deletion began
 	pass("a")

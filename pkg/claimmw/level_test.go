@@ -125,13 +125,20 @@ func TestAHolderThatLosesItsKeyIsToldByAnEventAndItsInnerPassRunsParked(t *testi
 	})
 }
 
+// xAndYHold creates Widgets x naming xKey and y naming yKey, both at once,
+// and waits until both hold their key.
+func (f *fixture) xAndYHold(t *testing.T, xKey, yKey string) {
+	t.Helper()
+	f.createWidget(t, "x", xKey)
+	f.createWidget(t, "y", yKey)
+	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	f.waitForReason(t, "y", conditions.ReasonClaimed, 10*time.Second)
+}
+
 func TestSwappingKeysBetweenTwoHoldersConverges(t *testing.T) {
 	f := start(t, setup{})
 	// Given x holds A and y holds B
-	f.createWidget(t, "x", "A")
-	f.createWidget(t, "y", "B")
-	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
-	f.waitForReason(t, "y", conditions.ReasonClaimed, 10*time.Second)
+	f.xAndYHold(t, "A", "B")
 	// When x is edited to name B and y to name A
 	f.setKeys(t, "x", "B")
 	f.setKeys(t, "y", "A")
@@ -149,10 +156,7 @@ func TestSwappingKeysBetweenTwoHoldersConverges(t *testing.T) {
 func TestGrowingTheKeySetWhileAnotherHoldsTheNewSmallerKeyGivesTheLargerOneUp(t *testing.T) {
 	f := start(t, setup{})
 	// Given x holds B and y holds A
-	f.createWidget(t, "x", "B")
-	f.createWidget(t, "y", "A")
-	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
-	f.waitForReason(t, "y", conditions.ReasonClaimed, 10*time.Second)
+	f.xAndYHold(t, "B", "A")
 	// When both are edited to name A and B (x would hold B and wait for A,
 	// y hold A and wait for B: a deadlock with sorted acquisition alone)
 	f.setKeys(t, "x", "A", "B")

@@ -29,8 +29,7 @@ func TestDeletingTheHolderWakesTheParkedWidgetBeforeItsRequeue(t *testing.T) {
 	f := start(t, setup{})
 	ctx := context.Background()
 	// Given a holds k and b is parked on it, with a parked requeue of an hour
-	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "b", conditions.ReasonParked, "k")
+	f.aHoldsKAndBWaits(t)
 	// When a is deleted
 	a, err := f.widget(t, "a")
 	if err != nil {

@@ -23,8 +23,7 @@ func TestAPlannedHandoverWorksWithANonIdempotentNormalizer(t *testing.T) {
 	})
 	// Given a holds k under a deterministic, non-idempotent key normalizer,
 	// and b waits for k
-	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "b", conditions.ReasonParked, "k")
+	f.aHoldsKAndBWaits(t)
 	// When a names b as the successor of its keys
 	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.HandTo = "b" })
 	// Then the handover is prepared and committed: b holds k
@@ -49,8 +48,7 @@ func TestRenewalsKeepAKeyUnderANonIdempotentNormalizer(t *testing.T) {
 	tenant := func(k string) (string, error) { return "tenant-a/" + k, nil }
 	f := start(t, renewing(t, clk, setup{claimCfg: &claim.Config{Normalize: tenant}}))
 	// Given a holds k and b waits for it
-	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "b", conditions.ReasonParked, "k")
+	f.aHoldsKAndBWaits(t)
 	// When twice the lease duration passes, tick by tick
 	for i := 0; i < 12; i++ {
 		before := f.record(t, "k").RenewTime

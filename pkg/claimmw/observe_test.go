@@ -79,8 +79,7 @@ func TestEventsAndMetricsReportWhatHappened(t *testing.T) {
 	const name = "observed"
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithName(name)}})
 	// Given a holds k and b is parked on it
-	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "b", conditions.ReasonParked, "k")
+	f.aHoldsKAndBWaits(t)
 	// Then a has a Claimed event and b a Parked one
 	for _, want := range []struct{ widget, reason string }{{"a", string(claimmw.EventClaimed)}, {"b", string(conditions.ReasonParked)}} {
 		eventually(t, 5*time.Second, func() (bool, string) {
