@@ -41,7 +41,7 @@ func leaderElection(t *testing.T, s sizes, rep *report) {
 	k := s.leKeys
 
 	ours := newRig(t, ns, rigOptions{controller: true, wake: true})
-	dc := direct(t)
+	dc := env.TestClient(t)
 	for i := range k {
 		if err := dc.Create(ctx, newClaimant(ns, fmt.Sprintf("held-%d", i), fmt.Sprintf("our-key-%d", i))); err != nil {
 			t.Fatal(err)
@@ -211,7 +211,7 @@ func handwritten(t *testing.T, s sizes, rep *report, res *results) {
 		_ = park.time(api, func() error { mustPass("hand-key", parked, false); return nil })
 	}
 	dead := holders(t, cr.cl, ns, "hand-dead", n, s.workers)
-	dc := direct(t)
+	dc := env.TestClient(t)
 	for i := range n {
 		mustPass(fmt.Sprintf("hand-inherited-%d", i), dead[i], true)
 		if err := dc.Delete(ctx, newConfigMap(ns, dead[i].Name)); err != nil {

@@ -58,7 +58,7 @@ func steadyHolder(t *testing.T, s sizes, rep *report, res *results) {
 	ns := env.Namespace(t)
 	r := newRig(t, ns, rigOptions{})
 	ctx := context.Background()
-	if err := direct(t).Create(ctx, newClaimant(ns, "holder", "steady-key")); err != nil {
+	if err := env.TestClient(t).Create(ctx, newClaimant(ns, "holder", "steady-key")); err != nil {
 		t.Fatal(err)
 	}
 	r.settle(t, "holder", conditions.ReasonClaimed)
@@ -113,7 +113,7 @@ func parkedClaimant(t *testing.T, s sizes, rep *report, res *results) {
 	ns := env.Namespace(t)
 	r := newRig(t, ns, rigOptions{})
 	ctx := context.Background()
-	dc := direct(t)
+	dc := env.TestClient(t)
 	if err := dc.Create(ctx, newClaimant(ns, "holder", "parked-key")); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func newClaimerRig(t *testing.T, ns string) *claimerRig {
 func holders(t *testing.T, cl *claim.Claimer, ns, prefix string, n, workers int) []claim.Holder {
 	t.Helper()
 	out := make([]claim.Holder, n)
-	dc := direct(t)
+	dc := env.TestClient(t)
 	err := parallel(n, workers, func(i int) error {
 		cm := newConfigMap(ns, fmt.Sprintf("%s-%d", prefix, i))
 		if err := dc.Create(context.Background(), cm); err != nil {
@@ -232,7 +232,7 @@ func operations(t *testing.T, s sizes, rep *report, res *results) {
 	owners := holders(t, cr.cl, ns, "owner", n, s.workers)
 	dead := holders(t, cr.cl, ns, "dead", n, s.workers)
 	heirs := holders(t, cr.cl, ns, "heir", n, s.workers)
-	dc := direct(t)
+	dc := env.TestClient(t)
 	for i := range n {
 		if _, o, err := cr.cl.Acquire(ctx, fmt.Sprintf("inherited-%d", i), dead[i]); wantReason(o, err, claim.ReasonAcquired) != nil {
 			t.Fatal(wantReason(o, err, claim.ReasonAcquired))

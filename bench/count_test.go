@@ -102,8 +102,7 @@ func ratio(n, per int) string {
 // rest.Config's clients send: reads, writes, and the lists and watches of
 // informer caches. Cached reads never reach it.
 type counter struct {
-	mu sync.Mutex
-	n  counts
+	tally
 	// deleted is when each object the process deleted was answered as
 	// deleted, by resource and name, for the phases of a handover.
 	deleted map[string]time.Time
@@ -129,12 +128,7 @@ func (c *counter) wrap(cfg *rest.Config) *rest.Config {
 
 func (c *counter) add(k call, rejected bool) {
 	k.rejected = rejected && k.write()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = counts{}
-	}
-	c.n[k]++
+	c.count(k)
 }
 
 func (c *counter) noteDeleted(resource, name string) {
@@ -154,20 +148,35 @@ func (c *counter) deletedAt(resource, name string) (time.Time, bool) {
 	return at, ok
 }
 
+// tally counts calls, safe for concurrent use; its zero value is empty.
+type tally struct {
+	mu sync.Mutex
+	n  counts
+}
+
+func (t *tally) count(k call) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == nil {
+		t.n = counts{}
+	}
+	t.n[k]++
+}
+
 // snapshot returns the counts so far; since returns the counts after it.
-func (c *counter) snapshot() counts {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (t *tally) snapshot() counts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	out := counts{}
-	for k, v := range c.n {
+	for k, v := range t.n {
 		out[k] = v
 	}
 	return out
 }
 
-func (c *counter) since(before counts) counts {
+func (t *tally) since(before counts) counts {
 	out := counts{}
-	for k, v := range c.snapshot() {
+	for k, v := range t.snapshot() {
 		if d := v - before[k]; d > 0 {
 			out[k] = d
 		}
@@ -231,43 +240,14 @@ func classify(req *http.Request) call {
 // clientCalls counts the calls made on a controller-runtime client, cached
 // reads included, by verb and kind, so that a table can tell a cached read
 // (no request) from an uncached one.
-type clientCalls struct {
-	mu sync.Mutex
-	n  counts
-}
+type clientCalls struct{ tally }
 
 func (c *clientCalls) add(verb string, cl client.Client, obj runtime.Object) {
 	kind := "unknown"
 	if gvk, err := cl.GroupVersionKindFor(obj); err == nil {
 		kind = strings.TrimSuffix(gvk.Kind, "List")
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = counts{}
-	}
-	c.n[call{verb: verb, resource: kind}]++
-}
-
-// snapshot returns the counts so far; since returns the counts after it.
-func (c *clientCalls) snapshot() counts {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := counts{}
-	for k, v := range c.n {
-		out[k] = v
-	}
-	return out
-}
-
-func (c *clientCalls) since(before counts) counts {
-	out := counts{}
-	for k, v := range c.snapshot() {
-		if d := v - before[k]; d > 0 {
-			out[k] = d
-		}
-	}
-	return out
+	c.count(call{verb: verb, resource: kind})
 }
 
 // wrapClient returns cl with every call counted by verb and kind.

@@ -18,14 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/envtest"
@@ -317,27 +312,13 @@ type rigOptions struct {
 func newRig(t *testing.T, ns string, o rigOptions) *rig {
 	t.Helper()
 	r := &rig{ns: ns, api: &counter{}, calls: &clientCalls{}, inner: &inner{}, passes: &passLog{}}
-	cached := map[string]cache.Config{ns: {}}
-	for _, tenant := range o.tenants {
-		cached[tenant] = cache.Config{}
-	}
 	cfg := r.api.wrap(env.Config)
 	if o.unlimited {
 		cfg.QPS, cfg.Burst = -1, 0
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:     env.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: cached},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, opts)
-			if err != nil {
-				return nil, err
-			}
-			return r.calls.wrapClient(c), nil
-		},
-	})
+	mopts := env.ManagerOptions(append([]string{ns}, o.tenants...)...)
+	mopts.NewClient = envtest.WrapClient(r.calls.wrapClient)
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,16 +352,8 @@ func newRig(t *testing.T, ns string, o rigOptions) *rig {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
+	envtest.RunManager(t, mgr)
+	if !mgr.GetCache().WaitForCacheSync(context.Background()) {
 		t.Fatal("manager cache did not sync")
 	}
 	return r
@@ -423,17 +396,6 @@ func conditionReason(t *testing.T, ns, name string) string {
 		return cond.Reason
 	}
 	return ""
-}
-
-// direct returns an uncached client of its own, as a user's kubectl; its
-// requests are not counted.
-func direct(t *testing.T) client.Client {
-	t.Helper()
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func newClaimant(ns, name string, keys ...string) *Claimant {

@@ -22,7 +22,7 @@ func scale(t *testing.T, s sizes, rep *report) {
 	r := newRig(t, ns, rigOptions{})
 	cr := newClaimerRig(t, ns)
 	probe := holders(t, cr.cl, ns, "probe", 1, 1)[0]
-	dc := direct(t)
+	dc := env.TestClient(t)
 
 	populate := func(from, to int) {
 		t.Helper()

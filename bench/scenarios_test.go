@@ -21,7 +21,7 @@ import (
 func pairs(t *testing.T, r *rig, n, workers int) {
 	t.Helper()
 	ctx := context.Background()
-	dc := direct(t)
+	dc := env.TestClient(t)
 	if err := parallel(n, workers, func(i int) error {
 		return dc.Create(ctx, newClaimant(r.ns, fmt.Sprintf("holder-%d", i), fmt.Sprintf("key-%d", i)))
 	}); err != nil {
@@ -100,7 +100,7 @@ type handoverRuns struct {
 // its next requeue without the wake-up.
 func handover(t *testing.T, s sizes, rep *report, res *results) {
 	ctx := context.Background()
-	dc := direct(t)
+	dc := env.TestClient(t)
 	n := s.handovers
 
 	wake := newRig(t, env.Namespace(t), rigOptions{controller: true, wake: true})
@@ -169,7 +169,7 @@ func handover(t *testing.T, s sizes, rep *report, res *results) {
 func handoverSeries(t *testing.T, r *rig, from, to int, pause time.Duration) handoverRuns {
 	t.Helper()
 	ctx := context.Background()
-	dc := direct(t)
+	dc := env.TestClient(t)
 	var out handoverRuns
 	for i := from; i < to; i++ {
 		time.Sleep(pause)
@@ -203,7 +203,7 @@ func handoverSeries(t *testing.T, r *rig, from, to int, pause time.Duration) han
 func consistentReads(t *testing.T, ns string, n int) (afterIdle, rightAfter, get latencies) {
 	t.Helper()
 	ctx := context.Background()
-	dc := direct(t)
+	dc := env.TestClient(t)
 	cm := newConfigMap(ns, "consistent-read-probe")
 	if err := dc.Create(ctx, cm); err != nil {
 		t.Fatal(err)

@@ -62,7 +62,7 @@ func fanOut(t *testing.T, s sizes, rep *report) {
 // bystanders on keys of their own, its controller set up by o.
 func fanOutRun(t *testing.T, rep *report, s sizes, parked, bystanders int, o rigOptions, setting string) {
 	ctx := context.Background()
-	dc := direct(t)
+	dc := env.TestClient(t)
 	r := newRig(t, env.Namespace(t), o)
 	const key = "fan-key"
 
@@ -209,7 +209,7 @@ func lossToParked(t *testing.T, s sizes, rep *report) {
 	n := s.lossRuns
 	r := newRig(t, env.Namespace(t), rigOptions{controller: true, wake: true})
 	pairs(t, r, 2*n, s.workers)
-	dc := direct(t)
+	dc := env.TestClient(t)
 
 	// The first n pairs: the Lease deleted as kubectl claims release does,
 	// fenced on the UID and resourceVersion it read. The holder still
@@ -331,7 +331,7 @@ const churnCycles = 3
 // its deletion wakes nobody.
 func nonHolderChurn(t *testing.T, s sizes, rep *report) {
 	ctx := context.Background()
-	dc := direct(t)
+	dc := env.TestClient(t)
 	a, b := env.Namespace(t), env.Namespace(t)
 	r := newRig(t, env.Namespace(t), rigOptions{controller: true, wake: true, tenants: []string{a, b}})
 	holders := max(s.bystanders, 1)

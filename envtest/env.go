@@ -176,6 +176,17 @@ func (e *Env) NewClient() (client.WithWatch, error) {
 	return c, nil
 }
 
+// TestClient is [Env.NewClient] for a test: an uncached client of its own, as a
+// user's kubectl; t fails at once if it cannot be built.
+func (e *Env) TestClient(t testing.TB) client.WithWatch {
+	t.Helper()
+	c, err := e.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // NewCachedClient returns a manager-style client whose reads come from a new
 // informer cache that runs until ctx is done.
 func (e *Env) NewCachedClient(ctx context.Context) (client.Client, error) {

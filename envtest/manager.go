@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -33,6 +34,19 @@ func (e *Env) ManagerOptions(namespaces ...string) manager.Options {
 		}
 	}
 	return o
+}
+
+// WrapClient returns a manager's NewClient that builds the client a manager
+// builds by default (with watch) and hands it to wrap: to count or
+// intercept what the code under test sends, or to fail some of it.
+func WrapClient[C client.Client](wrap func(client.WithWatch) C) client.NewClientFunc {
+	return func(cfg *rest.Config, o client.Options) (client.Client, error) {
+		c, err := client.NewWithWatch(cfg, o)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(c), nil
+	}
 }
 
 // StartManager creates a manager on a copy of e.Config with opts, lets setup
@@ -75,6 +89,13 @@ func RunManager(t testing.TB, mgr manager.Manager) {
 // operator reaches in its own time.
 func Eventually(t testing.TB, timeout time.Duration, cond func() (ok bool, msg string)) {
 	t.Helper()
+	EventuallyEvery(t, timeout, 50*time.Millisecond, cond)
+}
+
+// EventuallyEvery is [Eventually] polling every interval: for a test that
+// measures how soon a state is reached and so must look more often.
+func EventuallyEvery(t testing.TB, timeout, interval time.Duration, cond func() (ok bool, msg string)) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, msg := cond()
@@ -84,6 +105,6 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() (ok bool, msg s
 		if time.Now().After(deadline) {
 			t.Fatalf("after %s: %s", timeout, msg)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }

@@ -24,6 +24,17 @@ import (
 	"github.com/ocf-claim/claim/envtest"
 )
 
+// createdLease creates newLease(ns, name) through env.Client and returns it
+// as the server answered.
+func createdLease(t *testing.T, ns, name string) *coordinationv1.Lease {
+	t.Helper()
+	l := newLease(ns, name)
+	if err := env.Client.Create(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 func newLease(ns, name string) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -56,9 +67,7 @@ func TestServerReportsThePinnedVersion(t *testing.T) {
 func TestSecondCreateOfALeaseAnswersAlreadyExists(t *testing.T) {
 	ctx, ns := context.Background(), env.Namespace(t)
 	// Given a Lease created by one client
-	if err := env.Client.Create(ctx, newLease(ns, "l")); err != nil {
-		t.Fatal(err)
-	}
+	createdLease(t, ns, "l")
 	// When another client creates the same name
 	other, err := env.NewClient()
 	if err != nil {
@@ -74,10 +83,7 @@ func TestSecondCreateOfALeaseAnswersAlreadyExists(t *testing.T) {
 func TestUpdateWithStaleResourceVersionAnswersConflict(t *testing.T) {
 	ctx, ns := context.Background(), env.Namespace(t)
 	// Given a Lease read once and then changed by someone else
-	l := newLease(ns, "l")
-	if err := env.Client.Create(ctx, l); err != nil {
-		t.Fatal(err)
-	}
+	l := createdLease(t, ns, "l")
 	stale := l.DeepCopy()
 	l.Spec.HolderIdentity = ptr.To("someone-else")
 	if err := env.Client.Update(ctx, l); err != nil {
@@ -95,10 +101,7 @@ func TestUpdateWithStaleResourceVersionAnswersConflict(t *testing.T) {
 func TestDeleteWithMismatchedUIDPreconditionAnswersConflict(t *testing.T) {
 	ctx, ns := context.Background(), env.Namespace(t)
 	// Given a Lease
-	l := newLease(ns, "l")
-	if err := env.Client.Create(ctx, l); err != nil {
-		t.Fatal(err)
-	}
+	l := createdLease(t, ns, "l")
 	// When it is deleted with a UID precondition of another object
 	err := env.Client.Delete(ctx, l, client.Preconditions{UID: ptr.To(types.UID("not-" + string(l.UID)))})
 	// Then the server refuses with Conflict (the fake client ignores UID
@@ -154,10 +157,7 @@ func TestLeaseResourceVersionsCompareInWriteOrder(t *testing.T) {
 	// Given a sequence of writes to Leases: create, update, delete and
 	// recreate under the same name, and a write to another Lease
 	var versions []string
-	l := newLease(ns, "a")
-	if err := env.Client.Create(ctx, l); err != nil {
-		t.Fatal(err)
-	}
+	l := createdLease(t, ns, "a")
 	versions = append(versions, l.ResourceVersion)
 	l.Spec.HolderIdentity = ptr.To("x")
 	if err := env.Client.Update(ctx, l); err != nil {
@@ -199,10 +199,7 @@ func TestCachedReaderLagsTheAPIReaderAfterAWrite(t *testing.T) {
 	}
 	lagging.Freeze()
 	// When a Lease is created
-	l := newLease(ns, "fresh")
-	if err := env.Client.Create(ctx, l); err != nil {
-		t.Fatal(err)
-	}
+	l := createdLease(t, ns, "fresh")
 	// Then the uncached reader sees it at once and the lagging cache does not
 	key := client.ObjectKeyFromObject(l)
 	if err := env.APIReader.Get(ctx, key, &coordinationv1.Lease{}); err != nil {

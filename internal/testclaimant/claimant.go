@@ -5,33 +5,26 @@ package testclaimant
 
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/internal/testapi"
 )
 
 // GroupVersion is the API group of Claimant.
 var GroupVersion = schema.GroupVersion{Group: "claimants.claim.ocf.io", Version: "v1"}
 
 // AddToScheme registers Claimant and ClaimantList.
-func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Claimant{}, &ClaimantList{})
-	metav1.AddToGroupVersion(s, GroupVersion)
-	return nil
-}
+var AddToScheme = testapi.AddToScheme(GroupVersion, &Claimant{}, &ClaimantList{})
+
+// claimant is the shape of a Claimant.
+type claimant = testapi.Object[ClaimantSpec, ClaimantStatus]
 
 // Claimant is the holder the middleware reconciles: it names its keys in
 // spec.keys and carries the claim condition in status.conditions, as an
 // operator's custom resource would.
-type Claimant struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-
-	Spec   ClaimantSpec   `json:"spec,omitempty"`
-	Status ClaimantStatus `json:"status,omitempty"`
-}
+type Claimant claimant
 
 // ClaimantSpec names the keys.
 type ClaimantSpec struct {
@@ -39,29 +32,16 @@ type ClaimantSpec struct {
 }
 
 // ClaimantStatus carries the conditions the middleware writes.
-type ClaimantStatus struct {
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-}
+type ClaimantStatus = testapi.ConditionsStatus
 
 // ClaimantList is a list of Claimants.
-type ClaimantList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Claimant `json:"items"`
-}
+type ClaimantList testapi.List[Claimant]
+
+// Deepen implements testapi.Part.
+func (s *ClaimantSpec) Deepen() { s.Keys = append([]string(nil), s.Keys...) }
 
 // DeepCopyInto copies c into out.
-func (c *Claimant) DeepCopyInto(out *Claimant) {
-	*out = *c
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	out.Spec.Keys = append([]string(nil), c.Spec.Keys...)
-	if c.Status.Conditions != nil {
-		out.Status.Conditions = make([]metav1.Condition, len(c.Status.Conditions))
-		for i := range c.Status.Conditions {
-			c.Status.Conditions[i].DeepCopyInto(&out.Status.Conditions[i])
-		}
-	}
-}
+func (c *Claimant) DeepCopyInto(out *Claimant) { testapi.CopyInto((*claimant)(c), (*claimant)(out)) }
 
 // DeepCopyObject implements runtime.Object.
 func (c *Claimant) DeepCopyObject() runtime.Object {
@@ -78,15 +58,7 @@ func (l *ClaimantList) DeepCopyObject() runtime.Object {
 	if l == nil {
 		return nil
 	}
-	out := &ClaimantList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	if l.Items != nil {
-		out.Items = make([]Claimant, len(l.Items))
-		for i := range l.Items {
-			l.Items[i].DeepCopyInto(&out.Items[i])
-		}
-	}
-	return out
+	return (*ClaimantList)(testapi.CopyList((*testapi.List[Claimant])(l), (*Claimant).DeepCopyInto))
 }
 
 // CRD returns the CustomResourceDefinition of Claimant, with the status

@@ -71,10 +71,7 @@ func TestAPredecessorErrorKeepsTheKeyUngranted(t *testing.T) {
 	pred := claim.PredecessorFunc(func(context.Context, string, claim.Holder, claim.Holder) (claim.Holder, string, bool, error) {
 		return claim.Holder{}, "", false, boom
 	})
-	c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns"}, claim.WithPredecessors(pred))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := memClaimer(t, claim.WithPredecessors(pred))
 	_, o, err := c.Acquire(ctx, "k", bravoH)
 	if !errors.Is(err, boom) || o.Granted() {
 		t.Fatalf("Acquire with a failing predecessor check: %+v, %v; want the error, not granted", o, err)

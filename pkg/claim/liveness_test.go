@@ -7,7 +7,6 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/ocf-claim/claim/pkg/backends/memory"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/expiry"
 )
@@ -24,19 +23,12 @@ func TestAnExpiryBehindByKindStillExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	liveness := claim.ByKind(map[string]claim.Liveness{"Worker": exp}, nil)
-	c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns"}, claim.WithLiveness(liveness), claim.WithClock(clk))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := memClaimer(t, claim.WithLiveness(liveness), claim.WithClock(clk))
 	worker := claim.Holder{Kind: "Worker", Namespace: "ns", Name: "w", UID: "uid-w"}
 	contender := claim.Holder{Kind: "Worker", Namespace: "ns", Name: "v", UID: "uid-v"}
 	const key = "queue/orders"
-	if _, o, err := c.Acquire(ctx, key, worker); err != nil || o.Reason != claim.ReasonAcquired {
-		t.Fatalf("Acquire(worker) = %s, %v; want Acquired", o.Reason, err)
-	}
-	if _, o, err := c.Acquire(ctx, key, contender); err != nil || o.Reason != claim.ReasonHeldElsewhere {
-		t.Fatalf("first Acquire(contender) = %s, %v; want HeldElsewhere", o.Reason, err)
-	}
+	wantAcquire(t, c, key, worker, claim.ReasonAcquired, "Acquire(worker)")
+	wantAcquire(t, c, key, contender, claim.ReasonHeldElsewhere, "first Acquire(contender)")
 
 	clk.Step(31 * time.Second)
 	_, o, err := c.Acquire(ctx, key, contender)

@@ -179,15 +179,10 @@ func TestNormalizeKey(t *testing.T) {
 // they compete for one claim.
 func TestTwoSpellingsOfOneCharacterAreOneClaim(t *testing.T) {
 	ctx := context.Background()
-	c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := memClaimer(t)
 	a := claim.Holder{Kind: "Realm", Namespace: "ns", Name: "a", UID: "uid-a"}
 	b := claim.Holder{Kind: "Realm", Namespace: "ns", Name: "b", UID: "uid-b"}
-	if _, o, err := c.Acquire(ctx, "realm/\u00fcmlaut", a); err != nil || o.Reason != claim.ReasonAcquired {
-		t.Fatalf("Acquire(composed) = %s, %v; want Acquired", o.Reason, err)
-	}
+	wantAcquire(t, c, "realm/\u00fcmlaut", a, claim.ReasonAcquired, "Acquire(composed)")
 
 	_, o, err := c.Acquire(ctx, "realm/u\u0308mlaut", b)
 

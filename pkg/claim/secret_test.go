@@ -61,7 +61,7 @@ func TestValidateKeyRefusesEveryCredentialForm(t *testing.T) {
 // TestValidateKeyAcceptsKeysWithoutCredentials: references that carry no
 // credential stay valid and Redact shows them as they are.
 func TestValidateKeyAcceptsKeysWithoutCredentials(t *testing.T) {
-	for _, key := range []string{
+	validAndShownAsIs(t,
 		"rdbms|db.data.svc:5432/app",
 		"team@example.com/orders",
 		"https://registry.example.com/image@sha256:abc",
@@ -74,14 +74,7 @@ func TestValidateKeyAcceptsKeysWithoutCredentials(t *testing.T) {
 		"realm/ümlaut",
 		"orders by region",
 		"git@github.com:org/repo",
-	} {
-		if err := claim.ValidateKey(key); err != nil {
-			t.Errorf("ValidateKey(%q) = %v, want nil", key, err)
-		}
-		if got := claim.Redact(key); got != key {
-			t.Errorf("Redact(%q) = %q, want it unchanged", key, got)
-		}
-	}
+	)
 }
 
 // TestValidateKeyRefusesCharactersThatDoNotShow: line and paragraph
@@ -218,17 +211,10 @@ func TestValidateKeyRefusesOracleEasyConnectCredentials(t *testing.T) {
 // no credential: the ':' is the port's and the '@' the digest's. It stays a
 // valid key and Redact leaves it unchanged.
 func TestValidateKeyAcceptsAnImageReferenceWithARegistryPort(t *testing.T) {
-	for _, key := range []string{
+	validAndShownAsIs(t,
 		"registry.example.com:5000/team/app@sha256:0123456789abcdef",
 		"image|localhost:5000/app@sha256:0123456789abcdef",
-	} {
-		if err := claim.ValidateKey(key); err != nil {
-			t.Errorf("ValidateKey(%q) = %v, want nil", key, err)
-		}
-		if got := claim.Redact(key); got != key {
-			t.Errorf("Redact(%q) = %q, want it unchanged", key, got)
-		}
-	}
+	)
 }
 
 // TestAPasswordHoldingADoubleSlashIsNeverEchoed: errors never echo URL user
@@ -386,6 +372,19 @@ func TestValidateKeyErrorForAControlCharacterNeverEchoesCredentials(t *testing.T
 		}
 		if strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("error echoes the password: %v", err)
+		}
+	}
+}
+
+// validAndShownAsIs requires every key valid and left unchanged by Redact.
+func validAndShownAsIs(t *testing.T, keys ...string) {
+	t.Helper()
+	for _, key := range keys {
+		if err := claim.ValidateKey(key); err != nil {
+			t.Errorf("ValidateKey(%q) = %v, want nil", key, err)
+		}
+		if got := claim.Redact(key); got != key {
+			t.Errorf("Redact(%q) = %q, want it unchanged", key, got)
 		}
 	}
 }

@@ -51,16 +51,11 @@ func TestCommitToSelfIsNotPrepared(t *testing.T) {
 // taken over by the object it had meant to hand over to.
 func TestCommitWithNothingPreparedIsNotATakeover(t *testing.T) {
 	ctx := context.Background()
-	c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := memClaimer(t)
 	self := claim.Holder{Kind: "CamundaCluster", Namespace: "team-a", Name: "alpha", UID: "uid-alpha"}
 	successor := claim.Holder{Kind: "CamundaCluster", Namespace: "team-a", Name: "bravo", UID: "uid-bravo"}
 	const key = "elasticsearch|https://es.data.svc:9200"
-	if _, o, err := c.Acquire(ctx, key, successor); err != nil || o.Reason != claim.ReasonAcquired {
-		t.Fatalf("Acquire(successor) = %s, %v; want Acquired", o.Reason, err)
-	}
+	wantAcquire(t, c, key, successor, claim.ReasonAcquired, "Acquire(successor)")
 
 	o, err := c.Commit(ctx, key, self, successor)
 

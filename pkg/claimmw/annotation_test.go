@@ -41,19 +41,7 @@ func TestAnAnnotationRecordErasedByAnotherWriterIsNoticedAtOnce(t *testing.T) {
 	}
 	// Then within two seconds the record exists again, and exactly the
 	// object it names is Claimed
-	eventually(t, lossWithin, func() (bool, string) {
-		rec, err := f.mw.Claimer().Current(ctx, "k")
-		if err != nil || !rec.Ours() {
-			return false, fmt.Sprintf("record of k: %+v, %v", rec, err)
-		}
-		holder, other := rec.Holder.Name, "bravo"
-		if holder == "bravo" {
-			other = "alpha"
-		}
-		hc, oc := f.claimed(t, holder), f.claimed(t, other)
-		return hc.Status == "True" && oc.Status == "False",
-			fmt.Sprintf("record names %s; %s %s/%s; %s %s/%s", holder, holder, hc.Status, hc.Reason, other, oc.Status, oc.Reason)
-	})
+	onlyTheRecordedHolderIsClaimed(ctx, t, f)
 	// And if alpha lost it, a Lost event says so
 	if f.claimed(t, "alpha").Status == "False" {
 		eventually(t, wakeWithin, func() (bool, string) {
@@ -83,11 +71,9 @@ func startAnnotationHeld(t *testing.T, waiters ...string) (*fixture, client.Clie
 	if err := c.Create(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	for _, w := range waiters {
-		f.createWidget(t, w, "k")
-		f.waitForReason(t, w, conditions.ReasonParked, 10*time.Second)
+		f.createAndWait(t, w, conditions.ReasonParked, "k")
 	}
 	return f, c, cm
 }
@@ -196,8 +182,7 @@ func TestAHolderWhoseAnnotationRecordIsErasedWithNobodyWaitingIsToldLost(t *test
 	if err := c.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	// When a tenant deletes and recreates the object (the record is gone)
 	if err := c.Delete(ctx, cm); err != nil {
 		t.Fatal(err)

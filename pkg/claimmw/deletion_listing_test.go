@@ -73,10 +73,8 @@ func TestDeletingAHolderReleasesItsKeyWithoutAConsistentListOfItsRecords(t *test
 	lists := &leaseLists{}
 	f := start(t, setup{config: lists.config()})
 	// Given alpha holds k and bravo waits for it
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
 	alpha, err := f.widget(t, "alpha")
 	if err != nil {
 		t.Fatal(err)
@@ -103,10 +101,8 @@ func TestTheDeletionPathFindsRecordsWrittenForTheObjectJustBeforeItsDeletion(t *
 	t.Parallel()
 	f := start(t, setup{})
 	// Given alpha holds k and bravo waits for it
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
 	// and another operator process wrote a record of a key neither names for
 	// each of them, just before both are deleted (the watch cache may not
 	// have it yet when their first deletion passes list)

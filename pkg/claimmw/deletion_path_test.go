@@ -26,10 +26,7 @@ func TestAHolderDeletedWithoutItsFinalizerHandsTheKeyToTheWaiter(t *testing.T) {
 	f := start(t, setup{})
 	ctx := context.Background()
 	// Given a holds k and b waits for it
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "b", "k")
-	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	f.aHoldsKAndBWaits(t)
 	// When a person deletes a and strips its finalizer at once
 	a, _ := f.widget(t, "a")
 	if err := direct(t).Delete(ctx, a); err != nil {
@@ -66,11 +63,9 @@ func TestTheDeletionPathWithoutOurFinalizerStillReportsAndReleasesHeldKeys(t *te
 	}
 	f.inner.mu.Unlock()
 	// Given a holds k, with another controller's finalizer as well
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	f.edit(t, "a", func(w *testcrd.Widget) { w.Finalizers = append(w.Finalizers, "example.com/other") })
-	f.createWidget(t, "b", "k")
-	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "b", conditions.ReasonParked, "k")
 	// When a is deleted, its first deletion passes fail, and meanwhile a
 	// person removes the middleware's finalizer
 	failing.Store(true)
@@ -124,8 +119,7 @@ func TestFencedClientWorksOnTheDeletionPath(t *testing.T) {
 	}
 	f.inner.mu.Unlock()
 	// Given a holds k
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	// When a is deleted
 	a, _ := f.widget(t, "a")
 	if err := direct(t).Delete(context.Background(), a); err != nil {

@@ -106,8 +106,7 @@ func TestFairnessSiblingWithoutAConditionCountsOnlyForItsGrace(t *testing.T) {
 func TestFairnessYieldingToANotYetParkedSiblingDoesNotStarve(t *testing.T) {
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithFairness()}})
 	// Given z holds j
-	f.createWidget(t, "z", "j")
-	f.waitForReason(t, "z", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
 	// When w (names j and k, so it parks on j) and x (names k) are created back to back
 	f.createWidget(t, "w", "j", "k")
 	f.createWidget(t, "x", "k")
@@ -126,10 +125,8 @@ func TestFairnessYieldingToANotYetParkedSiblingDoesNotStarve(t *testing.T) {
 func TestFairnessAStaleParkedSiblingDoesNotStarve(t *testing.T) {
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithFairness()}})
 	// Given z holds j, and the older w (j, k) is parked on j
-	f.createWidget(t, "z", "j")
-	f.waitForReason(t, "z", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "w", "j", "k")
-	f.waitForReason(t, "w", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
+	f.createAndWait(t, "w", conditions.ReasonParked, "j", "k")
 	// When w's spec is edited (new generation, same keys) and x (k) is created at once
 	f.edit(t, "w", func(w *testcrd.Widget) { w.Spec.Keys = []string{"k", "j"} })
 	f.createWidget(t, "x", "k")

@@ -91,11 +91,9 @@ func TestPlannedHandoverWaitsForTheHoldersPassThenGrantsTheSuccessorANewerToken(
 		return reconcile.Result{}, nil
 	}
 	f.inner.mu.Unlock()
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	before := f.record(t, "k")
-	f.createWidget(t, "c", "k")
-	f.waitForReason(t, "c", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "c", conditions.ReasonParked, "k")
 	a, _ := f.widget(t, "a")
 	cw, _ := f.widget(t, "c")
 
@@ -191,8 +189,7 @@ func TestADeposedHolderCannotOverwriteWhatItsSuccessorWroteThroughTheFencedClien
 		return reconcile.Result{}, write(ctx, fc, name)
 	}
 	f.inner.mu.Unlock()
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	// Then a, holding k, can write
 	writer := func() string {
 		cm := &corev1.ConfigMap{}
@@ -203,8 +200,7 @@ func TestADeposedHolderCannotOverwriteWhatItsSuccessorWroteThroughTheFencedClien
 	}
 	eventually(t, wakeWithin, func() (bool, string) { return writer() == "a", "shared written by " + writer() })
 	// When a hands k to c and c writes the shared object
-	f.createWidget(t, "c", "k")
-	f.waitForReason(t, "c", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "c", conditions.ReasonParked, "k")
 	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.HandTo = "c" })
 	f.waitForReason(t, "c", conditions.ReasonClaimed, wakeWithin)
 	eventually(t, wakeWithin, func() (bool, string) { return writer() == "c", "shared written by " + writer() })
@@ -232,12 +228,9 @@ func TestAHolderParkedOnAnotherKeyStillHandsOverTheKeyItKeeps(t *testing.T) {
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
 	// Given charlie holds i and k, alpha holds j and hands it to bravo, and
 	// bravo, which waits for i first, is not ready for the handover
-	f.createWidget(t, "charlie", "i", "k")
-	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "alpha", "j")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "i", "j")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "i", "k")
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "j")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "i", "j")
 	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
 	eventually(t, wakeWithin, func() (bool, string) {
 		rec := f.record(t, "j")
@@ -269,23 +262,13 @@ func TestAHandoverIsNotCommittedToASuccessorDeletedDuringThePass(t *testing.T) {
 	f.inner.mu.Lock()
 	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
 		if name == "a" && len(c.state.Handovers) > 0 && blocking.Load() {
-			select {
-			case entered <- struct{}{}:
-			default:
-			}
-			select {
-			case <-release:
-			case <-time.After(15 * time.Second):
-			}
+			enterAndWait(entered, release)
 		}
 		return reconcile.Result{}, nil
 	}
 	f.inner.mu.Unlock()
 	// Given a holds k and b waits for it
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "b", "k")
-	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	f.aHoldsKAndBWaits(t)
 	// And a's pass that hands k to b is under way
 	blocking.Store(true)
 	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.HandTo = "b" })
@@ -328,12 +311,9 @@ func TestASuccessorThatGetsOneKeyByHandoverAndThenWaitsForAnotherHandedToItGetsI
 		return reconcile.Result{}, nil
 	}
 	f.inner.mu.Unlock()
-	f.createWidget(t, "charlie", "a")
-	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "a", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "a")
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "a", "k")
 	// And alpha hands k to bravo, which waits for a first, so alpha keeps k
 	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
 	eventually(t, wakeWithin, func() (bool, string) {
@@ -377,10 +357,8 @@ func TestASuccessorWhoseSpecChangesWhileItsPredecessorCommitsStillGetsTheKeyWith
 		return reconcile.Result{}, nil
 	}
 	f.inner.mu.Unlock()
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
 	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
 	f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
 	// When bravo's spec changes (it names z too, after k), and its condition

@@ -18,16 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -105,19 +101,9 @@ type atkMW struct {
 func atkStart(t *testing.T, ns string, mws ...atkMW) []*fixture {
 	t.Helper()
 	w := &writes{}
-	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
-		Scheme:     env.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, w.funcs()), nil
-		},
-	})
+	opts := env.ManagerOptions(ns)
+	opts.NewClient = intercepted(w.funcs())
+	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,15 +135,7 @@ func atkStart(t *testing.T, ns string, mws ...atkMW) []*fixture {
 		}
 		out = append(out, f)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	envtest.RunManager(t, mgr)
 	return out
 }
 
@@ -250,14 +228,7 @@ func (a *atkActors) hook(block func(name string, c call) bool, entered chan<- st
 			}
 		}()
 		if block != nil && block(name, c) {
-			select {
-			case entered <- struct{}{}:
-			default:
-			}
-			select {
-			case <-release:
-			case <-time.After(15 * time.Second):
-			}
+			enterAndWait(entered, release)
 		}
 		return reconcile.Result{}, nil
 	}
@@ -272,5 +243,19 @@ func (f *fixture) atkStripHolderLabel(t *testing.T, key string) {
 	delete(l.Labels, backends.DefaultHolderUIDLabel)
 	if err := direct(t).Update(context.Background(), l); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// enterAndWait says on entered that a pass got here (unless an earlier one
+// said so and nobody listened yet) and blocks it until release is closed,
+// for 15 s at the most.
+func enterAndWait(entered chan<- struct{}, release <-chan struct{}) {
+	select {
+	case entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-release:
+	case <-time.After(15 * time.Second):
 	}
 }

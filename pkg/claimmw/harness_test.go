@@ -20,16 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -287,26 +284,20 @@ type setup struct {
 // client wrapped with funcs when given.
 func newManager(t *testing.T, ns string, funcs *interceptor.Funcs) ctrl.Manager {
 	t.Helper()
-	opts := ctrl.Options{
-		Scheme:     env.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	}
+	opts := env.ManagerOptions(ns)
 	if funcs != nil {
-		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, *funcs), nil
-		}
+		opts.NewClient = intercepted(*funcs)
 	}
 	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return mgr
+}
+
+// intercepted returns a manager's NewClient whose clients call funcs.
+func intercepted(funcs interceptor.Funcs) client.NewClientFunc {
+	return envtest.WrapClient(func(c client.WithWatch) client.WithWatch { return interceptor.NewClient(c, funcs) })
 }
 
 func start(t *testing.T, s setup) *fixture {
@@ -329,23 +320,12 @@ func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
 	if s.config != nil {
 		cfg = s.config
 	}
-	cacheOpts := cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}}
+	mopts := env.ManagerOptions(f.ns)
 	if s.leaseLabels != nil {
-		cacheOpts.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(f.ns, s.leaseLabels)}
+		mopts.Cache.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(f.ns, s.leaseLabels)}
 	}
-	mgr, err := ctrl.NewManager(rest.CopyConfig(cfg), ctrl.Options{
-		Scheme:     env.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cacheOpts,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, f.writes.funcs()), nil
-		},
-	})
+	mopts.NewClient = intercepted(f.writes.funcs())
+	mgr, err := ctrl.NewManager(rest.CopyConfig(cfg), mopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,14 +377,7 @@ func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
 }
 
 // direct returns an uncached client of its own, as a user's kubectl.
-func direct(t *testing.T) client.Client {
-	t.Helper()
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+func direct(t *testing.T) client.Client { return env.TestClient(t) }
 
 func (f *fixture) createWidget(t *testing.T, name string, keys ...string) *testcrd.Widget {
 	t.Helper()
@@ -413,6 +386,22 @@ func (f *fixture) createWidget(t *testing.T, name string, keys ...string) *testc
 		t.Fatal(err)
 	}
 	return w
+}
+
+// createAndWait creates Widget name naming keys and waits up to 10 s for its
+// claim condition to have reason: the Given of most tests.
+func (f *fixture) createAndWait(t *testing.T, name string, reason conditions.Reason, keys ...string) {
+	t.Helper()
+	f.createWidget(t, name, keys...)
+	f.waitForReason(t, name, reason, 10*time.Second)
+}
+
+// aHoldsKAndBWaits is the most common Given: Widget a holds key k, and
+// Widget b, naming k too, is parked on it.
+func (f *fixture) aHoldsKAndBWaits(t *testing.T) {
+	t.Helper()
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "b", conditions.ReasonParked, "k")
 }
 
 func (f *fixture) widget(t *testing.T, name string) (*testcrd.Widget, error) {
@@ -457,20 +446,11 @@ func (f *fixture) leaseExists(t *testing.T, key string) bool {
 	return err == nil
 }
 
-// eventually polls cond until it holds or within passes.
+// eventually polls cond every 25 ms until it holds or within passes: the
+// wake-up tests measure latencies of a few seconds.
 func eventually(t *testing.T, within time.Duration, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", within, msg)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	envtest.EventuallyEvery(t, within, 25*time.Millisecond, cond)
 }
 
 func mustContain(t *testing.T, what, s string, parts ...string) {

@@ -22,10 +22,7 @@ func TestARecordWithoutItsHolderLabelIsStillReleasedWhenNoLongerNamed(t *testing
 	f := start(t, setup{})
 	ctx := context.Background()
 	// Given a holds k and b waits for it
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "b", "k")
-	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	f.aHoldsKAndBWaits(t)
 	// And someone removed the holder-uid label from k's Lease
 	l := f.atkLease(t, "k")
 	delete(l.Labels, backends.DefaultHolderUIDLabel)
@@ -57,11 +54,9 @@ func TestARecordWithoutItsHolderLabelIsStillReleasedWhenNoLongerNamed(t *testing
 func TestKeySetEditsConvergeWhenARecordLostItsHolderLabel(t *testing.T) {
 	f := start(t, setup{})
 	// Given x holds b (its Lease's holder label removed) and y holds a
-	f.createWidget(t, "x", "b")
-	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "b")
 	f.atkStripHolderLabel(t, "b")
-	f.createWidget(t, "y", "a")
-	f.waitForReason(t, "y", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "y", conditions.ReasonClaimed, "a")
 	// When both are edited to name a and b
 	f.edit(t, "x", func(w *testcrd.Widget) { w.Spec.Keys = []string{"a", "b"} })
 	f.edit(t, "y", func(w *testcrd.Widget) { w.Spec.Keys = []string{"a", "b"} })
@@ -84,8 +79,7 @@ func TestKeySetEditsConvergeWhenARecordLostItsHolderLabel(t *testing.T) {
 func TestTheDeletionPathReleasesARecordThatLostItsHolderLabel(t *testing.T) {
 	f := start(t, setup{})
 	// Given x holds k, and k's Lease lost its holder label
-	f.createWidget(t, "x", "k")
-	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "k")
 	f.atkStripHolderLabel(t, "k")
 	x, _ := f.widget(t, "x")
 	// When x is deleted

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/pkg/claimmw"
-	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
 type callersLoggerKey struct{}
@@ -52,21 +51,12 @@ func TestInnerLogsCarryTheCallersLoggerOnEveryPath(t *testing.T) {
 		}
 	}
 	// Given a holds k and b is parked on it
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "b", "k")
-	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	f.aHoldsKAndBWaits(t)
 	// When the caller runs a pass of each with its own logger, and of a
 	// after its deletion began
 	pass("a")
 	pass("b")
-	a, err := f.widget(t, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := direct(t).Delete(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "a")
 	eventually(t, 10*time.Second, func() (bool, string) {
 		w, err := f.widget(t, "a")
 		return err == nil && w.DeletionTimestamp != nil, "a has no deletion timestamp"

@@ -45,8 +45,7 @@ func TestKeySetEditsConvergeWithSiblingFairness(t *testing.T) {
 	// Given the older y names nothing yet, and the younger x holds a
 	f.createWidget(t, "y")
 	time.Sleep(1100 * time.Millisecond) // creation timestamps have seconds
-	f.createWidget(t, "x", "a")
-	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "a")
 	// When y is edited to name a and b, then x too
 	f.edit(t, "y", func(w *testcrd.Widget) { w.Spec.Keys = []string{"a", "b"} })
 	f.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -57,10 +58,8 @@ func (f *fixture) deleteLease(t *testing.T, key string) {
 func TestAHolderWhoseRecordIsDeletedFromOutsideStopsClaimingWithinTwoSeconds(t *testing.T) {
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)}})
 	// Given alpha holds k and bravo is parked on it
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
 	// When a person deletes k's Lease (kubectl claims release, a GitOps prune)
 	deleted := time.Now()
 	f.deleteLease(t, "k")
@@ -92,8 +91,7 @@ func TestAHolderThatLosesItsKeyIsToldByAnEventAndItsInnerPassRunsParked(t *testi
 	f := start(t, setup{})
 	ctx := context.Background()
 	// Given alpha holds k (skip mode: its inner runs only when it must)
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	before := len(f.inner.callsOf("alpha"))
 	// When another replica judging alpha expired takes k over for the
 	// parked object other (a takeover
@@ -127,13 +125,20 @@ func TestAHolderThatLosesItsKeyIsToldByAnEventAndItsInnerPassRunsParked(t *testi
 	})
 }
 
+// xAndYHold creates Widgets x naming xKey and y naming yKey, both at once,
+// and waits until both hold their key.
+func (f *fixture) xAndYHold(t *testing.T, xKey, yKey string) {
+	t.Helper()
+	f.createWidget(t, "x", xKey)
+	f.createWidget(t, "y", yKey)
+	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	f.waitForReason(t, "y", conditions.ReasonClaimed, 10*time.Second)
+}
+
 func TestSwappingKeysBetweenTwoHoldersConverges(t *testing.T) {
 	f := start(t, setup{})
 	// Given x holds A and y holds B
-	f.createWidget(t, "x", "A")
-	f.createWidget(t, "y", "B")
-	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
-	f.waitForReason(t, "y", conditions.ReasonClaimed, 10*time.Second)
+	f.xAndYHold(t, "A", "B")
 	// When x is edited to name B and y to name A
 	f.setKeys(t, "x", "B")
 	f.setKeys(t, "y", "A")
@@ -151,10 +156,7 @@ func TestSwappingKeysBetweenTwoHoldersConverges(t *testing.T) {
 func TestGrowingTheKeySetWhileAnotherHoldsTheNewSmallerKeyGivesTheLargerOneUp(t *testing.T) {
 	f := start(t, setup{})
 	// Given x holds B and y holds A
-	f.createWidget(t, "x", "B")
-	f.createWidget(t, "y", "A")
-	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
-	f.waitForReason(t, "y", conditions.ReasonClaimed, 10*time.Second)
+	f.xAndYHold(t, "B", "A")
 	// When both are edited to name A and B (x would hold B and wait for A,
 	// y hold A and wait for B: a deadlock with sorted acquisition alone)
 	f.setKeys(t, "x", "A", "B")
@@ -187,8 +189,7 @@ func TestGrowingTheKeySetWhileAnotherHoldsTheNewSmallerKeyGivesTheLargerOneUp(t 
 func TestAKeyAcquiredInAPassThatFailedIsReleasedOnceNoLongerNamed(t *testing.T) {
 	f := start(t, setup{})
 	// Given x holds A, with a successful pass
-	f.createWidget(t, "x", "A")
-	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "A")
 	// And x then names A and B, but its inner passes fail
 	f.inner.mu.Lock()
 	f.inner.fail = func(name string, c call) error {
@@ -204,8 +205,7 @@ func TestAKeyAcquiredInAPassThatFailedIsReleasedOnceNoLongerNamed(t *testing.T) 
 	f.setKeys(t, "x", "A")
 	// Then B's Lease is released, and y, which names B, gets it
 	eventually(t, 10*time.Second, func() (bool, string) { return !f.leaseExists(t, "B"), "Lease of B still held" })
-	f.createWidget(t, "y", "B")
-	f.waitForReason(t, "y", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "y", conditions.ReasonClaimed, "B")
 }
 
 func TestANonIdempotentNormalizerIsAppliedOnce(t *testing.T) {
@@ -262,10 +262,8 @@ func TestTheDeletionPathTellsTheInnerReconcilerWhichKeysTheObjectStillHolds(t *t
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)}})
 	ctx := context.Background()
 	// Given alpha holds k and bravo is parked on it
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
 	var fencedErr error
 	f.inner.mu.Lock()
 	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
@@ -310,7 +308,9 @@ func (f *fixture) tokenOf(t *testing.T, key string) claim.Token {
 
 // deleteWidgetAsync asks to delete the Widget named name and returns: its
 // finalizers may keep it.
-func (f *fixture) deleteWidgetAsync(t *testing.T, name string) {
+// deleteWidgetAsync deletes Widget name, as read just before, and returns
+// what it read; deleteWidget waits until the Widget is gone too.
+func (f *fixture) deleteWidgetAsync(t *testing.T, name string) *testcrd.Widget {
 	t.Helper()
 	w, err := f.widget(t, name)
 	if err != nil {
@@ -319,6 +319,7 @@ func (f *fixture) deleteWidgetAsync(t *testing.T, name string) {
 	if err := direct(t).Delete(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
+	return w
 }
 
 func (f *fixture) deleteWidget(t *testing.T, name string) {
@@ -402,15 +403,7 @@ func TestTwoMiddlewaresOnOneKindNeverReleaseEachOthersRecords(t *testing.T) {
 	if err := dup.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).Named("dup").For(&testcrd.Widget{})); err == nil {
 		t.Error("a second middleware named storage for Widgets was set up; want an error naming the clash")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	envtest.RunManager(t, mgr)
 	// When a Widget names key k, so it holds storage-k and realm-k
 	w := &testcrd.Widget{}
 	w.Namespace, w.Name, w.Spec.Keys = ns, "w", []string{"k"}
@@ -493,10 +486,8 @@ func TestTwoMiddlewaresSharingAFinalizerOrConditionTypeAreRefusedAtSetup(t *test
 func TestFairnessNeverLetsAFreeKeyWaitForAnOlderObjectParkedElsewhere(t *testing.T) {
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithFairness()}})
 	// Given z holds A, and the older y names A and B, so it is parked on A
-	f.createWidget(t, "z", "A")
-	f.waitForReason(t, "z", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "y", "A", "B")
-	f.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "A")
+	f.createAndWait(t, "y", conditions.ReasonParked, "A", "B")
 	time.Sleep(1100 * time.Millisecond) // creation timestamps have seconds
 	// When the younger x names only B, which is free
 	f.createWidget(t, "x", "B")

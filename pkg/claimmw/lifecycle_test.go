@@ -29,10 +29,7 @@ func TestDeletingTheHolderWakesTheParkedWidgetBeforeItsRequeue(t *testing.T) {
 	f := start(t, setup{})
 	ctx := context.Background()
 	// Given a holds k and b is parked on it, with a parked requeue of an hour
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "b", "k")
-	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	f.aHoldsKAndBWaits(t)
 	// When a is deleted
 	a, err := f.widget(t, "a")
 	if err != nil {
@@ -121,8 +118,7 @@ func TestChangingTheKeyReleasesTheOldClaimOnlyAfterTheInnerPassSucceeded(t *test
 	f := start(t, setup{})
 	ctx := context.Background()
 	// Given a holds k1, and an inner reconciler that fails its first pass on k2
-	f.createWidget(t, "a", "k1")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k1")
 	var mu sync.Mutex
 	var oldLeaseAtK2Pass []bool
 	f.inner.mu.Lock()
@@ -170,24 +166,17 @@ func TestDeletingAWidgetWhoseSweepFailsKeepsTheFinalizerUntilTheCauseIsFixed(t *
 	f := start(t, setup{})
 	ctx := context.Background()
 	// Given a holds k, and Lease deletes that fail
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	f.writes.failLeaseDeletes.Store(true)
 	// When a is deleted
-	a, err := f.widget(t, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := direct(t).Delete(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "a")
 	// Then after failed release attempts a is still there, being deleted,
 	// with its finalizer, and the Lease is still there
 	eventually(t, 10*time.Second, func() (bool, string) {
 		n := f.writes.snapshot()["delete Lease"]
 		return n >= 2, fmt.Sprintf("%d Lease deletes attempted, want 2", n)
 	})
-	a, err = f.widget(t, "a")
+	a, err := f.widget(t, "a")
 	if err != nil {
 		t.Fatalf("a after failed sweeps: %v", err)
 	}
@@ -217,8 +206,7 @@ func TestASteadyPassOfAHolderWritesNothing(t *testing.T) {
 	f := start(t, setup{})
 	ctx := context.Background()
 	// Given a holds k and its first pass is done
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	eventually(t, 5*time.Second, func() (bool, string) {
 		return len(f.inner.callsOf("a")) > 0, "inner never ran for a"
 	})

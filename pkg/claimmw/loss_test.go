@@ -32,8 +32,7 @@ func TestALossFirstSeenThroughATransientClaimErrorIsStillReportedAsLost(t *testi
 	f := start(t, setup{claimOpts: []claim.Option{claim.WithLiveness(liveness)}})
 	ctx := context.Background()
 	// Given a holds k and its inner reconciler acts for it
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	eventually(t, 5*time.Second, func() (bool, string) {
 		cs := f.inner.callsOf("a")
 		return len(cs) > 0 && cs[len(cs)-1].state.Granted, fmt.Sprintf("calls of a: %+v", cs)
@@ -75,8 +74,7 @@ func TestAHolderWhoseRecordIsDeletedWithNoWaiterLearnsIt(t *testing.T) {
 	f := start(t, setup{})
 	ctx := context.Background()
 	// Given a holds k and acted for it
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	before := f.record(t, "k")
 	n := len(f.inner.callsOf("a"))
 	// When a person deletes k's Lease

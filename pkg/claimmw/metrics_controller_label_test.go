@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/ocf-claim/claim/pkg/claimmw"
-	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
 // controllerLabels returns the values of the controller label of family.
@@ -45,10 +44,7 @@ func TestMetricsCarryTheControllerNameAndAreOffWhenAskedTo(t *testing.T) {
 	off := start(t, setup{opts: []claimmw.Option{claimmw.WithName("metrics-off"), claimmw.WithMetrics(false)}})
 	// When each reconciles a holder and a parked object
 	for _, f := range []*fixture{on, off} {
-		f.createWidget(t, "a", "k")
-		f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
-		f.createWidget(t, "b", "k")
-		f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+		f.aHoldsKAndBWaits(t)
 	}
 	// Then controller-runtime's own metrics and the claim's name the same
 	// controller

@@ -1,7 +1,6 @@
 package claimmw_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -19,27 +18,18 @@ import (
 // total, and deleting one object drops the gauge by that object's keys only.
 func TestHeldGaugeDropsByTheDeletedObjectsKeysOnly(t *testing.T) {
 	const name = "held-gauge"
-	ctx := context.Background()
 	// Given two managers, each with a middleware named name
 	first := start(t, setup{opts: []claimmw.Option{claimmw.WithName(name)}})
 	second := start(t, setup{opts: []claimmw.Option{claimmw.WithName(name)}})
 	// And b, of the first, holds one key
-	first.createWidget(t, "b", "k-b")
-	first.waitForReason(t, "b", conditions.ReasonClaimed, 10*time.Second)
+	first.createAndWait(t, "b", conditions.ReasonClaimed, "k-b")
 	// And a, of the second, holds two
-	second.createWidget(t, "a", "k-a1", "k-a2")
-	second.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	second.createAndWait(t, "a", conditions.ReasonClaimed, "k-a1", "k-a2")
 	time.Sleep(200 * time.Millisecond)
 	before := metricValue(t, claimmw.MetricClaimsHeld, name, nil)
 
 	// When b, holding one key, is deleted
-	b, err := first.widget(t, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := direct(t).Delete(ctx, b); err != nil {
-		t.Fatal(err)
-	}
+	first.deleteWidgetAsync(t, "b")
 	eventually(t, 10*time.Second, func() (bool, string) {
 		_, err := first.widget(t, "b")
 		return err != nil, fmt.Sprintf("b still exists (%v)", err)

@@ -15,8 +15,7 @@ import (
 func TestTwoWidgetsNamingOneKeyOneHoldsTheOtherParks(t *testing.T) {
 	f := start(t, setup{})
 	// Given Widget a holding key k
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	// When Widget b names k too
 	f.createWidget(t, "b", "k")
 	// Then b is parked with a message naming a as the holder
@@ -47,11 +46,9 @@ func TestTwoWidgetsNamingOneKeyOneHoldsTheOtherParks(t *testing.T) {
 func TestParkedWidgetRunsInnerInParkedModeWhenAskedTo(t *testing.T) {
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)}})
 	// Given a holds k
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	// When b names k
-	f.createWidget(t, "b", "k")
-	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "b", conditions.ReasonParked, "k")
 	// Then b's inner reconciler ran with a parked state and no grants
 	eventually(t, 5*time.Second, func() (bool, string) {
 		return len(f.inner.callsOf("b")) > 0, "inner reconciler never ran for the parked b"

@@ -11,7 +11,6 @@ import (
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
 	"github.com/ocf-claim/claim/pkg/conditions"
-	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
 // Promise 6: keys are normalized exactly once, end to end. A planned
@@ -24,10 +23,7 @@ func TestAPlannedHandoverWorksWithANonIdempotentNormalizer(t *testing.T) {
 	})
 	// Given a holds k under a deterministic, non-idempotent key normalizer,
 	// and b waits for k
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "b", "k")
-	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	f.aHoldsKAndBWaits(t)
 	// When a names b as the successor of its keys
 	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.HandTo = "b" })
 	// Then the handover is prepared and committed: b holds k
@@ -48,31 +44,15 @@ func TestAPlannedHandoverWorksWithANonIdempotentNormalizer(t *testing.T) {
 // Promise 6 with WithRenewal: a non-idempotent key normalizer is applied once
 // by the renewals too, so a holder keeps its key past the lease duration.
 func TestRenewalsKeepAKeyUnderANonIdempotentNormalizer(t *testing.T) {
-	const (
-		duration = 30 * time.Second
-		every    = 5 * time.Second
-		deadline = 20 * time.Second
-	)
 	clk := testingclock.NewFakeClock(time.Now())
-	exp, err := expiry.New(duration, clk)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tenant := func(k string) (string, error) { return "tenant-a/" + k, nil }
-	f := start(t, setup{
-		claimCfg:  &claim.Config{Normalize: tenant},
-		opts:      []claimmw.Option{claimmw.WithRenewal(expiry.KeeperConfig{Duration: duration, RenewEvery: every, RenewDeadline: deadline, Clock: clk})},
-		claimOpts: []claim.Option{claim.WithLiveness(exp), claim.WithClock(clk)},
-	})
+	f := start(t, renewing(t, clk, setup{claimCfg: &claim.Config{Normalize: tenant}}))
 	// Given a holds k and b waits for it
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "b", "k")
-	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	f.aHoldsKAndBWaits(t)
 	// When twice the lease duration passes, tick by tick
 	for i := 0; i < 12; i++ {
 		before := f.record(t, "k").RenewTime
-		clk.Step(every)
+		clk.Step(renewEvery)
 		eventually(t, wakeWithin, func() (bool, string) {
 			rec := f.record(t, "k")
 			return rec.RenewTime.After(before), fmt.Sprintf("tick %d: no renewal of k landed; record %+v", i, rec)

@@ -78,12 +78,8 @@ func (f *fixture) hasEvent(t *testing.T, name, reason string) bool {
 func TestEventsAndMetricsReportWhatHappened(t *testing.T) {
 	const name = "observed"
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithName(name)}})
-	ctx := context.Background()
 	// Given a holds k and b is parked on it
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "b", "k")
-	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	f.aHoldsKAndBWaits(t)
 	// Then a has a Claimed event and b a Parked one
 	for _, want := range []struct{ widget, reason string }{{"a", string(claimmw.EventClaimed)}, {"b", string(conditions.ReasonParked)}} {
 		eventually(t, 5*time.Second, func() (bool, string) {
@@ -103,13 +99,7 @@ func TestEventsAndMetricsReportWhatHappened(t *testing.T) {
 		t.Errorf("%s has %v samples, want at least 2", claimmw.MetricAcquireDuration, got)
 	}
 	// When a is deleted
-	a, err := f.widget(t, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := direct(t).Delete(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "a")
 	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
 	// Then a has a Released event, b a Claimed one, and still one claim is held
 	for _, want := range []struct{ widget, reason string }{{"a", string(claimmw.EventReleased)}, {"b", string(claimmw.EventClaimed)}} {

@@ -18,26 +18,35 @@ import (
 	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
-func TestAHolderThatCannotRenewStopsActingAndAnExpiryContenderWaitsTheWholeDuration(t *testing.T) {
-	t.Parallel()
-	const (
-		duration = 30 * time.Second
-		every    = 5 * time.Second
-		deadline = 20 * time.Second
-	)
-	clk := testingclock.NewFakeClock(time.Now())
-	exp, err := expiry.New(duration, clk)
+// The renewal timing of the tests that renew: a lease lasts renewDuration,
+// is renewed every renewEvery and given up renewDeadline after the last
+// renewal.
+const (
+	renewDuration = 30 * time.Second
+	renewEvery    = 5 * time.Second
+	renewDeadline = 20 * time.Second
+)
+
+// renewing returns s with a middleware that renews on clk with that timing
+// and claims that judge liveness by Expiry of renewDuration on clk.
+func renewing(t *testing.T, clk *testingclock.FakeClock, s setup) setup {
+	t.Helper()
+	exp, err := expiry.New(renewDuration, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := start(t, setup{
-		opts: []claimmw.Option{
-			claimmw.WithRenewal(expiry.KeeperConfig{Duration: duration, RenewEvery: every, RenewDeadline: deadline, Clock: clk}),
-			claimmw.WhileParked(claimmw.RunInnerWhileParked), // each parked pass of b is visible
-		},
-		claimOpts: []claim.Option{claim.WithLiveness(exp), claim.WithClock(clk)},
-		workers:   2, // a's pass blocks one worker
-	})
+	s.opts = append([]claimmw.Option{claimmw.WithRenewal(expiry.KeeperConfig{Duration: renewDuration, RenewEvery: renewEvery, RenewDeadline: renewDeadline, Clock: clk})}, s.opts...)
+	s.claimOpts = append([]claim.Option{claim.WithLiveness(exp), claim.WithClock(clk)}, s.claimOpts...)
+	return s
+}
+
+func TestAHolderThatCannotRenewStopsActingAndAnExpiryContenderWaitsTheWholeDuration(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(time.Now())
+	f := start(t, renewing(t, clk, setup{
+		opts:    []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)}, // each parked pass of b is visible
+		workers: 2,                                                                  // a's pass blocks one worker
+	}))
 	// Given a holds k on time-based liveness, and its inner pass acts until
 	// its context ends
 	passes := make(chan context.Context, 1)
@@ -67,17 +76,16 @@ func TestAHolderThatCannotRenewStopsActingAndAnExpiryContenderWaitsTheWholeDurat
 	}
 	a, _ := f.widget(t, "a")
 	// And b names k and is parked, judging a by its record's changes
-	f.createWidget(t, "b", "k")
-	f.waitForReason(t, "b", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "b", conditions.ReasonParked, "k")
 	bPasses := func() int { return len(f.inner.callsOf("b")) }
 
 	// When a's renewals start failing and renew ticks pass short of the deadline
 	f.writes.failRenewalsOf.Store(a.UID)
-	clk.Step(every)
+	clk.Step(renewEvery)
 	eventually(t, wakeWithin, func() (bool, string) {
 		return f.writes.failedRenewals.Load() >= 1, "no renewal of a was attempted"
 	})
-	clk.Step(deadline - every - time.Second)
+	clk.Step(renewDeadline - renewEvery - time.Second)
 	// Then a still acts, and b, asked again, is still parked
 	seen := bPasses()
 	f.touch(t, "b")
@@ -105,11 +113,11 @@ func TestAHolderThatCannotRenewStopsActingAndAnExpiryContenderWaitsTheWholeDurat
 	f.touch(t, "b")
 	eventually(t, wakeWithin, func() (bool, string) { return bPasses() > seen, "b was not reconciled" })
 	if got := f.claimed(t, "b").Reason; got != string(conditions.ReasonParked) {
-		t.Fatalf("b %s after a's deadline, before the duration: %s, want Parked", deadline, got)
+		t.Fatalf("b %s after a's deadline, before the duration: %s, want Parked", renewDeadline, got)
 	}
 
 	// When the lease duration has passed since b saw the record change
-	clk.Step(duration - deadline)
+	clk.Step(renewDuration - renewDeadline)
 	f.touch(t, "b")
 	// Then b takes k over
 	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
@@ -125,25 +133,10 @@ func TestAHolderThatCannotRenewStopsActingAndAnExpiryContenderWaitsTheWholeDurat
 
 func TestAHolderThatCannotRenewIsToldToStopBeforeAContenderMayJudgeItExpired(t *testing.T) {
 	t.Parallel()
-	const (
-		duration = 30 * time.Second
-		every    = 5 * time.Second
-		deadline = 20 * time.Second
-	)
 	clk := testingclock.NewFakeClock(time.Now())
-	exp, err := expiry.New(duration, clk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := start(t, setup{
-		opts: []claimmw.Option{
-			claimmw.WithRenewal(expiry.KeeperConfig{Duration: duration, RenewEvery: every, RenewDeadline: deadline, Clock: clk}),
-		},
-		claimOpts: []claim.Option{claim.WithLiveness(exp), claim.WithClock(clk)},
-	})
+	f := start(t, renewing(t, clk, setup{}))
 	// Given a holds k, and its granted pass returned: its workloads run on
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	a, _ := f.widget(t, "a")
 	told := func() int {
 		n := 0
@@ -157,8 +150,8 @@ func TestAHolderThatCannotRenewIsToldToStopBeforeAContenderMayJudgeItExpired(t *
 	// When its renewals fail until the renew deadline passes, and nothing
 	// else happens to a or to k
 	f.writes.failRenewalsOf.Store(a.UID)
-	for range deadline/every + 1 {
-		clk.Step(every)
+	for range renewDeadline/renewEvery + 1 {
+		clk.Step(renewEvery)
 		time.Sleep(50 * time.Millisecond)
 	}
 	// Then a is told to stop before the lease duration runs out, and says

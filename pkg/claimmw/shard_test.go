@@ -61,8 +61,7 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderActsInAnotherShard(t *t
 	a := startShard(t, ns, selection.NotEquals, "b")
 	b := startShard(t, ns, selection.Equals, "b")
 	// Given x acts for k in shard a
-	a.createWidget(t, "x", "k")
-	a.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	a.createAndWait(t, "x", conditions.ReasonClaimed, "k")
 	x, _ := a.widget(t, "x")
 	// And y names k in shard b, whose cache never shows x, and waits for it
 	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}

@@ -45,8 +45,7 @@ func TestStateConditionIsTheConditionTheMiddlewareSet(t *testing.T) {
 func TestStateConditionOnTheDeletionPathFoldsIntoATypedReady(t *testing.T) {
 	f := start(t, setup{})
 	// Given w holds k
-	f.createWidget(t, "w", "k")
-	f.waitForReason(t, "w", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "w", conditions.ReasonClaimed, "k")
 	// When w is deleted
 	w, err := f.widget(t, "w")
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,8 +38,7 @@ func (s errorSink) Error(err error, msg string, _ ...any) {
 func TestACleanStopLogsNoError(t *testing.T) {
 	f := start(t, setup{})
 	// Given a Widget that holds its key
-	f.createWidget(t, "a", "k")
-	f.waitForReason(t, "a", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	var mu sync.Mutex
 	var lines []string
 	logger := logr.New(errorSink{mu: &mu, errors: &lines})

@@ -11,11 +11,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
@@ -26,6 +23,26 @@ import (
 	"github.com/ocf-claim/claim/pkg/finalizer"
 )
 
+// xHoldsKThroughStorageAndNetwork starts two middlewares on Widgets,
+// storage and network, each with its own condition type and finalizer and
+// naming spec.keys with its own prefix, and waits until Widget x, naming k,
+// holds storage/k and network/k.
+func xHoldsKThroughStorageAndNetwork(t *testing.T) (st, nw *fixture) {
+	t.Helper()
+	ns := env.Namespace(t)
+	fs := atkStart(t, ns,
+		atkMW{keys: atkPrefixed("storage/"), opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
+		atkMW{keys: atkPrefixed("network/"), opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
+	)
+	st, nw = fs[0], fs[1]
+	st.createWidget(t, "x", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		s, n := st.atkCondition(t, "x", "StorageClaimed"), nw.atkCondition(t, "x", "NetworkClaimed")
+		return s.Reason == string(conditions.ReasonClaimed) && n.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v / %+v", s, n)
+	})
+	return st, nw
+}
+
 // Promises 5 and 8: two middlewares on one kind (different WithName, as
 // docs/middleware.md asks) coexist; each one's deletion path runs its inner
 // reconciler with the keys it holds and releases its records before the
@@ -33,25 +50,15 @@ import (
 // see TestTwoMiddlewaresSharingAFinalizerOrConditionTypeAreRefusedAtSetup;
 // each has its own here.)
 func TestTwoMiddlewaresOnOneKindBothRunTheirDeletionPath(t *testing.T) {
-	ns := env.Namespace(t)
-	fs := atkStart(t, ns,
-		atkMW{keys: atkPrefixed("storage/"), opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
-		atkMW{keys: atkPrefixed("network/"), opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
-	)
-	st, nw := fs[0], fs[1]
 	// Given x holds storage/k through one middleware and network/k through
 	// the other
-	st.createWidget(t, "x", "k")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		s, n := st.atkCondition(t, "x", "StorageClaimed"), nw.atkCondition(t, "x", "NetworkClaimed")
-		return s.Reason == string(conditions.ReasonClaimed) && n.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v / %+v", s, n)
-	})
+	st, nw := xHoldsKThroughStorageAndNetwork(t)
 	// When x is deleted, and the network middleware's deletion passes fail
 	// for a second (its cleanup waits for something)
 	var firstFail atomic.Int64
 	var mu sync.Mutex
 	cleaned := map[string]bool{} // deletion passes that succeeded with their key granted
-	for _, f := range fs {
+	for _, f := range []*fixture{st, nw} {
 		f.inner.mu.Lock()
 		f.inner.fail = func(_ string, c call) error {
 			if !c.state.Deleting {
@@ -130,18 +137,8 @@ func TestTwoMiddlewaresOnOneKindWithTheDefaultConditionTypeSettle(t *testing.T) 
 // middlewares' records carry no set; the storage middleware does not release
 // the record the network middleware acts for.
 func TestARecordWithoutASetIsNotReleasedByTheOtherMiddlewareOfItsHolder(t *testing.T) {
-	ns := env.Namespace(t)
-	fs := atkStart(t, ns,
-		atkMW{keys: atkPrefixed("storage/"), opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
-		atkMW{keys: atkPrefixed("network/"), opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
-	)
-	st, nw := fs[0], fs[1]
 	// Given x holds storage/k and network/k, one per middleware
-	st.createWidget(t, "x", "k")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		s, n := st.atkCondition(t, "x", "StorageClaimed"), nw.atkCondition(t, "x", "NetworkClaimed")
-		return s.Reason == string(conditions.ReasonClaimed) && n.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v / %+v", s, n)
-	})
+	st, nw := xHoldsKThroughStorageAndNetwork(t)
 	// When network/k's record is as a version without sets wrote it
 	l := nw.atkLease(t, "network/k")
 	uid := l.UID
@@ -175,11 +172,7 @@ func TestARecordWithoutASetIsNotReleasedByTheOtherMiddlewareOfItsHolder(t *testi
 // Promise 10: a second middleware with the same name on one kind fails
 // setup.
 func TestASecondMiddlewareWithTheSameNameOnOneKindFailsSetup(t *testing.T) {
-	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
-		Scheme:     env.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), env.ManagerOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

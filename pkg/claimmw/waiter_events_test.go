@@ -34,11 +34,9 @@ func TestAWaiterRecordsNoEventWhenOnlyTheHolderItWaitsBehindChanges(t *testing.T
 	t.Parallel()
 	f := start(t, setup{})
 	// Given alpha holds k, and bravo and charlie wait for it
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	for _, name := range []string{"bravo", "charlie"} {
-		f.createWidget(t, name, "k")
-		f.waitForReason(t, name, conditions.ReasonParked, 10*time.Second)
+		f.createAndWait(t, name, conditions.ReasonParked, "k")
 	}
 	// When alpha is deleted
 	alpha, err := f.widget(t, "alpha")
@@ -82,10 +80,8 @@ func TestTheStartOfAHoldersDeletionRunsNoPassOfItsWaitersBeforeItReleases(t *tes
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)}})
 	// Given alpha holds k and bravo waits for it (its inner reconciler runs
 	// in each of its passes)
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
 	// When alpha is deleted and its deletion pass keeps failing (it still
 	// cleans up), with the default liveness
 	failing := f.failToldPassesOf("alpha")

@@ -20,10 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -97,20 +96,10 @@ type tenantRig struct {
 func startTenantRig(t *testing.T, restrictLeases bool, funcs *interceptor.Funcs, extra ...claimmw.Option) *tenantRig {
 	t.Helper()
 	r := &tenantRig{claims: env.Namespace(t), a: env.Namespace(t), b: env.Namespace(t), passes: &passCounter{}, logs: &logLines{}}
-	opts := ctrl.Options{
-		Scheme:     env.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Logger:     r.logs.logger(),
-	}
+	opts := env.ManagerOptions()
+	opts.Logger = r.logs.logger()
 	if funcs != nil {
-		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, *funcs), nil
-		}
+		opts.NewClient = intercepted(*funcs)
 	}
 	// Widgets are cached in the rig's namespaces only: other tests leave
 	// Widgets behind (envtest removes no namespace) naming the same keys,
@@ -138,15 +127,7 @@ func startTenantRig(t *testing.T, restrictLeases bool, funcs *interceptor.Funcs,
 	if err := r.mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{})); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	envtest.RunManager(t, mgr)
 	return r
 }
 
@@ -184,6 +165,33 @@ func (r *tenantRig) settle(t *testing.T, ns string, quiet time.Duration) {
 	})
 }
 
+// quietPasses waits until no pass has run in namespace b for 2 s and
+// returns how many ran there so far.
+func (r *tenantRig) quietPasses(t *testing.T) int {
+	t.Helper()
+	r.settle(t, r.b, 2*time.Second)
+	return r.passes.in(r.b)
+}
+
+// victimHolds creates Widget victim in namespace b naming victim-key, waits
+// until it holds the key, and returns quietPasses.
+func (r *tenantRig) victimHolds(t *testing.T) int {
+	t.Helper()
+	createIn(t, r.b, "victim", "victim-key")
+	r.waitReason(t, r.b, "victim", conditions.ReasonClaimed)
+	return r.quietPasses(t)
+}
+
+// createIn creates Widget ns/name naming keys, through a client of its own.
+func createIn(t *testing.T, ns, name string, keys ...string) *testcrd.Widget {
+	t.Helper()
+	w := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: testcrd.WidgetSpec{Keys: keys}}
+	if err := direct(t).Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // TestDeletingANonHolderWakesNoObjectInAnotherNamespace is the bench row
 // "passes caused in other namespaces by N create/delete cycles of a
 // non-holder": a tenant that creates and deletes, again and again, an
@@ -199,22 +207,16 @@ func TestDeletingANonHolderWakesNoObjectInAnotherNamespace(t *testing.T) {
 	keys := make([]string, holders)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("victim-key-%d", i)
-		if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: fmt.Sprintf("holder-%d", i)}, Spec: testcrd.WidgetSpec{Keys: []string{keys[i]}}}); err != nil {
-			t.Fatal(err)
-		}
+		createIn(t, r.b, fmt.Sprintf("holder-%d", i), keys[i])
 	}
 	for i := range keys {
 		r.waitReason(t, r.b, fmt.Sprintf("holder-%d", i), conditions.ReasonClaimed)
 	}
-	r.settle(t, r.b, 2*time.Second)
-	before := r.passes.in(r.b)
+	before := r.quietPasses(t)
 	// When a tenant in namespace a creates and deletes, N times, an object naming all their keys
 	for c := range cycles {
 		name := fmt.Sprintf("churn-%d", c)
-		w := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: name}, Spec: testcrd.WidgetSpec{Keys: keys}}
-		if err := dc.Create(ctx, w); err != nil {
-			t.Fatal(err)
-		}
+		w := createIn(t, r.a, name, keys...)
 		r.waitReason(t, r.a, name, conditions.ReasonParked)
 		if err := dc.Delete(ctx, w); err != nil {
 			t.Fatal(err)
@@ -224,9 +226,8 @@ func TestDeletingANonHolderWakesNoObjectInAnotherNamespace(t *testing.T) {
 			return err != nil, fmt.Sprintf("%s still exists", name)
 		})
 	}
-	r.settle(t, r.b, 2*time.Second)
 	// Then no holder in namespace b ran a pass
-	if got := r.passes.in(r.b) - before; got != 0 {
+	if got := r.quietPasses(t) - before; got != 0 {
 		t.Errorf("passes caused in another namespace by %d create/delete cycles of a non-holder = %d, want 0", cycles, got)
 	}
 	// And the claims are untouched
@@ -248,12 +249,7 @@ func TestLeasesOutsideTheClaimNamespaceWakeNobody(t *testing.T) {
 	ctx := context.Background()
 	dc := direct(t)
 	// Given a victim in namespace b holding a key
-	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "victim"}, Spec: testcrd.WidgetSpec{Keys: []string{"victim-key"}}}); err != nil {
-		t.Fatal(err)
-	}
-	r.waitReason(t, r.b, "victim", conditions.ReasonClaimed)
-	r.settle(t, r.b, 2*time.Second)
-	before := r.passes.in(r.b)
+	before := r.victimHolds(t)
 	// When a tenant writes a Lease in its own namespace, again and again, whose annotations copy the victim's record
 	var rec coordinationv1.Lease
 	name := r.mw.Claimer().Config().NameFunc("victim-key")
@@ -273,9 +269,8 @@ func TestLeasesOutsideTheClaimNamespaceWakeNobody(t *testing.T) {
 	if err := dc.Delete(ctx, forged); err != nil {
 		t.Fatal(err)
 	}
-	r.settle(t, r.b, 2*time.Second)
 	// Then the victim ran no pass
-	if got := r.passes.in(r.b) - before; got != 0 {
+	if got := r.quietPasses(t) - before; got != 0 {
 		t.Errorf("%d writes of a Lease outside the claim namespace caused %d passes of the holder it names, want 0", writes+2, got)
 	}
 }
@@ -304,12 +299,7 @@ func TestRecordsOfAnotherClaimSetWakeOnlyWhatTheyBlock(t *testing.T) {
 	ctx := context.Background()
 	dc := direct(t)
 	// Given a victim in namespace b holding a key
-	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "victim"}, Spec: testcrd.WidgetSpec{Keys: []string{"victim-key"}}}); err != nil {
-		t.Fatal(err)
-	}
-	r.waitReason(t, r.b, "victim", conditions.ReasonClaimed)
-	r.settle(t, r.b, 2*time.Second)
-	before := r.passes.in(r.b)
+	before := r.victimHolds(t)
 	// When another claim set writes, again and again, a record under another name whose annotations copy the victim's
 	cfg := r.mw.Claimer().Config()
 	var rec coordinationv1.Lease
@@ -331,9 +321,8 @@ func TestRecordsOfAnotherClaimSetWakeOnlyWhatTheyBlock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r.settle(t, r.b, 2*time.Second)
 	// Then the victim ran no pass
-	if got := r.passes.in(r.b) - before; got != 0 {
+	if got := r.quietPasses(t) - before; got != 0 {
 		t.Errorf("%d writes of another claim set's record caused %d passes of the holder it names, want 0", writes+1, got)
 	}
 }
@@ -365,23 +354,15 @@ func TestDeletingANonHolderWakesNoYielderInAnotherNamespaceUnderFairness(t *test
 	// naming "k" behind (envtest removes no namespace): the key is this
 	// test's own.
 	const k = "yielded-key"
-	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: "stuck"}, Spec: testcrd.WidgetSpec{Keys: []string{k}}}); err != nil {
-		t.Fatal(err)
-	}
+	createIn(t, r.a, "stuck", k)
 	time.Sleep(1100 * time.Millisecond) // creation times have a one-second resolution
-	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "victim"}, Spec: testcrd.WidgetSpec{Keys: []string{k}}}); err != nil {
-		t.Fatal(err)
-	}
+	createIn(t, r.b, "victim", k)
 	r.waitReason(t, r.b, "victim", conditions.ReasonNotFirst)
-	r.settle(t, r.b, 2*time.Second)
-	before := r.passes.in(r.b)
+	before := r.quietPasses(t)
 	// When a tenant in namespace a creates and deletes an object naming k, again and again
 	for i := range cycles {
 		name := fmt.Sprintf("noise-%d", i)
-		w := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: name}, Spec: testcrd.WidgetSpec{Keys: []string{k}}}
-		if err := dc.Create(ctx, w); err != nil {
-			t.Fatal(err)
-		}
+		w := createIn(t, r.a, name, k)
 		r.waitReason(t, r.a, name, conditions.ReasonNotFirst)
 		if err := dc.Delete(ctx, w); err != nil {
 			t.Fatal(err)
@@ -391,9 +372,8 @@ func TestDeletingANonHolderWakesNoYielderInAnotherNamespaceUnderFairness(t *test
 			return apierrors.IsNotFound(err), fmt.Sprintf("%s still there: %v", name, err)
 		})
 	}
-	r.settle(t, r.b, 2*time.Second)
 	// Then the object in namespace b ran no pass
-	if n := r.passes.in(r.b) - before; n != 0 {
+	if n := r.quietPasses(t) - before; n != 0 {
 		t.Errorf("%d create/delete cycles of a non-holder in namespace a ran %d passes in namespace b, want 0", cycles, n)
 	}
 }

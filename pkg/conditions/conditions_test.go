@@ -15,51 +15,23 @@ import (
 
 func TestForOutcomeMapsEveryReason(t *testing.T) {
 	holder := claim.Holder{Kind: "Widget", Namespace: "ns", Name: "a", UID: "u-a"}
+	// claimed is the condition of an object at generation 3.
+	claimed := func(status metav1.ConditionStatus, reason, message string) metav1.Condition {
+		return metav1.Condition{Type: "Claimed", Status: status, Reason: reason, Message: message, ObservedGeneration: 3}
+	}
 	for _, tc := range []struct {
 		name string
 		o    claim.Outcome
 		want metav1.Condition
 	}{
-		{
-			name: "given a fresh grant then Claimed True with a key message",
-			o:    claim.Outcome{Reason: claim.ReasonAcquired, Key: "k", Holder: holder, Message: "Key \"k\" acquired by Widget ns/a."},
-			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionTrue, Reason: "Claimed", Message: `Holds key "k".`, ObservedGeneration: 3},
-		},
-		{
-			name: "given a key already held then the same condition as a fresh grant",
-			o:    claim.Outcome{Reason: claim.ReasonHeld, Key: "k", Holder: holder, Message: "Key \"k\" is held by Widget ns/a."},
-			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionTrue, Reason: "Claimed", Message: `Holds key "k".`, ObservedGeneration: 3},
-		},
-		{
-			name: "given a takeover then Claimed True",
-			o:    claim.Outcome{Reason: claim.ReasonTakenOver, Key: "k", Holder: holder},
-			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionTrue, Reason: "Claimed", Message: `Holds key "k".`, ObservedGeneration: 3},
-		},
-		{
-			name: "given another live holder then Parked with the outcome's message",
-			o:    claim.Outcome{Reason: claim.ReasonHeldElsewhere, Key: "k", Message: "held by b"},
-			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionFalse, Reason: "Parked", Message: "held by b", ObservedGeneration: 3},
-		},
-		{
-			name: "given a closed gate then WaitingForHandover",
-			o:    claim.Outcome{Reason: claim.ReasonWaitingForHandover, Key: "k", Message: "waits"},
-			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionFalse, Reason: "WaitingForHandover", Message: "waits", ObservedGeneration: 3},
-		},
-		{
-			name: "given a foreign record then Foreign",
-			o:    claim.Outcome{Reason: claim.ReasonForeign, Key: "k", Message: "blocked"},
-			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionFalse, Reason: "Foreign", Message: "blocked", ObservedGeneration: 3},
-		},
-		{
-			name: "given an older sibling then NotFirst",
-			o:    claim.Outcome{Reason: claim.ReasonNotFirst, Key: "k", Message: "older"},
-			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionFalse, Reason: "NotFirst", Message: "older", ObservedGeneration: 3},
-		},
-		{
-			name: "given a reason this package does not know then ClaimError Unknown",
-			o:    claim.Outcome{Reason: "Invented", Key: "k", Message: "?"},
-			want: metav1.Condition{Type: "Claimed", Status: metav1.ConditionFalse, Reason: "ClaimError", Message: "?", ObservedGeneration: 3},
-		},
+		{name: "given a fresh grant then Claimed True with a key message", o: claim.Outcome{Reason: claim.ReasonAcquired, Key: "k", Holder: holder, Message: "Key \"k\" acquired by Widget ns/a."}, want: claimed(metav1.ConditionTrue, "Claimed", `Holds key "k".`)},
+		{name: "given a key already held then the same condition as a fresh grant", o: claim.Outcome{Reason: claim.ReasonHeld, Key: "k", Holder: holder, Message: "Key \"k\" is held by Widget ns/a."}, want: claimed(metav1.ConditionTrue, "Claimed", `Holds key "k".`)},
+		{name: "given a takeover then Claimed True", o: claim.Outcome{Reason: claim.ReasonTakenOver, Key: "k", Holder: holder}, want: claimed(metav1.ConditionTrue, "Claimed", `Holds key "k".`)},
+		{name: "given another live holder then Parked with the outcome's message", o: claim.Outcome{Reason: claim.ReasonHeldElsewhere, Key: "k", Message: "held by b"}, want: claimed(metav1.ConditionFalse, "Parked", "held by b")},
+		{name: "given a closed gate then WaitingForHandover", o: claim.Outcome{Reason: claim.ReasonWaitingForHandover, Key: "k", Message: "waits"}, want: claimed(metav1.ConditionFalse, "WaitingForHandover", "waits")},
+		{name: "given a foreign record then Foreign", o: claim.Outcome{Reason: claim.ReasonForeign, Key: "k", Message: "blocked"}, want: claimed(metav1.ConditionFalse, "Foreign", "blocked")},
+		{name: "given an older sibling then NotFirst", o: claim.Outcome{Reason: claim.ReasonNotFirst, Key: "k", Message: "older"}, want: claimed(metav1.ConditionFalse, "NotFirst", "older")},
+		{name: "given a reason this package does not know then ClaimError Unknown", o: claim.Outcome{Reason: "Invented", Key: "k", Message: "?"}, want: claimed(metav1.ConditionFalse, "ClaimError", "?")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := conditions.ForOutcome(conditions.Claimed, tc.o, 3)

@@ -31,36 +31,12 @@ func TestFoldReadyRanksAsOCFAggregates(t *testing.T) {
 			ready: ready("False", "FeatureGateError"), claim: parked,
 			want: ready("False", "FeatureGateError"),
 		},
-		{
-			name:  "given a FeatureGateError and an InvalidKey claim then the tie keeps ready's reason",
-			ready: ready("False", "FeatureGateError"), claim: invalid,
-			want: ready("False", "FeatureGateError"),
-		},
-		{
-			name:  "given a Creating component and a Parked claim then Parked (10) outranks Creating (6)",
-			ready: ready("False", "Creating"), claim: parked,
-			want: metav1.Condition{Type: "Ready", Status: "False", Reason: "Parked", Message: "Claimed: Held by b.", ObservedGeneration: 2},
-		},
-		{
-			name:  "given a TaskRunning ready and a Claimed claim then ready stays False with TaskRunning",
-			ready: ready("False", "TaskRunning"), claim: claimed,
-			want: ready("False", "TaskRunning"),
-		},
-		{
-			name:  "given both True with ready Completed (1) then the claim's Claimed (2) wins",
-			ready: ready("True", "Completed"), claim: claimed,
-			want: metav1.Condition{Type: "Ready", Status: "True", Reason: "Claimed", Message: `Claimed: Holds key "k".`, ObservedGeneration: 2},
-		},
-		{
-			name:  "given both True with ready Healthy (3) then ready's reason wins",
-			ready: ready("True", "Healthy"), claim: claimed,
-			want: ready("True", "Healthy"),
-		},
-		{
-			name:  "given both True at one tier then ready wins the tie",
-			ready: ready("True", "Operational"), claim: claimed,
-			want: ready("True", "Operational"),
-		},
+		{name: "given a FeatureGateError and an InvalidKey claim then the tie keeps ready's reason", ready: ready("False", "FeatureGateError"), claim: invalid, want: ready("False", "FeatureGateError")},
+		{name: "given a Creating component and a Parked claim then Parked (10) outranks Creating (6)", ready: ready("False", "Creating"), claim: parked, want: metav1.Condition{Type: "Ready", Status: "False", Reason: "Parked", Message: "Claimed: Held by b.", ObservedGeneration: 2}},
+		{name: "given a TaskRunning ready and a Claimed claim then ready stays False with TaskRunning", ready: ready("False", "TaskRunning"), claim: claimed, want: ready("False", "TaskRunning")},
+		{name: "given both True with ready Completed (1) then the claim's Claimed (2) wins", ready: ready("True", "Completed"), claim: claimed, want: metav1.Condition{Type: "Ready", Status: "True", Reason: "Claimed", Message: `Claimed: Holds key "k".`, ObservedGeneration: 2}},
+		{name: "given both True with ready Healthy (3) then ready's reason wins", ready: ready("True", "Healthy"), claim: claimed, want: ready("True", "Healthy")},
+		{name: "given both True at one tier then ready wins the tie", ready: ready("True", "Operational"), claim: claimed, want: ready("True", "Operational")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := conditions.FoldReady(tc.ready, tc.claim)

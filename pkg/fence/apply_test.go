@@ -48,9 +48,7 @@ var applyWrites = []struct {
 
 func TestFencedApplyRefusesAStaleHolderAndLetsTheCurrentOneApply(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	stale, current := takeover(t, ns, key)
-	old, holder := fenced(t, nil, stale), fenced(t, nil, current)
+	ns, stale, current, old, holder := takenOver(t)
 	for _, w := range applyWrites {
 		t.Run(w.name, func(t *testing.T) {
 			name := "apply-" + map[bool]string{true: "patch", false: "config"}[w.name == applyWrites[0].name]
@@ -131,12 +129,10 @@ func TestFencedApplyKeepsFieldOwnershipIntact(t *testing.T) {
 
 func TestFencedApplyAnswersConflictsAsOCFExpects(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	stale, current := takeover(t, ns, key)
+	ns, stale, current, _, holder := takenOver(t)
 	reader := newHookedReader(t)
 	holderWithHook := fenced(t, reader, current)
 	oldWithHook := fenced(t, reader, stale)
-	holder := fenced(t, nil, current)
 
 	t.Run("given another writer between the read and the apply then the apply lands, as an unfenced apply would", func(t *testing.T) {
 		if err := ocfApply(ctx, holder, applied(ns, "busy", map[string]string{dataKey: "1"})); err != nil {
@@ -227,11 +223,9 @@ func TestFencedApplyAnswersConflictsAsOCFExpects(t *testing.T) {
 // window.
 func TestFencedApplyThatCreatesLeavesTheNewerHoldersStamp(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	stale, current := takeover(t, ns, key)
+	ns, stale, current, old, holder := takenOver(t)
 	reader := newHookedReader(t)
 	oldWithHook := fenced(t, reader, stale)
-	old, holder := fenced(t, nil, stale), fenced(t, nil, current)
 	// Given the newer holder creates the object between the stale holder's
 	// read (which found nothing) and its apply
 	reader.arm(func() {
@@ -262,10 +256,9 @@ func TestFencedApplyThatCreatesLeavesTheNewerHoldersStamp(t *testing.T) {
 // never conflicts.
 func TestFencedApplyDoesNotMakeAnotherKeysHolderConflictOnItsOwnStamp(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	_, current := takeover(t, ns, key)
+	ns, _, _, _, a := takenOver(t)
 	otherOld, otherNew := takeover(t, ns, otherKey)
-	a, b, bNext := fenced(t, nil, current), fenced(t, nil, otherOld), fenced(t, nil, otherNew)
+	b, bNext := fenced(t, nil, otherOld), fenced(t, nil, otherNew)
 	apply := func(c client.Client, manager string, data map[string]string) error {
 		return c.Patch(ctx, applied(ns, "shared", data), client.Apply, client.FieldOwner(manager))
 	}
@@ -298,10 +291,9 @@ func TestFencedApplyDoesNotMakeAnotherKeysHolderConflictOnItsOwnStamp(t *testing
 // apply never gives.
 func TestFencedApplyOfAnObjectDeletedAfterTheReadAnswersAsAnApply(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	_, current := takeover(t, ns, key)
+	ns, _, current, _, holder := takenOver(t)
 	reader := newHookedReader(t)
-	holderWithHook, holder := fenced(t, reader, current), fenced(t, nil, current)
+	holderWithHook := fenced(t, reader, current)
 	if err := ocfApply(ctx, holder, applied(ns, "gone", map[string]string{dataKey: "1"})); err != nil {
 		t.Fatal(err)
 	}

@@ -78,16 +78,12 @@ var statusWrites = []statusWrite{
 
 func TestStaleHolderIsRefused(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	stale, current := takeover(t, ns, key)
-	old, holder := fenced(t, nil, stale), fenced(t, nil, current)
+	ns, stale, current, old, holder := takenOver(t)
 	for i, w := range cmWrites {
 		t.Run(w.name, func(t *testing.T) {
 			// Given an object the old holder wrote while it held the key,
 			cm := configMap(ns, fmt.Sprintf("p-%d", i), "old")
-			if err := old.Create(ctx, cm); err != nil {
-				t.Fatalf("old holder creating: %v", err)
-			}
+			create(t, old, cm, "old holder")
 			if got := get(t, cm).Annotations[fence.AnnotationFor(key)]; got != stale.Token.String() {
 				t.Fatalf("stamp after create = %q, want %s", got, stale.Token)
 			}
@@ -126,16 +122,12 @@ func TestStaleHolderIsRefused(t *testing.T) {
 
 func TestStaleHolderIsRefusedStatus(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	stale, current := takeover(t, ns, key)
-	old, holder := fenced(t, nil, stale), fenced(t, nil, current)
+	ns, stale, current, old, holder := takenOver(t)
 	for i, w := range statusWrites {
 		t.Run(w.name, func(t *testing.T) {
 			// Given a Deployment the new holder wrote,
 			d := deployment(ns, fmt.Sprintf("d-%d", i))
-			if err := holder.Create(ctx, d); err != nil {
-				t.Fatalf("new holder creating: %v", err)
-			}
+			create(t, holder, d, "new holder")
 			before := get(t, d)
 
 			// when the old holder writes its status, then it is refused and nothing changes.
@@ -161,10 +153,9 @@ func TestStaleHolderIsRefusedStatus(t *testing.T) {
 // lands.
 func TestCheckAndWriteDoNotInterleave(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	stale, current := takeover(t, ns, key)
+	ns, stale, current, _, holder := takenOver(t)
 	reader := newHookedReader(t)
-	old, holder := fenced(t, reader, stale), fenced(t, nil, current)
+	old := fenced(t, reader, stale)
 
 	// between arms the hook: the new holder's write lands right after the
 	// old holder's check read.
@@ -183,9 +174,7 @@ func TestCheckAndWriteDoNotInterleave(t *testing.T) {
 		t.Run(w.name, func(t *testing.T) {
 			// Given an object the old holder wrote while it held,
 			cm := configMap(ns, fmt.Sprintf("race-%d", i), "old")
-			if err := old.Create(ctx, cm); err != nil {
-				t.Fatalf("old holder creating: %v", err)
-			}
+			create(t, old, cm, "old holder")
 			// when the new holder writes between the old holder's check and write,
 			copyAsRead := get(t, cm)
 			ran := between(t, func() error { return holder.Update(ctx, configMap(ns, cm.Name, "new")) })
@@ -209,9 +198,7 @@ func TestCheckAndWriteDoNotInterleave(t *testing.T) {
 	for i, w := range statusWrites {
 		t.Run(w.name, func(t *testing.T) {
 			d := deployment(ns, fmt.Sprintf("race-d-%d", i))
-			if err := old.Create(ctx, d); err != nil {
-				t.Fatalf("old holder creating: %v", err)
-			}
+			create(t, old, d, "old holder")
 			copyAsRead := get(t, d)
 			ran := between(t, func() error {
 				d := get(t, d)
@@ -240,14 +227,10 @@ func TestConcurrentHoldersRace(t *testing.T) {
 	const rounds = 5
 	const writes = 20
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	stale, current := takeover(t, ns, key)
-	old, holder := fenced(t, nil, stale), fenced(t, nil, current)
+	ns, _, current, old, holder := takenOver(t)
 	for r := range rounds {
 		cm := configMap(ns, fmt.Sprintf("free-%d", r), "old")
-		if err := old.Create(ctx, cm); err != nil {
-			t.Fatalf("old holder creating: %v", err)
-		}
+		create(t, old, cm, "old holder")
 		landed := func(c *fence.Client, v string) (rvs []string, errs []error) {
 			for i := range writes {
 				obj := configMap(ns, cm.Name, fmt.Sprintf("%s-%d", v, i))
@@ -291,13 +274,9 @@ func TestConcurrentHoldersRace(t *testing.T) {
 
 func TestUnsupportedWrites(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	_, current := takeover(t, ns, key)
-	f := fenced(t, nil, current)
+	ns, _, _, _, f := takenOver(t)
 	cm := configMap(ns, "p", "v")
-	if err := f.Create(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
+	create(t, f, cm, "holder")
 	tests := []struct {
 		name  string
 		write func() error
@@ -383,10 +362,9 @@ func TestMalformedStampIsRefused(t *testing.T) {
 // from a copy that predates that stamp.
 func TestOtherKeysStampsSurvive(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	_, current := takeover(t, ns, key)
+	ns, _, current, _, f := takenOver(t)
 	otherStale, otherCurrent := takeover(t, ns, otherKey)
-	f, other, otherOld := fenced(t, nil, current), fenced(t, nil, otherCurrent), fenced(t, nil, otherStale)
+	other, otherOld := fenced(t, nil, otherCurrent), fenced(t, nil, otherStale)
 
 	cm := configMap(ns, "shared", "v")
 	cm.Annotations = map[string]string{"app": "x"}
@@ -453,13 +431,9 @@ func TestCreate(t *testing.T) {
 // would give, and a missing object the NotFound.
 func TestCallerPreconditions(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	_, current := takeover(t, ns, key)
-	f := fenced(t, nil, current)
+	ns, _, _, _, f := takenOver(t)
 	cm := configMap(ns, "p", "v")
-	if err := f.Create(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
+	create(t, f, cm, "holder")
 	oldCopy := get(t, cm)
 	if err := f.Update(ctx, configMap(ns, cm.Name, "w")); err != nil {
 		t.Fatal(err)

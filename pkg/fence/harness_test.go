@@ -47,10 +47,7 @@ func acquire(t *testing.T, c *claim.Claimer, k string, self claim.Holder, want c
 // returns both grants; the second's token is newer.
 func takeover(t *testing.T, ns, k string) (stale, current fence.Grant) {
 	t.Helper()
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	c, err := claim.New(env.APIReader, writer, claim.Config{Namespace: ns})
 	if err != nil {
 		t.Fatalf("lease.NewClaimer: %v", err)
@@ -69,14 +66,29 @@ func takeover(t *testing.T, ns, k string) (stale, current fence.Grant) {
 	return stale, current
 }
 
+// takenOver plays a takeover of key in a fresh namespace, as takeover does,
+// and returns with both grants a fenced client of each holder: old writes
+// with the stale grant, holder with the current one.
+func takenOver(t *testing.T) (ns string, stale, current fence.Grant, old, holder *fence.Client) {
+	t.Helper()
+	ns = env.Namespace(t)
+	stale, current = takeover(t, ns, key)
+	return ns, stale, current, fenced(t, nil, stale), fenced(t, nil, current)
+}
+
+// create has c create obj and fails t at once if it cannot, naming who.
+func create(t *testing.T, c client.Client, obj client.Object, who string) {
+	t.Helper()
+	if err := c.Create(context.Background(), obj); err != nil {
+		t.Fatalf("%s creating: %v", who, err)
+	}
+}
+
 // fenced returns a fenced client with its own connection, reading through
 // reader (the API reader when nil).
 func fenced(t *testing.T, reader client.Reader, grants ...fence.Grant) *fence.Client {
 	t.Helper()
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	if reader == nil {
 		reader = env.APIReader
 	}
@@ -97,10 +109,7 @@ type hookedReader struct {
 
 func newHookedReader(t *testing.T) *hookedReader {
 	t.Helper()
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.TestClient(t)
 	h := &hookedReader{}
 	h.Reader = interceptor.NewClient(c, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {

@@ -22,10 +22,7 @@ const name = "claim.ocf.io/test"
 // countingClient counts the patches sent through an uncached client.
 func countingClient(t *testing.T) (client.Client, *atomic.Int32) {
 	t.Helper()
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.TestClient(t)
 	var patches atomic.Int32
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
@@ -35,20 +32,10 @@ func countingClient(t *testing.T) (client.Client, *atomic.Int32) {
 	}), &patches
 }
 
-// direct returns an uncached client of its own.
-func direct(t *testing.T) client.Client {
-	t.Helper()
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 func newConfigMap(t *testing.T, finalizers ...string) *corev1.ConfigMap {
 	t.Helper()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace(t), Name: "cm", Finalizers: finalizers}}
-	if err := direct(t).Create(context.Background(), cm); err != nil {
+	if err := env.TestClient(t).Create(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -57,7 +44,7 @@ func newConfigMap(t *testing.T, finalizers ...string) *corev1.ConfigMap {
 		fresh := &corev1.ConfigMap{}
 		if err := env.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), fresh); err == nil {
 			fresh.Finalizers = nil
-			_ = direct(t).Update(ctx, fresh)
+			_ = env.TestClient(t).Update(ctx, fresh)
 		}
 	})
 	return cm
@@ -97,19 +84,27 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 	}
 }
 
-func TestAddWritesOnceAndKeepsOthersFinalizers(t *testing.T) {
-	ctx := context.Background()
-	c, patches := countingClient(t)
+// newFinalizer returns our finalizer, writing through c and reading
+// through the API reader.
+func newFinalizer(t *testing.T, c client.Client) *finalizer.Finalizer {
+	t.Helper()
 	f, err := finalizer.New(name, c, env.APIReader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+func TestAddWritesOnceAndKeepsOthersFinalizers(t *testing.T) {
+	ctx := context.Background()
+	c, patches := countingClient(t)
+	f := newFinalizer(t, c)
 	// Given an object read once, and another controller's finalizer added after that read
 	cm := newConfigMap(t)
 	stale := cm.DeepCopy()
 	other := current(t, cm)
 	other.Finalizers = []string{"example.com/other"}
-	if err := direct(t).Update(ctx, other); err != nil {
+	if err := env.TestClient(t).Update(ctx, other); err != nil {
 		t.Fatal(err)
 	}
 	// When the finalizer is added through the stale copy
@@ -136,16 +131,13 @@ func TestAddWritesOnceAndKeepsOthersFinalizers(t *testing.T) {
 
 func TestRemoveKeepsOthersFinalizers(t *testing.T) {
 	ctx := context.Background()
-	f, err := finalizer.New(name, direct(t), env.APIReader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFinalizer(t, env.TestClient(t))
 	// Given an object with our finalizer, read once, and another finalizer added since
 	cm := newConfigMap(t, name)
 	stale := cm.DeepCopy()
 	other := current(t, cm)
 	other.Finalizers = append(other.Finalizers, "example.com/other")
-	if err := direct(t).Update(ctx, other); err != nil {
+	if err := env.TestClient(t).Update(ctx, other); err != nil {
 		t.Fatal(err)
 	}
 	// When our finalizer is removed through the stale copy
@@ -161,11 +153,8 @@ func TestRemoveKeepsOthersFinalizers(t *testing.T) {
 
 func TestAddRefusesAnObjectBeingDeleted(t *testing.T) {
 	ctx := context.Background()
-	w := direct(t)
-	f, err := finalizer.New(name, w, env.APIReader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := env.TestClient(t)
+	f := newFinalizer(t, w)
 	// Given an object being deleted (held by another finalizer)
 	cm := newConfigMap(t, "example.com/other")
 	if err := w.Delete(ctx, cm); err != nil {
@@ -173,7 +162,7 @@ func TestAddRefusesAnObjectBeingDeleted(t *testing.T) {
 	}
 	deleting := current(t, cm)
 	// When our finalizer is added
-	_, err = f.Add(ctx, deleting)
+	_, err := f.Add(ctx, deleting)
 	// Then it is refused and nothing was written
 	if err == nil || !strings.Contains(err.Error(), "being deleted") {
 		t.Fatalf("Add on a deleting object: %v, want an error saying it is being deleted", err)
@@ -185,11 +174,8 @@ func TestAddRefusesAnObjectBeingDeleted(t *testing.T) {
 
 func TestFinalizeRemovesTheFinalizerOnlyAfterCleanupSucceeded(t *testing.T) {
 	ctx := context.Background()
-	w := direct(t)
-	f, err := finalizer.New(name, w, env.APIReader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := env.TestClient(t)
+	f := newFinalizer(t, w)
 	// Given an object with our finalizer that is being deleted
 	cm := newConfigMap(t, name)
 	if err := w.Delete(ctx, cm); err != nil {
@@ -227,10 +213,7 @@ func TestFinalizeRemovesTheFinalizerOnlyAfterCleanupSucceeded(t *testing.T) {
 
 func TestFinalizeLeavesALiveObjectAlone(t *testing.T) {
 	ctx := context.Background()
-	f, err := finalizer.New(name, direct(t), env.APIReader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFinalizer(t, env.TestClient(t))
 	// Given an object with our finalizer that is not being deleted
 	cm := newConfigMap(t, name)
 	// When Finalize is called

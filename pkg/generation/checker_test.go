@@ -79,10 +79,7 @@ type participant struct {
 }
 
 func (p *participant) restart(t *testing.T) {
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.TestClient(t)
 	if p.r.wrap != nil {
 		c = p.r.wrap(c)
 	}
@@ -192,10 +189,7 @@ func (p *participant) step(t *testing.T, claim string, others []string) {
 func (r *checkerRun) run(t *testing.T) error {
 	r.namespace = env.Namespace(t)
 	r.clock = testingclock.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.TestClient(t)
 	observer, err := generation.New(c, r.namespace)
 	if err != nil {
 		t.Fatal(err)

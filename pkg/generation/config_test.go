@@ -10,10 +10,7 @@ import (
 // TestNewRefusesABadConfigurationNamingEveryProblem: New validates once,
 // and one error names every problem.
 func TestNewRefusesABadConfigurationNamingEveryProblem(t *testing.T) {
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.TestClient(t)
 	for _, tc := range []struct {
 		name      string
 		build     func() (*generation.KubeBackend, error)

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/ocf-claim/claim/pkg/generation"
-	"github.com/ocf-claim/claim/pkg/generation/memory"
 )
 
 // TestEveryBackendNamesEmptyAndOversizedNamesAsInvalidRequests: the
@@ -19,28 +18,21 @@ import (
 func TestEveryBackendNamesEmptyAndOversizedNamesAsInvalidRequests(t *testing.T) {
 	ctx := context.Background()
 	long := strings.Repeat("x", 1025)
-	backends := map[string]func(t *testing.T) generation.Backend{
-		"memory":     func(*testing.T) generation.Backend { return memory.New() },
-		"kubernetes": func(t *testing.T) generation.Backend { return process(env.Namespace(t)) },
-	}
-	for name, newBackend := range backends {
-		t.Run(name, func(t *testing.T) {
-			b := newBackend(t)
-			defer b.Close()
-			calls := []struct {
-				what string
-				call func() error
-			}{
-				{"GetClaim with an empty name", func() error { _, err := b.GetClaim(ctx, ""); return err }},
-				{"GetClaim with a 1025-byte name", func() error { _, err := b.GetClaim(ctx, long); return err }},
-				{"GetGeneration with an empty ID", func() error { _, err := b.GetGeneration(ctx, ""); return err }},
-				{"GetGeneration with a 1025-byte ID", func() error { _, err := b.GetGeneration(ctx, long); return err }},
+	onEveryBackend(t, func(t *testing.T, b generation.Backend) {
+		defer b.Close()
+		calls := []struct {
+			what string
+			call func() error
+		}{
+			{"GetClaim with an empty name", func() error { _, err := b.GetClaim(ctx, ""); return err }},
+			{"GetClaim with a 1025-byte name", func() error { _, err := b.GetClaim(ctx, long); return err }},
+			{"GetGeneration with an empty ID", func() error { _, err := b.GetGeneration(ctx, ""); return err }},
+			{"GetGeneration with a 1025-byte ID", func() error { _, err := b.GetGeneration(ctx, long); return err }},
+		}
+		for _, c := range calls {
+			if err := c.call(); !errors.Is(err, generation.ErrInvalidRequest) {
+				t.Errorf("%s: %.100v, want ErrInvalidRequest", c.what, err)
 			}
-			for _, c := range calls {
-				if err := c.call(); !errors.Is(err, generation.ErrInvalidRequest) {
-					t.Errorf("%s: %.100v, want ErrInvalidRequest", c.what, err)
-				}
-			}
-		})
-	}
+		}
+	})
 }

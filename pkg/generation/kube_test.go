@@ -18,6 +18,7 @@ import (
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/generation"
 	"github.com/ocf-claim/claim/pkg/generation/generationtest"
+	"github.com/ocf-claim/claim/pkg/generation/memory"
 )
 
 // kubeHarness gives each case a fresh namespace; every backend of a case is
@@ -25,10 +26,7 @@ import (
 func kubeHarness(t *testing.T) generationtest.Env {
 	ns := env.Namespace(t)
 	return generationtest.Env{New: func(t *testing.T, clk generation.Clock) generation.Backend {
-		c, err := env.NewClient()
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := env.TestClient(t)
 		b, err := generation.New(c, ns, generation.WithClock(clk))
 		if err != nil {
 			t.Fatal(err)
@@ -49,6 +47,18 @@ func process(namespace string) *generation.KubeBackend {
 		panic(err)
 	}
 	return b
+}
+
+// onEveryBackend runs test as a subtest on each backend: a memory backend
+// and a Kubernetes one in a namespace of its own.
+func onEveryBackend(t *testing.T, test func(t *testing.T, b generation.Backend)) {
+	backends := map[string]func(t *testing.T) generation.Backend{
+		"memory":     func(*testing.T) generation.Backend { return memory.New() },
+		"kubernetes": func(t *testing.T) generation.Backend { return process(env.Namespace(t)) },
+	}
+	for name, newBackend := range backends {
+		t.Run(name, func(t *testing.T) { test(t, newBackend(t)) })
+	}
 }
 
 func TestKubernetesBackendHonoursTheContract(t *testing.T) {
@@ -81,10 +91,7 @@ func loseAnswers(c client.WithWatch, lose *atomic.Bool) client.WithWatch {
 func TestALostAnswerIsAmbiguousAndARestartedRetryReplaysIt(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	raw, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := env.TestClient(t)
 	var lose atomic.Bool
 	first, err := generation.New(loseAnswers(raw, &lose), ns)
 	if err != nil {

@@ -24,10 +24,7 @@ func TestAnyAcceptedOperationIDReplaysTheFirstOutcome(t *testing.T) {
 	backends := map[string]func(t *testing.T) generation.Backend{
 		"memory": func(*testing.T) generation.Backend { return memory.New(memory.WithClock(generation.FromClock(clk))) },
 		"kubernetes": func(t *testing.T) generation.Backend {
-			c, err := env.NewClient()
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := env.TestClient(t)
 			b, err := generation.New(c, env.Namespace(t), generation.WithClock(generation.FromClock(clk)))
 			if err != nil {
 				t.Fatal(err)

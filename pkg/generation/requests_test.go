@@ -57,10 +57,7 @@ func counted(c client.WithWatch, log *requestLog) client.WithWatch {
 func TestEveryMutationIsOneConditionalWrite(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.TestClient(t)
 	var log requestLog
 	b, err := generation.New(counted(c, &log), ns)
 	if err != nil {

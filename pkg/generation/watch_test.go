@@ -43,10 +43,7 @@ func TestWatchDeliversEveryChangeMadeAfterItReturned(t *testing.T) {
 		},
 		"kubernetes": func(t *testing.T) world {
 			ns := env.Namespace(t)
-			c, err := env.NewClient()
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := env.TestClient(t)
 			w, err := generation.New(slowLists(c, 2*time.Second), ns)
 			if err != nil {
 				t.Fatal(err)
@@ -106,38 +103,31 @@ func TestWatchDeliversEveryChangeMadeAfterItReturned(t *testing.T) {
 // its goroutine and its API watch for the life of the process.
 func TestCloseClosesEveryWatch(t *testing.T) {
 	ctx := context.Background()
-	backends := map[string]func(t *testing.T) generation.Backend{
-		"memory":     func(*testing.T) generation.Backend { return memory.New() },
-		"kubernetes": func(t *testing.T) generation.Backend { return process(env.Namespace(t)) },
-	}
-	for name, newBackend := range backends {
-		t.Run(name, func(t *testing.T) {
-			b := newBackend(t)
-			var chs []<-chan generation.ClaimEvent
-			for _, claim := range []string{"a", "b", "c"} {
-				ch, err := b.WatchClaim(ctx, claim)
-				if err != nil {
-					t.Fatal(err)
-				}
-				chs = append(chs, ch)
-			}
-			if err := b.Close(); err != nil {
+	onEveryBackend(t, func(t *testing.T, b generation.Backend) {
+		var chs []<-chan generation.ClaimEvent
+		for _, claim := range []string{"a", "b", "c"} {
+			ch, err := b.WatchClaim(ctx, claim)
+			if err != nil {
 				t.Fatal(err)
 			}
-			timeout := time.After(5 * time.Second)
-			for i, ch := range chs {
-			drain:
-				for {
-					select {
-					case _, ok := <-ch:
-						if !ok {
-							break drain
-						}
-					case <-timeout:
-						t.Fatalf("watch %d of %d is still open 5s after Close", i+1, len(chs))
+			chs = append(chs, ch)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		timeout := time.After(5 * time.Second)
+		for i, ch := range chs {
+		drain:
+			for {
+				select {
+				case _, ok := <-ch:
+					if !ok {
+						break drain
 					}
+				case <-timeout:
+					t.Fatalf("watch %d of %d is still open 5s after Close", i+1, len(chs))
 				}
 			}
-		})
-	}
+		}
+	})
 }

@@ -155,9 +155,7 @@ func alphaClaims(ctx context.Context, w *World) error {
 	if err := w.createCluster(ctx, Alpha); err != nil {
 		return err
 	}
-	cc, err := w.waitFor(ctx, "alpha Claimed with a storage token and one broker requested", func(ctx context.Context) (bool, string, error) {
-		return w.clusterIs(ctx, Alpha, conditions.ReasonClaimed, 1, "")
-	})
+	cc, err := w.waitForCluster(ctx, "alpha Claimed with a storage token and one broker requested", Alpha, conditions.ReasonClaimed, 1, "")
 	if err != nil {
 		return err
 	}
@@ -170,9 +168,7 @@ func bravoParks(ctx context.Context, w *World) error {
 		return err
 	}
 	holder := fmt.Sprintf("%s %s/%s", v1alpha1.Kind, w.Namespace, Alpha)
-	if _, err := w.waitFor(ctx, "bravo Parked, naming alpha as the holder, with zero brokers", func(ctx context.Context) (bool, string, error) {
-		return w.clusterIs(ctx, Bravo, conditions.ReasonParked, 0, holder)
-	}); err != nil {
+	if _, err := w.waitForCluster(ctx, "bravo Parked, naming alpha as the holder, with zero brokers", Bravo, conditions.ReasonParked, 0, holder); err != nil {
 		return err
 	}
 	return w.show(ctx, false)
@@ -187,9 +183,7 @@ func alphaDeleted(ctx context.Context, w *World) error {
 	}
 	w.logf("deleted CamundaCluster %s", Alpha)
 	pod := fmt.Sprintf("pod %s/%s-0", w.Namespace, Alpha)
-	if _, err := w.waitFor(ctx, "bravo WaitingForHandover, naming alpha's broker pod", func(ctx context.Context) (bool, string, error) {
-		return w.clusterIs(ctx, Bravo, conditions.ReasonWaitingForHandover, 0, pod)
-	}); err != nil {
+	if _, err := w.waitForCluster(ctx, "bravo WaitingForHandover, naming alpha's broker pod", Bravo, conditions.ReasonWaitingForHandover, 0, pod); err != nil {
 		return err
 	}
 	if _, err := w.waitFor(ctx, "alpha still there (its finalizer waits for its broker), scaled to zero, still holding the Lease", func(ctx context.Context) (bool, string, error) {
@@ -214,18 +208,23 @@ func alphaDeleted(ctx context.Context, w *World) error {
 	return w.show(ctx, true)
 }
 
-func bravoTakesOver(ctx context.Context, w *World) error {
-	if err := w.stopBroker(ctx, Alpha); err != nil {
+// takesOver stops the broker of the holder from and waits until to holds
+// the claim with one broker requested and a storage token newer than
+// from's.
+func (w *World) takesOver(ctx context.Context, to, from string) error {
+	if err := w.stopBroker(ctx, from); err != nil {
 		return err
 	}
-	cc, err := w.waitFor(ctx, "bravo Claimed with one broker requested", func(ctx context.Context) (bool, string, error) {
-		return w.clusterIs(ctx, Bravo, conditions.ReasonClaimed, 1, "")
-	})
+	cc, err := w.waitForCluster(ctx, to+" Claimed with one broker requested", to, conditions.ReasonClaimed, 1, "")
 	if err != nil {
 		return err
 	}
 	w.rememberToken(cc)
-	if err := newer("bravo", w.tokens[Bravo], "alpha", w.tokens[Alpha]); err != nil {
+	return newer(to, w.tokens[to], from, w.tokens[from])
+}
+
+func bravoTakesOver(ctx context.Context, w *World) error {
+	if err := w.takesOver(ctx, Bravo, Alpha); err != nil {
 		return err
 	}
 	w.logf("bravo's storage token %s > alpha's %s: the backend refuses alpha's writes from now on", w.tokens[Bravo], w.tokens[Alpha])
@@ -246,9 +245,7 @@ func charlieParks(ctx context.Context, w *World) error {
 		return err
 	}
 	holder := fmt.Sprintf("%s %s/%s", v1alpha1.Kind, w.Namespace, Bravo)
-	if _, err := w.waitFor(ctx, "charlie Parked, naming bravo as the holder", func(ctx context.Context) (bool, string, error) {
-		return w.clusterIs(ctx, Charlie, conditions.ReasonParked, 0, holder)
-	}); err != nil {
+	if _, err := w.waitForCluster(ctx, "charlie Parked, naming bravo as the holder", Charlie, conditions.ReasonParked, 0, holder); err != nil {
 		return err
 	}
 	return w.show(ctx, false)
@@ -265,9 +262,7 @@ func bravoHandsOver(ctx context.Context, w *World) error {
 		return fmt.Errorf("setting bravo's spec.handoverTo: %w", err)
 	}
 	w.logf("set bravo's spec.handoverTo=%s", Charlie)
-	if _, err := w.waitFor(ctx, "charlie WaitingForHandover on the prepared handover", func(ctx context.Context) (bool, string, error) {
-		return w.clusterIs(ctx, Charlie, conditions.ReasonWaitingForHandover, 0, "planned handover")
-	}); err != nil {
+	if _, err := w.waitForCluster(ctx, "charlie WaitingForHandover on the prepared handover", Charlie, conditions.ReasonWaitingForHandover, 0, "planned handover"); err != nil {
 		return err
 	}
 	pod := Bravo + "-0"
@@ -291,24 +286,12 @@ func bravoHandsOver(ctx context.Context, w *World) error {
 }
 
 func charlieTakesOver(ctx context.Context, w *World) error {
-	if err := w.stopBroker(ctx, Bravo); err != nil {
-		return err
-	}
-	cc, err := w.waitFor(ctx, "charlie Claimed with one broker requested", func(ctx context.Context) (bool, string, error) {
-		return w.clusterIs(ctx, Charlie, conditions.ReasonClaimed, 1, "")
-	})
-	if err != nil {
-		return err
-	}
-	w.rememberToken(cc)
-	if err := newer("charlie", w.tokens[Charlie], "bravo", w.tokens[Bravo]); err != nil {
+	if err := w.takesOver(ctx, Charlie, Bravo); err != nil {
 		return err
 	}
 	w.logf("charlie's storage token %s > bravo's %s", w.tokens[Charlie], w.tokens[Bravo])
 	holder := fmt.Sprintf("%s %s/%s", v1alpha1.Kind, w.Namespace, Charlie)
-	if _, err := w.waitFor(ctx, "bravo Parked, naming charlie, without a token", func(ctx context.Context) (bool, string, error) {
-		return w.clusterIs(ctx, Bravo, conditions.ReasonParked, 0, holder)
-	}); err != nil {
+	if _, err := w.waitForCluster(ctx, "bravo Parked, naming charlie, without a token", Bravo, conditions.ReasonParked, 0, holder); err != nil {
 		return err
 	}
 	return w.show(ctx, true)
@@ -397,6 +380,15 @@ func (w *World) replicas(ctx context.Context, name string) (int32, error) {
 		return -1, nil
 	}
 	return *sts.Spec.Replicas, nil
+}
+
+// waitForCluster waits, as waitFor does, until clusterIs holds for name:
+// its claim condition has reason and mentions mention (when given), and
+// its StatefulSet asks for replicas brokers. want says so in words.
+func (w *World) waitForCluster(ctx context.Context, want, name string, reason conditions.Reason, replicas int32, mention string) (map[string]*v1alpha1.CamundaCluster, error) {
+	return w.waitFor(ctx, want, func(ctx context.Context) (bool, string, error) {
+		return w.clusterIs(ctx, name, reason, replicas, mention)
+	})
 }
 
 // waitFor polls cond until it holds, and returns the cluster state at the

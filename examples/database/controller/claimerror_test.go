@@ -10,12 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/ocf-claim/claim/examples/database/api/v1alpha1"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
@@ -27,28 +24,19 @@ import (
 // generation beside the False claim while the fault lasts.
 func TestReadyIsNotTrueWhileTheClaimIsAnError(t *testing.T) {
 	var failLeaseCreates atomic.Bool
-	newClient := func(cfg *rest.Config, o client.Options) (client.Client, error) {
-		base, err := client.NewWithWatch(cfg, o)
-		if err != nil {
-			return nil, err
-		}
-		return interceptor.NewClient(base, interceptor.Funcs{
-			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-				if _, isLease := obj.(*coordinationv1.Lease); isLease && failLeaseCreates.Load() {
-					return apierrors.NewServiceUnavailable("injected by the test: Lease creates fail")
-				}
-				return c.Create(ctx, obj, opts...)
-			},
-		}), nil
+	funcs := interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, isLease := obj.(*coordinationv1.Lease); isLease && failLeaseCreates.Load() {
+				return apierrors.NewServiceUnavailable("injected by the test: Lease creates fail")
+			}
+			return c.Create(ctx, obj, opts...)
+		},
 	}
-	ns, c := startManager(t, func(o *ctrl.Options) { o.NewClient = newClient })
+	ns, c := startManager(t, intercepted(funcs))
 	ctx := context.Background()
 
 	// Given db holds its database and is Ready
-	db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: v1alpha1.DatabaseSpec{URL: "postgres://pg.data.svc/orders"}}
-	if err := c.Create(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	db := createDatabase(t, c, ns, "db", "postgres://pg.data.svc/orders", 0)
 	waitForClaim(t, c, ns, "db", conditions.ReasonClaimed)
 	eventuallyReady(t, c, ns, "db")
 

@@ -17,9 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -68,15 +66,11 @@ func (f *conflicter) conflict(obj client.Object) error {
 	return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource(v1alpha1.Plural).GroupResource(), obj.GetName(), errors.New("injected by the test"))
 }
 
-// newClient is a manager's NewClient that puts the conflicter in front of
+// funcs are the interceptor functions that put the conflicter in front of
 // every status write of the manager's client: the middleware's and the inner
 // pass's.
-func (f *conflicter) newClient(cfg *rest.Config, o client.Options) (client.Client, error) {
-	base, err := client.NewWithWatch(cfg, o)
-	if err != nil {
-		return nil, err
-	}
-	return interceptor.NewClient(base, interceptor.Funcs{
+func (f *conflicter) funcs() interceptor.Funcs {
+	return interceptor.Funcs{
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 			if sub == "status" && f.refuse("update", obj) {
 				f.mu.Lock()
@@ -95,7 +89,7 @@ func (f *conflicter) newClient(cfg *rest.Config, o client.Options) (client.Clien
 			}
 			return f.result(c.SubResource(sub).Patch(ctx, obj, patch, opts...))
 		},
-	}), nil
+	}
 }
 
 // observation is one condition of one Database as a poll saw it.
@@ -120,10 +114,7 @@ type history []map[string]observation
 // then; it sends one history per Database name.
 func watchStatus(ctx context.Context, t *testing.T, ns string) <-chan map[string]history {
 	t.Helper()
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.TestClient(t)
 	// The watch outlives ctx until it has delivered what was written
 	// before ctx ended.
 	w, err := c.Watch(context.WithoutCancel(ctx), &v1alpha1.DatabaseList{}, client.InNamespace(ns))
@@ -274,7 +265,7 @@ func (h history) expect(name string, t conditions.Type, status metav1.ConditionS
 
 func TestConditionsSurviveForcedStatusConflictsAndAConcurrentWriter(t *testing.T) {
 	f := &conflicter{failed: map[string]bool{}}
-	ns, c := startManager(t, func(o *ctrl.Options) { o.NewClient = f.newClient })
+	ns, c := startManager(t, intercepted(f.funcs()))
 	ctx := context.Background()
 	a := &auditor{c: c, reviews: map[string]int{}}
 	const url = "postgres://pg.data.svc/orders"
@@ -282,10 +273,7 @@ func TestConditionsSurviveForcedStatusConflictsAndAConcurrentWriter(t *testing.T
 	// Given holder holds the database, with its components Operational,
 	// and parked waits for it
 	create := func(name string) {
-		db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.DatabaseSpec{URL: url}}
-		if err := c.Create(ctx, db); err != nil {
-			t.Fatal(err)
-		}
+		createDatabase(t, c, ns, name, url, 0)
 	}
 	create("holder")
 	waitForClaim(t, c, ns, "holder", conditions.ReasonClaimed)

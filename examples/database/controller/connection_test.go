@@ -34,10 +34,7 @@ func TestAParkedDatabaseDoesNotKeepItsApplicationsOnADatabaseAnotherManages(t *t
 	ctx := context.Background()
 	create := func(name, url string) {
 		t.Helper()
-		obj := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.DatabaseSpec{URL: url}}
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
+		createDatabase(t, c, ns, name, url, 0)
 	}
 	// Given other manages billing, and db manages orders and has published
 	// its connection details

@@ -10,8 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -40,12 +38,8 @@ type specSwapper struct {
 	done chan struct{}
 }
 
-func (s *specSwapper) newClient(cfg *rest.Config, o client.Options) (client.Client, error) {
-	base, err := client.NewWithWatch(cfg, o)
-	if err != nil {
-		return nil, err
-	}
-	return interceptor.NewClient(base, interceptor.Funcs{
+func (s *specSwapper) funcs() interceptor.Funcs {
+	return interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			_, inner := claimmw.StateFrom(ctx)
 			if _, isDB := obj.(*v1alpha1.Database); isDB && inner && key.Name == s.name && s.armed.CompareAndSwap(true, false) {
@@ -53,7 +47,7 @@ func (s *specSwapper) newClient(cfg *rest.Config, o client.Options) (client.Clie
 			}
 			return c.Get(ctx, key, obj, opts...)
 		},
-	}), nil
+	}
 }
 
 func (s *specSwapper) swap(ctx context.Context, cached client.Reader, key client.ObjectKey) {
@@ -89,16 +83,13 @@ func TestReadyIsNeverTrueForAGenerationWhoseKeyTheClaimDidNotJudge(t *testing.T)
 		urlBilling = "postgres://pg.data.svc/billing"
 	)
 	s := &specSwapper{name: "db", done: make(chan struct{})}
-	ns, c := startManager(t, func(o *ctrl.Options) { o.NewClient = s.newClient })
+	ns, c := startManager(t, intercepted(s.funcs()))
 	s.writer.Store(&c)
 	ctx := context.Background()
 
 	// Given other holds the billing database
 	for _, d := range []struct{ name, url string }{{"other", urlBilling}, {"db", urlOrders}} {
-		obj := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: d.name}, Spec: v1alpha1.DatabaseSpec{URL: d.url}}
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
+		createDatabase(t, c, ns, d.name, d.url, 0)
 		waitForClaim(t, c, ns, d.name, conditions.ReasonClaimed)
 		eventuallyReady(t, c, ns, d.name)
 	}
@@ -173,38 +164,29 @@ func TestClaimedIsNeverTrueForAGenerationWhoseKeyIsHeldElsewhere(t *testing.T) {
 	// swapped is closed when the swap has run: disarming happens before its
 	// patch, so newGen and swapErr are read only after this.
 	swapped := make(chan struct{})
-	newClient := func(cfg *rest.Config, o client.Options) (client.Client, error) {
-		base, err := client.NewWithWatch(cfg, o)
-		if err != nil {
-			return nil, err
-		}
-		return interceptor.NewClient(base, interceptor.Funcs{
-			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-				if _, isDB := obj.(*v1alpha1.Database); isDB && obj.GetName() == "db" && armed.CompareAndSwap(true, false) {
-					// A user switches db to billing just before the
-					// middleware's finalizer patch reaches the server: the
-					// patch, locked on the read, conflicts for real.
-					w := *writer.Load()
-					sw := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: "db"}}
-					if err := w.Patch(ctx, sw, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"url":%q}}`, urlBilling))); err != nil {
-						swapErr.Store(&err)
-					}
-					newGen.Store(sw.Generation)
-					close(swapped)
+	funcs := interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			if _, isDB := obj.(*v1alpha1.Database); isDB && obj.GetName() == "db" && armed.CompareAndSwap(true, false) {
+				// A user switches db to billing just before the
+				// middleware's finalizer patch reaches the server: the
+				// patch, locked on the read, conflicts for real.
+				w := *writer.Load()
+				sw := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: "db"}}
+				if err := w.Patch(ctx, sw, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"url":%q}}`, urlBilling))); err != nil {
+					swapErr.Store(&err)
 				}
-				return c.Patch(ctx, obj, p, opts...)
-			},
-		}), nil
+				newGen.Store(sw.Generation)
+				close(swapped)
+			}
+			return c.Patch(ctx, obj, p, opts...)
+		},
 	}
-	ns, c := startManager(t, func(o *ctrl.Options) { o.NewClient = newClient })
+	ns, c := startManager(t, intercepted(funcs))
 	writer.Store(&c)
 	ctx := context.Background()
 
 	// Given other holds billing
-	other := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, Spec: v1alpha1.DatabaseSpec{URL: urlBilling}}
-	if err := c.Create(ctx, other); err != nil {
-		t.Fatal(err)
-	}
+	createDatabase(t, c, ns, "other", urlBilling, 0)
 	waitForClaim(t, c, ns, "other", conditions.ReasonClaimed)
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	histories := watchStatus(watchCtx, t, ns)
@@ -212,10 +194,7 @@ func TestClaimedIsNeverTrueForAGenerationWhoseKeyIsHeldElsewhere(t *testing.T) {
 	// When db is created naming orders, and switched to billing while the
 	// middleware adds its finalizer in db's first pass
 	armed.Store(true)
-	db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: v1alpha1.DatabaseSpec{URL: urlOrders}}
-	if err := c.Create(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	createDatabase(t, c, ns, "db", urlOrders, 0)
 	deadline := time.Now().Add(15 * time.Second)
 	for armed.Load() && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)

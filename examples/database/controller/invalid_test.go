@@ -60,10 +60,7 @@ func TestAnInvalidURLOfAnyLengthStillGetsItsReadyWritten(t *testing.T) {
 	// Given a Database whose url names a "database" with 20000 slashes: the
 	// example's key function rejects it, quoting the path
 	url := "postgres://pg.data.svc/" + strings.Repeat("a/", 20000) + "x"
-	db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "long"}, Spec: v1alpha1.DatabaseSpec{URL: url}}
-	if err := c.Create(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	db := createDatabase(t, c, ns, "long", url, 0)
 	// When the operator reconciles it
 	// Then Claimed is InvalidKey, with a bounded message
 	deadline := time.Now().Add(15 * time.Second)

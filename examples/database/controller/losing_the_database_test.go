@@ -11,8 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -32,12 +30,8 @@ type applyCounter struct {
 	n  map[string]int
 }
 
-func (a *applyCounter) newClient(cfg *rest.Config, o client.Options) (client.Client, error) {
-	base, err := client.NewWithWatch(cfg, o)
-	if err != nil {
-		return nil, err
-	}
-	return interceptor.NewClient(base, interceptor.Funcs{
+func (a *applyCounter) funcs() interceptor.Funcs {
+	return interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if patch.Type() == types.ApplyPatchType {
 				name := obj.GetName()
@@ -50,7 +44,7 @@ func (a *applyCounter) newClient(cfg *rest.Config, o client.Options) (client.Cli
 			}
 			return c.Patch(ctx, obj, patch, opts...)
 		},
-	}), nil
+	}
 }
 
 // migratedBy names, for the applyCounter, the applies of the schema record
@@ -106,6 +100,21 @@ func newer(t *testing.T, a, b claim.Token) bool {
 	return c > 0
 }
 
+// takerJudgingEveryHolderDead returns a claimer of the controller's claim
+// set in ns that judges every holder dead: a contender behind a partition or
+// a lagging liveness.
+func takerJudgingEveryHolderDead(t *testing.T, c client.Client, ns string) *claim.Claimer {
+	t.Helper()
+	claimCfg := controller.ClaimConfig(ns)
+	claimCfg.Set = controller.Name
+	taker, err := claim.New(env.APIReader, c, claimCfg,
+		claim.WithLiveness(claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return taker
+}
+
 // TestAComponentStopsApplyingInThePassThatTellsItsDatabaseIsLost runs the
 // ocf-shaped controller through a grant, a loss, and a grant again, with
 // every resource written by fenced server-side apply: in the pass that
@@ -115,33 +124,19 @@ func newer(t *testing.T, a, b claim.Token) bool {
 // with a newer token.
 func TestAComponentStopsApplyingInThePassThatTellsItsDatabaseIsLost(t *testing.T) {
 	applies := &applyCounter{n: map[string]int{}}
-	ns, c := startManager(t, func(o *ctrl.Options) { o.NewClient = applies.newClient })
+	ns, c := startManager(t, intercepted(applies.funcs()))
 	ctx := context.Background()
 	const url = "postgres://pg.data.svc/orders"
-	create := func(name string, version int32) *v1alpha1.Database {
-		db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.DatabaseSpec{URL: url, SchemaVersion: version}}
-		if err := c.Create(ctx, db); err != nil {
-			t.Fatal(err)
-		}
-		return db
-	}
 
 	// Given orders holds the database and applied its schema, fenced
-	orders := create("orders", 1)
-	waitForClaim(t, c, ns, "orders", conditions.ReasonClaimed)
-	eventuallyReady(t, c, ns, "orders")
-	key, err := controller.Key(orders)
-	if err != nil {
-		t.Fatal(err)
-	}
-	record := controller.SchemaRecordName(key)
+	key, record := ordersIsReady(t, c, ns, url)
 	ordersSchema := migratedBy(record, ns+"/orders")
 	granted, data := stamp(t, c, ns, record, key)
 	if granted == "" || data["version"] != "1" {
 		t.Fatalf("orders' schema record: token %q, data %v; want a stamp and version 1", granted, data)
 	}
 	// And billing waits for it
-	billing := create("billing", 1)
+	billing := createDatabase(t, c, ns, "billing", url, 1)
 	waitForClaim(t, c, ns, "billing", conditions.ReasonParked)
 	time.Sleep(300 * time.Millisecond) // no pass of orders in flight
 	before := applies.of(ordersSchema, "orders"+controller.ConnectionSuffix)
@@ -149,13 +144,7 @@ func TestAComponentStopsApplyingInThePassThatTellsItsDatabaseIsLost(t *testing.T
 	// When billing takes the database over while orders still exists (a
 	// contender that judged orders dead: a partition, a lagging liveness),
 	// and orders' spec asks for a new schema version at once
-	claimCfg := controller.ClaimConfig(ns)
-	claimCfg.Set = controller.Name
-	taker, err := claim.New(env.APIReader, c, claimCfg,
-		claim.WithLiveness(claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })))
-	if err != nil {
-		t.Fatal(err)
-	}
+	taker := takerJudgingEveryHolderDead(t, c, ns)
 	if err := c.Get(ctx, client.ObjectKeyFromObject(billing), billing); err != nil {
 		t.Fatal(err)
 	}
@@ -229,12 +218,8 @@ func (h *hookedApplies) arm(name string, hook func()) {
 	h.name, h.hook = name, hook
 }
 
-func (h *hookedApplies) newClient(cfg *rest.Config, o client.Options) (client.Client, error) {
-	base, err := client.NewWithWatch(cfg, o)
-	if err != nil {
-		return nil, err
-	}
-	return interceptor.NewClient(base, interceptor.Funcs{
+func (h *hookedApplies) funcs() interceptor.Funcs {
+	return interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			h.mu.Lock()
 			var hook func()
@@ -247,7 +232,7 @@ func (h *hookedApplies) newClient(cfg *rest.Config, o client.Options) (client.Cl
 			}
 			return c.Patch(ctx, obj, patch, opts...)
 		},
-	}), nil
+	}
 }
 
 // TestASchemaMigrationBegunBeforeATakeoverIsRefusedOnceTheNewHolderMigrated:
@@ -260,28 +245,14 @@ func (h *hookedApplies) newClient(cfg *rest.Config, o client.Options) (client.Cl
 // must be refused, its schema record left at version 1.
 func TestASchemaMigrationBegunBeforeATakeoverIsRefusedOnceTheNewHolderMigrated(t *testing.T) {
 	hooks := &hookedApplies{}
-	ns, c := startManager(t, func(o *ctrl.Options) { o.NewClient = hooks.newClient })
+	ns, c := startManager(t, intercepted(hooks.funcs()))
 	ctx := context.Background()
 	const url = "postgres://pg.data.svc/orders"
-	create := func(name string) *v1alpha1.Database {
-		db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.DatabaseSpec{URL: url, SchemaVersion: 1}}
-		if err := c.Create(ctx, db); err != nil {
-			t.Fatal(err)
-		}
-		return db
-	}
 	// Given orders holds the database and migrated it to version 1
-	orders := create("orders")
-	waitForClaim(t, c, ns, "orders", conditions.ReasonClaimed)
-	eventuallyReady(t, c, ns, "orders")
-	key, err := controller.Key(orders)
-	if err != nil {
-		t.Fatal(err)
-	}
-	record := controller.SchemaRecordName(key)
+	key, record := ordersIsReady(t, c, ns, url)
 	granted, _ := stamp(t, c, ns, record, key)
 	// And billing waits for it
-	billing := create("billing")
+	billing := createDatabase(t, c, ns, "billing", url, 1)
 	waitForClaim(t, c, ns, "billing", conditions.ReasonParked)
 	if err := c.Get(ctx, client.ObjectKeyFromObject(billing), billing); err != nil {
 		t.Fatal(err)
@@ -290,13 +261,7 @@ func TestASchemaMigrationBegunBeforeATakeoverIsRefusedOnceTheNewHolderMigrated(t
 	// When, in orders' next granted pass, before its schema apply is sent,
 	// billing takes the database over (a contender that judged orders
 	// dead) and migrates it as billing's pass does
-	claimCfg := controller.ClaimConfig(ns)
-	claimCfg.Set = controller.Name
-	taker, err := claim.New(env.APIReader, c, claimCfg,
-		claim.WithLiveness(claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })))
-	if err != nil {
-		t.Fatal(err)
-	}
+	taker := takerJudgingEveryHolderDead(t, c, ns)
 	self, err := taker.HolderOf(billing)
 	if err != nil {
 		t.Fatal(err)

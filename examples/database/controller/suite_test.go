@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/database/api/v1alpha1"
@@ -49,11 +50,40 @@ func startManager(t *testing.T, opts ...func(*ctrl.Options)) (string, client.Cli
 	}
 	r := &controller.Reconciler{ClaimNamespace: ns, ParkedRequeue: time.Hour}
 	env.StartManager(t, o, r.SetupWithManager)
-	c, err := env.NewClient()
+	return ns, env.TestClient(t)
+}
+
+// createDatabase creates Database ns/name of url, at spec.schemaVersion
+// version (0: none).
+func createDatabase(t *testing.T, c client.Client, ns, name, url string, version int32) *v1alpha1.Database {
+	t.Helper()
+	db := &v1alpha1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.DatabaseSpec{URL: url, SchemaVersion: version}}
+	if err := c.Create(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// ordersIsReady creates Database orders of url at schema version 1, waits
+// until it holds its database and is ready, and returns its claim key and
+// the name of its schema record.
+func ordersIsReady(t *testing.T, c client.Client, ns, url string) (key, record string) {
+	t.Helper()
+	orders := createDatabase(t, c, ns, "orders", url, 1)
+	waitForClaim(t, c, ns, "orders", conditions.ReasonClaimed)
+	eventuallyReady(t, c, ns, "orders")
+	key, err := controller.Key(orders)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ns, c
+	return key, controller.SchemaRecordName(key)
+}
+
+// intercepted is a startManager option: the manager's clients call funcs.
+func intercepted(funcs interceptor.Funcs) func(*ctrl.Options) {
+	return func(o *ctrl.Options) {
+		o.NewClient = envtest.WrapClient(func(c client.WithWatch) client.WithWatch { return interceptor.NewClient(c, funcs) })
+	}
 }
 
 // waitForClaim waits until the claim condition of Database ns/name has

@@ -39,10 +39,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.TestClient(t)
 	claimer, err := clusterclaim.NewClaimer(env.APIReader, env.APIReader, c)
 	if err != nil {
 		t.Fatal(err)
@@ -148,78 +145,46 @@ var (
 )
 
 func TestTheLivenessOfEachHolderKind(t *testing.T) {
+	failed := portapi.JobStatus{Phase: portapi.PhaseFailed}
+	stuck := portapi.JobStatus{Phase: portapi.PhaseFailed, ResumeFailed: true}
 	for _, tc := range []struct {
 		name string
-		// holder makes the recorded holder: its kind, name and UID.
-		holder func(t *testing.T, f *fixture) (kind, name string, uid types.UID)
-		want   conditions.Reason
-	}{{
-		name: "a running Backup keeps the cluster",
-		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
-			return "Backup", "b", f.backup(t, "b", running).UID
-		},
-		want: conditions.ReasonParked,
-	}, {
-		name: "a completed Backup lets go",
-		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
-			return "Backup", "b", f.backup(t, "b", completed).UID
-		},
-		want: conditions.ReasonClaimed,
-	}, {
-		name: "a failed Backup that resumed its cluster lets go",
-		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
-			return "Backup", "b", f.backup(t, "b", portapi.JobStatus{Phase: portapi.PhaseFailed}).UID
-		},
-		want: conditions.ReasonClaimed,
-	}, {
-		name: "a failed Backup that could not resume its cluster keeps it",
-		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
-			return "Backup", "b", f.backup(t, "b", portapi.JobStatus{Phase: portapi.PhaseFailed, ResumeFailed: true}).UID
-		},
-		want: conditions.ReasonParked,
-	}, {
-		name: "a deleted Backup lets go",
-		holder: func(t *testing.T, _ *fixture) (string, string, types.UID) {
-			return "Backup", "b", uuid.NewUUID()
-		},
-		want: conditions.ReasonClaimed,
-	}, {
-		name: "a running Backup recreated under the holder's name is another holder",
-		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
-			f.backup(t, "b", running)
-			return "Backup", "b", uuid.NewUUID()
-		},
-		want: conditions.ReasonClaimed,
-	}, {
-		name: "a running Restore keeps the cluster",
-		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
-			return "Restore", "other", f.restoreOf(t, "other", running).UID
-		},
-		want: conditions.ReasonParked,
-	}, {
-		name: "a completed Restore lets go",
-		holder: func(t *testing.T, f *fixture) (string, string, types.UID) {
-			return "Restore", "other", f.restoreOf(t, "other", completed).UID
-		},
-		want: conditions.ReasonClaimed,
-	}, {
-		name: "a holder of a kind the liveness does not know keeps the cluster",
-		holder: func(t *testing.T, _ *fixture) (string, string, types.UID) {
-			return "Snapshot", "s", uuid.NewUUID()
-		},
-		want: conditions.ReasonParked,
-	}, {
-		name: "a holder of a kind the server does not serve lets go",
-		holder: func(t *testing.T, _ *fixture) (string, string, types.UID) {
-			return "Export", "e", uuid.NewUUID()
-		},
-		want: conditions.ReasonClaimed,
-	}} {
+		// kind and holder name the recorded holder. When job is set, a
+		// Backup or Restore of that name exists with that status, and the
+		// record names its UID unless recreated; otherwise the record names
+		// a UID no object has.
+		kind, holder string
+		job          *portapi.JobStatus
+		recreated    bool
+		want         conditions.Reason
+	}{
+		{name: "a running Backup keeps the cluster", kind: "Backup", holder: "b", job: &running, want: conditions.ReasonParked},
+		{name: "a completed Backup lets go", kind: "Backup", holder: "b", job: &completed, want: conditions.ReasonClaimed},
+		{name: "a failed Backup that resumed its cluster lets go", kind: "Backup", holder: "b", job: &failed, want: conditions.ReasonClaimed},
+		{name: "a failed Backup that could not resume its cluster keeps it", kind: "Backup", holder: "b", job: &stuck, want: conditions.ReasonParked},
+		{name: "a deleted Backup lets go", kind: "Backup", holder: "b", want: conditions.ReasonClaimed},
+		{name: "a running Backup recreated under the holder's name is another holder", kind: "Backup", holder: "b", job: &running, recreated: true, want: conditions.ReasonClaimed},
+		{name: "a running Restore keeps the cluster", kind: "Restore", holder: "other", job: &running, want: conditions.ReasonParked},
+		{name: "a completed Restore lets go", kind: "Restore", holder: "other", job: &completed, want: conditions.ReasonClaimed},
+		{name: "a holder of a kind the liveness does not know keeps the cluster", kind: "Snapshot", holder: "s", want: conditions.ReasonParked},
+		{name: "a holder of a kind the server does not serve lets go", kind: "Export", holder: "e", want: conditions.ReasonClaimed},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			// Given the cluster's Lease, as the hand-written claim wrote it,
 			// naming the holder
-			kind, name, uid := tc.holder(t, f)
+			kind, name, uid := tc.kind, tc.holder, uuid.NewUUID()
+			if tc.job != nil {
+				var job metav1.Object
+				if kind == "Restore" {
+					job = f.restoreOf(t, name, *tc.job)
+				} else {
+					job = f.backup(t, name, *tc.job)
+				}
+				if !tc.recreated {
+					uid = job.GetUID()
+				}
+			}
 			f.legacyLease(t, kind, name, uid)
 			// When a Restore of the cluster reconciles
 			r := f.restoreOf(t, "r", running)

@@ -52,10 +52,7 @@ func newFixture(t *testing.T) *fixture {
 	if !ca.WaitForCacheSync(ctx) {
 		t.Fatal("cache did not sync")
 	}
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.TestClient(t)
 	f := &fixture{opNS: env.Namespace(t), appNS: env.Namespace(t), client: c, cache: ca}
 	opts := append(databaseclaim.Options(f.opNS, ca, env.APIReader),
 		claimmw.WithClient(c), claimmw.WithAPIReader(env.APIReader), claimmw.WithMetrics(false))

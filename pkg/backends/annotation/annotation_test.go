@@ -40,33 +40,24 @@ func configMapTargets(ns string) annotation.Options {
 
 func annotationHarness(t *testing.T) backendtest.Env {
 	ns := env.Namespace(t)
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	newHolder, kill := backendtest.ConfigMapHolders(writer, ns)
+	writer := env.TestClient(t)
+	e := backendtest.ConfigMapEnv(env.APIReader, writer, ns)
+	e.Backend = annotation.Backend(configMapTargets(ns))
 	var keys atomic.Int64
-	return backendtest.Env{
-		Reader:  env.APIReader,
-		Writer:  writer,
-		Config:  claim.Config{Namespace: ns},
-		Backend: annotation.Backend(configMapTargets(ns)),
-		NewKey: func(t *testing.T) string {
-			key := fmt.Sprintf("elasticsearch|https://es-%d.%s:9200", keys.Add(1), ns)
-			createTarget(t, writer, ns, key, nil)
-			return key
-		},
-		NewHolder: newHolder,
-		Kill:      kill,
-		SeedForeign: func(t *testing.T, key string) {
-			// A hand-written claim that set only the holder's name.
-			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"someone"}}}`, backends.DefaultHolderNameAnnotation)
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: targetName(key)}}
-			if err := writer.Patch(context.Background(), cm, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-				t.Fatalf("seeding a foreign record on %s: %v", cm.Name, err)
-			}
-		},
+	e.NewKey = func(t *testing.T) string {
+		key := fmt.Sprintf("elasticsearch|https://es-%d.%s:9200", keys.Add(1), ns)
+		createTarget(t, writer, ns, key, nil)
+		return key
 	}
+	e.SeedForeign = func(t *testing.T, key string) {
+		// A hand-written claim that set only the holder's name.
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"someone"}}}`, backends.DefaultHolderNameAnnotation)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: targetName(key)}}
+		if err := writer.Patch(context.Background(), cm, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatalf("seeding a foreign record on %s: %v", cm.Name, err)
+		}
+	}
+	return e
 }
 
 func createTarget(t *testing.T, c client.Client, ns, key string, annotations map[string]string) *corev1.ConfigMap {
@@ -215,10 +206,7 @@ func TestOtherFieldsSurviveConcurrentWrites(t *testing.T) {
 	opts := annotation.Options{Object: &appsv1.Deployment{}, Target: func(string) (types.NamespacedName, error) {
 		return client.ObjectKeyFromObject(d), nil
 	}}
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	var last atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

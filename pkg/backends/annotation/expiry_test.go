@@ -26,10 +26,7 @@ func TestTimeBasedLivenessIgnoresTheOperatorsWritesToTheClaimedObject(t *testing
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	build := func(opts ...claim.Option) *claim.Claimer {
 		t.Helper()
-		writer, err := env.NewClient()
-		if err != nil {
-			t.Fatal(err)
-		}
+		writer := env.TestClient(t)
 		base := []claim.Option{claim.WithBackend(annotation.Backend(configMapTargets(ns))), claim.WithClock(clk)}
 		c, err := claim.New(env.APIReader, writer, claim.Config{Namespace: ns}, append(base, opts...)...)
 		if err != nil {

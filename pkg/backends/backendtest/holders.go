@@ -13,6 +13,16 @@ import (
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
+// ConfigMapEnv returns the part of an Env that every harness against an API
+// server whose holders are ConfigMaps shares: Claimers read through reader
+// and write through writer in namespace, and NewHolder and Kill are
+// ConfigMapHolders(writer, namespace). The harness adds Backend, NewKey and
+// SeedForeign (and Liveness, if not claim's default).
+func ConfigMapEnv(reader client.Reader, writer client.Client, namespace string) Env {
+	newHolder, kill := ConfigMapHolders(writer, namespace)
+	return Env{Reader: reader, Writer: writer, Config: claim.Config{Namespace: namespace}, NewHolder: newHolder, Kill: kill}
+}
+
 // ConfigMapHolders returns Env.NewHolder and Env.Kill for harnesses that run
 // against an API server and judge liveness with claim's default,
 // claim.HolderExists: a holder is a ConfigMap created in namespace through c,

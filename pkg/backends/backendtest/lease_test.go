@@ -15,35 +15,25 @@ import (
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/backendtest"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
-	"github.com/ocf-claim/claim/pkg/claim"
 )
 
 // leaseHarness gives each case a fresh namespace for its Leases and holders.
 func leaseHarness(t *testing.T) backendtest.Env {
 	ns := env.Namespace(t)
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	newHolder, kill := backendtest.ConfigMapHolders(writer, ns)
+	writer := env.TestClient(t)
+	e := backendtest.ConfigMapEnv(env.APIReader, writer, ns)
+	e.Backend = lease.Backend
 	var keys atomic.Int64
-	return backendtest.Env{
-		Reader:    env.APIReader,
-		Writer:    writer,
-		Config:    claim.Config{Namespace: ns},
-		Backend:   lease.Backend,
-		NewKey:    func(*testing.T) string { return fmt.Sprintf("postgres://db-%d.example:5432/app", keys.Add(1)) },
-		NewHolder: newHolder,
-		Kill:      kill,
-		SeedForeign: func(t *testing.T, key string) {
-			// A Lease at the key's name that a hand-written claim left,
-			// without the holder annotations.
-			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backends.HashName(backends.DefaultPrefix, key)}}
-			if err := writer.Create(context.Background(), l); err != nil {
-				t.Fatalf("seeding a foreign Lease for %q: %v", key, err)
-			}
-		},
+	e.NewKey = func(*testing.T) string { return fmt.Sprintf("postgres://db-%d.example:5432/app", keys.Add(1)) }
+	e.SeedForeign = func(t *testing.T, key string) {
+		// A Lease at the key's name that a hand-written claim left,
+		// without the holder annotations.
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backends.HashName(backends.DefaultPrefix, key)}}
+		if err := writer.Create(context.Background(), l); err != nil {
+			t.Fatalf("seeding a foreign Lease for %q: %v", key, err)
+		}
 	}
+	return e
 }
 
 func TestLeaseBackendHonoursTheContract(t *testing.T) {

@@ -20,10 +20,7 @@ import (
 func TestHolderLabelsOfNamespaceAndNameAreWritable(t *testing.T) {
 	ctx, ns := context.Background(), env.Namespace(t)
 	a := holder(t, ns, "a")
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	cfg := claim.Config{Namespace: ns, HolderLabels: func(h claim.Holder) map[string]string {
 		return map[string]string{"example.com/holder": h.Namespace + "/" + h.Name}
 	}}

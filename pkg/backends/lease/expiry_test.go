@@ -39,16 +39,42 @@ func expiryClaimer(t *testing.T, ns string, clk *clocktesting.FakeClock, d time.
 	return newClaimer(t, ns, nil, nil, claim.WithLiveness(e), claim.WithClock(clk))
 }
 
-func TestTimeBasedLivenessTakesOverOnlyAfterTheDuration(t *testing.T) {
-	ctx, ns := context.Background(), env.Namespace(t)
-	a, b := holder(t, ns, "a"), holder(t, ns, "b")
-	clk := clocktesting.NewFakeClock(epoch)
-	ca := newClaimer(t, ns, nil, nil, claim.WithClock(clk))
-	acquire(t, ca, key, a)
-	cb := expiryClaimer(t, ns, clk, 30*time.Second)
+// expiryContest is a key held by a and contended by b, whose claimer judges
+// a by Expiry of 30 s on clk.
+type expiryContest struct {
+	ns     string
+	a, b   claim.Holder
+	ca, cb *claim.Claimer
+	clk    *clocktesting.FakeClock
+}
 
+// contest sets up an expiryContest: a acquires the key through a claimer on
+// aClock (nil: on b's clock) and, when renew is set, renews once; then b's
+// claimer, on a clock at epoch, first sees a's record, held elsewhere.
+func contest(t *testing.T, aClock *clocktesting.FakeClock, renew bool) expiryContest {
+	t.Helper()
+	x := expiryContest{ns: env.Namespace(t), clk: clocktesting.NewFakeClock(epoch)}
+	if aClock == nil {
+		aClock = x.clk
+	}
+	x.a, x.b = holder(t, x.ns, "a"), holder(t, x.ns, "b")
+	x.ca = newClaimer(t, x.ns, nil, nil, claim.WithClock(aClock))
+	acquire(t, x.ca, key, x.a)
+	if renew {
+		if _, err := expiry.Renew(context.Background(), x.ca, key, x.a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.cb = expiryClaimer(t, x.ns, x.clk, 30*time.Second)
+	wantReason(t, acquire(t, x.cb, key, x.b), claim.ReasonHeldElsewhere)
+	return x
+}
+
+func TestTimeBasedLivenessTakesOverOnlyAfterTheDuration(t *testing.T) {
+	ctx := context.Background()
 	// Given b first sees a's record now
-	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+	x := contest(t, nil, false)
+	ca, cb, a, b, clk := x.ca, x.cb, x.a, x.b, x.clk
 	// When 29 s pass without a renewal
 	clk.Step(29 * time.Second)
 	// Then a is still alive
@@ -68,20 +94,12 @@ func TestTimeBasedLivenessTakesOverOnlyAfterTheDuration(t *testing.T) {
 }
 
 func TestTimeBasedLivenessIgnoresTheRemoteRenewTime(t *testing.T) {
-	ns := env.Namespace(t)
-	a, b := holder(t, ns, "a"), holder(t, ns, "b")
 	// Given a holder whose clock is an hour behind, so its renewTime looks an
 	// hour old to everyone else (equally: b's wall clock jumped an hour ahead)
 	behind := clocktesting.NewFakeClock(epoch.Add(-time.Hour))
-	ca := newClaimer(t, ns, nil, nil, claim.WithClock(behind))
-	acquire(t, ca, key, a)
-	if _, err := expiry.Renew(context.Background(), ca, key, a); err != nil {
-		t.Fatal(err)
-	}
-	clk := clocktesting.NewFakeClock(epoch)
-	cb := expiryClaimer(t, ns, clk, 30*time.Second)
 	// When b judges a within the duration of first seeing the record
-	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+	x := contest(t, behind, true)
+	cb, b, clk := x.cb, x.b, x.clk
 	clk.Step(20 * time.Second)
 	// Then a is alive: only b's own observation counts
 	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
@@ -250,13 +268,9 @@ func (a *atomicString) Store(s string) { a.p.Store(&s) }
 // still expires a duration after the contender first saw it; And a real
 // renewal still counts.
 func TestTimeBasedLivenessIgnoresWritesThatAreNotRenewals(t *testing.T) {
-	ctx, ns := context.Background(), env.Namespace(t)
-	a, b := holder(t, ns, "a"), holder(t, ns, "b")
-	clk := clocktesting.NewFakeClock(epoch)
-	ca := newClaimer(t, ns, nil, nil, claim.WithClock(clk))
-	acquire(t, ca, key, a)
-	cb := expiryClaimer(t, ns, clk, 30*time.Second)
-	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+	ctx := context.Background()
+	x := contest(t, nil, false)
+	ns, ca, cb, b, clk := x.ns, x.ca, x.cb, x.b, x.clk
 
 	// When a person labels the Lease 20 s later
 	clk.Step(20 * time.Second)
@@ -293,17 +307,9 @@ func TestTimeBasedLivenessIgnoresWritesThatAreNotRenewals(t *testing.T) {
 // move between two renewals (a coarse or fake clock), When it renews, Then
 // each renewal is still a renewal to a contender.
 func TestRenewalsOnAFrozenClockStillCount(t *testing.T) {
-	ctx, ns := context.Background(), env.Namespace(t)
-	a, b := holder(t, ns, "a"), holder(t, ns, "b")
-	frozen := clocktesting.NewFakeClock(epoch)
-	ca := newClaimer(t, ns, nil, nil, claim.WithClock(frozen))
-	acquire(t, ca, key, a)
-	if _, err := expiry.Renew(ctx, ca, key, a); err != nil {
-		t.Fatal(err)
-	}
-	clk := clocktesting.NewFakeClock(epoch)
-	cb := expiryClaimer(t, ns, clk, 30*time.Second)
-	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
+	ctx := context.Background()
+	x := contest(t, clocktesting.NewFakeClock(epoch), true)
+	ca, cb, a, b, clk := x.ca, x.cb, x.a, x.b, x.clk
 	clk.Step(20 * time.Second)
 	// When a renews again at the same reading of its clock
 	if _, err := expiry.Renew(ctx, ca, key, a); err != nil {

@@ -77,6 +77,20 @@ func stopServing(t *testing.T, crdName, version string, probe client.Object, rem
 	}
 }
 
+// createAt creates ns/name as an object of gvk through c, as a client
+// that knows no Go type for the kind does.
+func createAt(t *testing.T, c client.Client, gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	if err := c.Create(context.Background(), u); err != nil {
+		t.Fatalf("creating %s %s: %v", gvk.Kind, name, err)
+	}
+	return u
+}
+
 // TestAHolderRecordedAtAVersionNoLongerServedIsStillAlive: Given a holder
 // recorded at v1alpha1 of its CRD, When the CRD stops serving v1alpha1 but
 // serves the holder under v1beta1 with the same UID, Then the default
@@ -91,13 +105,7 @@ func TestAHolderRecordedAtAVersionNoLongerServedIsStillAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &unstructured.Unstructured{}
-	w.SetGroupVersionKind(widgetV1alpha1)
-	w.SetNamespace(ns)
-	w.SetName("a")
-	if err := writer.Create(ctx, w); err != nil {
-		t.Fatalf("creating widget: %v", err)
-	}
+	w := createAt(t, writer, widgetV1alpha1, ns, "a")
 	a := claim.HolderOf(w)
 	if a.APIVersion != widgetGroup+"/v1alpha1" {
 		t.Fatalf("holder recorded as %s, want v1alpha1", a.APIVersion)
@@ -207,13 +215,7 @@ func TestAHolderIsFoundAtAVersionServedAfterTheReaderLearnedItsGroup(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &unstructured.Unstructured{}
-	g.SetGroupVersionKind(gizmoV1alpha1)
-	g.SetNamespace(ns)
-	g.SetName("a")
-	if err := writer.Create(ctx, g); err != nil {
-		t.Fatalf("creating gizmo: %v", err)
-	}
+	g := createAt(t, writer, gizmoV1alpha1, ns, "a")
 	a := claim.HolderOf(g)
 
 	// The contender's reader has looked at the group while only v1alpha1 was

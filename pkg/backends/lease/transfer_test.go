@@ -13,16 +13,24 @@ import (
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
-func TestPlannedHandoverHappyPath(t *testing.T) {
-	ctx, ns := context.Background(), env.Namespace(t)
-	a, b := holder(t, ns, "a"), holder(t, ns, "b")
-	c := newClaimer(t, ns, nil, nil)
-	first := acquire(t, c, key, a)
-
-	// Given a prepared a handover to b
-	if _, err := c.Prepare(ctx, key, a, b); err != nil {
+// prepared sets up a handover: a holds key through c (first is its
+// grant) and has prepared to hand it to b.
+func prepared(t *testing.T) (ns string, c *claim.Claimer, a, b claim.Holder, first claim.Outcome) {
+	t.Helper()
+	ns = env.Namespace(t)
+	a, b = holder(t, ns, "a"), holder(t, ns, "b")
+	c = newClaimer(t, ns, nil, nil)
+	first = acquire(t, c, key, a)
+	if _, err := c.Prepare(context.Background(), key, a, b); err != nil {
 		t.Fatal(err)
 	}
+	return ns, c, a, b, first
+}
+
+func TestPlannedHandoverHappyPath(t *testing.T) {
+	ctx := context.Background()
+	// Given a prepared a handover to b
+	_, c, a, b, first := prepared(t)
 	// Then b is not granted before the commit, and is told it waits
 	waiting := acquire(t, c, key, b)
 	wantReason(t, waiting, claim.ReasonWaitingForHandover)
@@ -56,13 +64,9 @@ func TestPlannedHandoverHappyPath(t *testing.T) {
 }
 
 func TestCommitAfterTheRecordChangedFails(t *testing.T) {
-	ctx, ns := context.Background(), env.Namespace(t)
-	a, b, third := holder(t, ns, "a"), holder(t, ns, "b"), holder(t, ns, "third")
-	c := newClaimer(t, ns, nil, nil)
-	acquire(t, c, key, a)
-	if _, err := c.Prepare(ctx, key, a, b); err != nil {
-		t.Fatal(err)
-	}
+	ctx := context.Background()
+	ns, c, a, b, _ := prepared(t)
+	third := holder(t, ns, "third")
 	// Given the handover was re-prepared for another successor
 	if _, err := c.Prepare(ctx, key, a, third); err != nil {
 		t.Fatal(err)
@@ -101,13 +105,8 @@ func TestCommitAfterTheRecordChangedFails(t *testing.T) {
 }
 
 func TestAbort(t *testing.T) {
-	ctx, ns := context.Background(), env.Namespace(t)
-	a, b := holder(t, ns, "a"), holder(t, ns, "b")
-	c := newClaimer(t, ns, nil, nil)
-	acquire(t, c, key, a)
-	if _, err := c.Prepare(ctx, key, a, b); err != nil {
-		t.Fatal(err)
-	}
+	ctx := context.Background()
+	_, c, a, b, _ := prepared(t)
 	// When a aborts
 	if err := c.Abort(ctx, key, a); err != nil {
 		t.Fatal(err)
@@ -139,13 +138,8 @@ func TestAbort(t *testing.T) {
 }
 
 func TestCommitRetriedAfterALostResponseConverges(t *testing.T) {
-	ctx, ns := context.Background(), env.Namespace(t)
-	a, b := holder(t, ns, "a"), holder(t, ns, "b")
-	c := newClaimer(t, ns, nil, nil)
-	acquire(t, c, key, a)
-	if _, err := c.Prepare(ctx, key, a, b); err != nil {
-		t.Fatal(err)
-	}
+	ctx := context.Background()
+	ns, c, a, b, _ := prepared(t)
 	// Given a writer whose first Update is applied on the server but whose
 	// answer is lost
 	var lost atomic.Bool

@@ -59,6 +59,26 @@ func newHolder(name string) claim.Holder {
 	return claim.Holder{APIVersion: "example.com/v1", Kind: "Widget", Namespace: "apps", Name: name, UID: types.UID("uid-" + name)}
 }
 
+// newStore returns a new store and a claimer over it.
+func newStore(t *testing.T) (*memory.Store, *claim.Claimer) {
+	t.Helper()
+	s := memory.New()
+	c, err := memory.NewClaimer(s, claim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
+// mustAcquire acquires key k for h through c and fails t, with format (of
+// the error and the reason), unless the outcome has reason.
+func mustAcquire(t *testing.T, c *claim.Claimer, h claim.Holder, reason claim.Reason, format string) {
+	t.Helper()
+	if _, o, err := c.Acquire(context.Background(), "k", h); err != nil || o.Reason != reason {
+		t.Fatalf(format, err, o.Reason)
+	}
+}
+
 func TestMemoryBackendHonoursTheContract(t *testing.T) {
 	backendtest.Run(t, harness(nil))
 }
@@ -124,11 +144,7 @@ func findCase(name string) (backendtest.Case, bool) {
 func TestVersionsAreSharedAcrossKeysAndUIDsAreNewPerCreate(t *testing.T) {
 	ctx := context.Background()
 	// Given a store and a claimer
-	s := memory.New()
-	c, err := memory.NewClaimer(s, claim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := newStore(t)
 	a, b := newHolder("a"), newHolder("b")
 	// When key x is granted, key y is granted, x is released and granted again
 	var got []claim.Record
@@ -177,16 +193,10 @@ func TestStaleReadsNeverGrantASecondHolder(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// Given reads that lag behind writes, and a key granted to A
-			s := memory.New()
-			c, err := memory.NewClaimer(s, claim.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, c := newStore(t)
 			a, b := newHolder("a"), newHolder("b")
 			tt.stale(s)
-			if _, o, err := c.Acquire(ctx, "k", a); err != nil || o.Reason != claim.ReasonAcquired {
-				t.Fatalf("acquiring for A: %v %s", err, o.Reason)
-			}
+			mustAcquire(t, c, a, claim.ReasonAcquired, "acquiring for A: %v %s")
 			// When B, whose reads still show the key free, acquires it
 			_, o, err := c.Acquire(ctx, "k", b)
 			// Then every create B tries is refused: B is not granted
@@ -206,21 +216,13 @@ func TestStaleReadsNeverGrantASecondHolder(t *testing.T) {
 func TestTakeoverJudgedOnAStaleReadIsRefused(t *testing.T) {
 	ctx := context.Background()
 	// Given a key held by A, reads frozen on A's record, and A dead
-	s := memory.New()
-	c, err := memory.NewClaimer(s, claim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c := newStore(t)
 	a, b, cc := newHolder("a"), newHolder("b"), newHolder("c")
-	if _, o, err := c.Acquire(ctx, "k", a); err != nil || o.Reason != claim.ReasonAcquired {
-		t.Fatalf("acquiring for A: %v %s", err, o.Reason)
-	}
+	mustAcquire(t, c, a, claim.ReasonAcquired, "acquiring for A: %v %s")
 	s.Freeze()
 	s.Kill(a)
 	// And B took the key over (its read was still current)
-	if _, o, err := c.Acquire(ctx, "k", b); err != nil || o.Reason != claim.ReasonTakenOver {
-		t.Fatalf("taking over for B: %v %s", err, o.Reason)
-	}
+	mustAcquire(t, c, b, claim.ReasonTakenOver, "taking over for B: %v %s")
 	// When C, whose reads still show A, takes the key over
 	_, o, err := c.Acquire(ctx, "k", cc)
 	// Then the takeover is refused with ErrConflict and B keeps the key
@@ -236,11 +238,7 @@ func TestTakeoverJudgedOnAStaleReadIsRefused(t *testing.T) {
 func TestOutOfBandWritesLookLikeAnotherClient(t *testing.T) {
 	ctx := context.Background()
 	// Given a key held by A
-	s := memory.New()
-	c, err := memory.NewClaimer(s, claim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c := newStore(t)
 	a := newHolder("a")
 	_, o, err := c.Acquire(ctx, "k", a)
 	if err != nil {

@@ -19,12 +19,7 @@ const eventTimeout = 15 * time.Second
 
 func oneOwner(w *world) error {
 	b := w.backend()
-	g, err := w.generations(b, 2)
-	if err != nil {
-		return err
-	}
-	claim := w.name("claim")
-	first, err := w.acquire(b, claim, g[0], "")
+	claim, g, first, err := w.owned(b, 2)
 	if err != nil {
 		return err
 	}
@@ -51,23 +46,18 @@ func oneOwner(w *world) error {
 
 func allowEmptyOnly(w *world) error {
 	b := w.backend()
-	g, err := w.generations(b, 2)
-	if err != nil {
-		return err
-	}
-	claim := w.name("claim")
-	first, err := w.acquire(b, claim, g[0], "")
+	claim, g, first, err := w.owned(b, 2)
 	if err != nil {
 		return err
 	}
 	emptyOnly := generation.AcquireRequest{ClaimName: claim, GenerationID: g[1], TTL: ttl, AllowEmptyOnly: true}
-	if _, err := b.AcquireClaim(w.ctx, emptyOnly); wantErr("acquiring an owned claim, empty only", err, generation.ErrClaimHeld) != nil {
-		return wantErr("acquiring an owned claim, empty only", err, generation.ErrClaimHeld)
+	if err := w.held(b, emptyOnly, "acquiring an owned claim, empty only"); err != nil {
+		return err
 	}
 	// Expired is not empty.
 	w.clock.Step(3 * ttl)
-	if _, err := b.AcquireClaim(w.ctx, emptyOnly); wantErr("acquiring an expired claim, empty only", err, generation.ErrClaimHeld) != nil {
-		return wantErr("acquiring an expired claim, empty only", err, generation.ErrClaimHeld)
+	if err := w.held(b, emptyOnly, "acquiring an expired claim, empty only"); err != nil {
+		return err
 	}
 	if err := b.ReleaseClaim(w.ctx, generation.ReleaseRequest{ClaimName: claim, GenerationID: g[0], Token: first.FencingToken}); err != nil {
 		return fmt.Errorf("releasing: %w", err)
@@ -116,12 +106,7 @@ func tokensRise(w *world) error {
 
 func staleRelease(w *world) error {
 	b := w.backend()
-	g, err := w.generations(b, 2)
-	if err != nil {
-		return err
-	}
-	claim := w.name("claim")
-	old, err := w.acquire(b, claim, g[0], "")
+	claim, g, old, err := w.owned(b, 2)
 	if err != nil {
 		return err
 	}
@@ -147,15 +132,63 @@ func staleRelease(w *world) error {
 	return w.unchanged(b, newer, "a release by a non-owner")
 }
 
-// transfer sets up g[0] owning a claim and g[1] registered.
-func (w *world) transfer(b generation.Backend) (claim string, g []string, owned *generation.ClaimRecord, err error) {
-	g, err = w.generations(b, 3)
+// owned registers n generations through b and has g[0] acquire a new claim.
+func (w *world) owned(b generation.Backend, n int) (claim string, g []string, owned *generation.ClaimRecord, err error) {
+	g, err = w.generations(b, n)
 	if err != nil {
 		return "", nil, nil, err
 	}
 	claim = w.name("claim")
 	owned, err = w.acquire(b, claim, g[0], "")
 	return claim, g, owned, err
+}
+
+// transfer sets up g[0] owning a claim and g[1] and g[2] registered.
+func (w *world) transfer(b generation.Backend) (claim string, g []string, owned *generation.ClaimRecord, err error) {
+	return w.owned(b, 3)
+}
+
+// prepared sets up g[0] owning a claim with a transfer to g[1] prepared.
+func (w *world) prepared(b generation.Backend) (claim string, g []string, owned *generation.ClaimRecord, err error) {
+	claim, g, owned, err = w.transfer(b)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if _, err := b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[1], Token: owned.FencingToken, TTL: ttl}); err != nil {
+		return "", nil, nil, fmt.Errorf("preparing: %w", err)
+	}
+	return claim, g, owned, nil
+}
+
+// ownedAfterAbort requires rec, after an abort, owned by owner with its
+// token and no successor pending.
+func ownedAfterAbort(rec *generation.ClaimRecord, owner string, tok generation.FencingToken) error {
+	if rec.OwnerGeneration != owner || rec.FencingToken != tok || rec.Phase != generation.PhaseOwned || rec.PendingSuccessor != "" {
+		return fmt.Errorf("%w: after abort: owner %q token %d phase %s successor %q", ErrWrongOutcome, rec.OwnerGeneration, rec.FencingToken, rec.Phase, rec.PendingSuccessor)
+	}
+	return nil
+}
+
+// errOf is the error of a call whose result a case does not look at.
+func errOf[T any](_ T, err error) error { return err }
+
+// held requires acquiring req through b (what) to be refused with
+// ErrClaimHeld.
+func (w *world) held(b generation.Backend, req generation.AcquireRequest, what string) error {
+	_, err := b.AcquireClaim(w.ctx, req)
+	return wantErr(what, err, generation.ErrClaimHeld)
+}
+
+// sameAsFirst requires a retried mutation (what) to have succeeded with the
+// first call's outcome.
+func sameAsFirst(what string, again, first *generation.ClaimRecord, err error) error {
+	if err != nil {
+		return fmt.Errorf("retrying %s: %w", what, err)
+	}
+	if !sameOutcome(*again, *first) {
+		return fmt.Errorf("%w: the retried %s returned\n%+v\nthe first stored\n%+v", ErrWrongOutcome, what, *again, *first)
+	}
+	return nil
 }
 
 func prepareRetried(w *world) error {
@@ -176,23 +209,17 @@ func prepareRetried(w *world) error {
 	}
 	w.clock.Step(time.Second)
 	again, err := b.PrepareTransfer(w.ctx, req)
-	if err != nil {
-		return fmt.Errorf("retrying prepare: %w", err)
-	}
-	if !sameOutcome(*again, *first) {
-		return fmt.Errorf("%w: the retried prepare returned\n%+v\nthe first stored\n%+v", ErrWrongOutcome, *again, *first)
+	if err := sameAsFirst("prepare", again, first, err); err != nil {
+		return err
 	}
 	return w.unchanged(b, first, "a retried prepare")
 }
 
 func commitRetried(w *world) error {
 	b := w.backend()
-	claim, g, owned, err := w.transfer(b)
+	claim, g, owned, err := w.prepared(b)
 	if err != nil {
 		return err
-	}
-	if _, err := b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[1], Token: owned.FencingToken, TTL: ttl}); err != nil {
-		return fmt.Errorf("preparing: %w", err)
 	}
 	req := generation.CommitRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[1], ExpectedToken: owned.FencingToken, TTL: ttl, OperationID: "commit-1"}
 	_, _ = b.CommitTransfer(w.ctx, req)
@@ -210,23 +237,17 @@ func commitRetried(w *world) error {
 		return fmt.Errorf("renewing as the successor: %w", err)
 	}
 	again, err := b.CommitTransfer(w.ctx, req)
-	if err != nil {
-		return fmt.Errorf("retrying commit: %w", err)
-	}
-	if !sameOutcome(*again, *first) {
-		return fmt.Errorf("%w: the retried commit returned\n%+v\nthe first stored\n%+v", ErrWrongOutcome, *again, *first)
+	if err := sameAsFirst("commit", again, first, err); err != nil {
+		return err
 	}
 	return w.unchanged(b, renewed, "a retried commit")
 }
 
 func abortRetried(w *world) error {
 	b := w.backend()
-	claim, g, owned, err := w.transfer(b)
+	claim, g, owned, err := w.prepared(b)
 	if err != nil {
 		return err
-	}
-	if _, err := b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[1], Token: owned.FencingToken, TTL: ttl}); err != nil {
-		return fmt.Errorf("preparing: %w", err)
 	}
 	req := generation.AbortRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[1], ExpectedToken: owned.FencingToken, OperationID: "abort-1"}
 	_, _ = b.AbortTransfer(w.ctx, req)
@@ -234,15 +255,12 @@ func abortRetried(w *world) error {
 	if err != nil {
 		return err
 	}
-	if first.OwnerGeneration != g[0] || first.FencingToken != owned.FencingToken || first.Phase != generation.PhaseOwned || first.PendingSuccessor != "" {
-		return fmt.Errorf("%w: after abort: owner %q token %d phase %s successor %q", ErrWrongOutcome, first.OwnerGeneration, first.FencingToken, first.Phase, first.PendingSuccessor)
+	if err := ownedAfterAbort(first, g[0], owned.FencingToken); err != nil {
+		return err
 	}
 	again, err := b.AbortTransfer(w.ctx, req)
-	if err != nil {
-		return fmt.Errorf("retrying abort: %w", err)
-	}
-	if !sameOutcome(*again, *first) {
-		return fmt.Errorf("%w: the retried abort returned\n%+v\nthe first stored\n%+v", ErrWrongOutcome, *again, *first)
+	if err := sameAsFirst("abort", again, first, err); err != nil {
+		return err
 	}
 	if err := w.unchanged(b, first, "a retried abort"); err != nil {
 		return err
@@ -254,12 +272,9 @@ func abortRetried(w *world) error {
 
 func abortKeeps(w *world) error {
 	b := w.backend()
-	claim, g, owned, err := w.transfer(b)
+	claim, g, owned, err := w.prepared(b)
 	if err != nil {
 		return err
-	}
-	if _, err := b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[1], Token: owned.FencingToken, TTL: ttl}); err != nil {
-		return fmt.Errorf("preparing: %w", err)
 	}
 	draining, err := b.RenewClaim(w.ctx, generation.RenewRequest{ClaimName: claim, GenerationID: g[0], Token: owned.FencingToken, TTL: ttl})
 	if err != nil {
@@ -272,11 +287,11 @@ func abortKeeps(w *world) error {
 	if err != nil {
 		return fmt.Errorf("aborting: %w", err)
 	}
-	if aborted.OwnerGeneration != g[0] || aborted.FencingToken != owned.FencingToken || aborted.Phase != generation.PhaseOwned || aborted.PendingSuccessor != "" {
-		return fmt.Errorf("%w: after abort: owner %q token %d phase %s successor %q", ErrWrongOutcome, aborted.OwnerGeneration, aborted.FencingToken, aborted.Phase, aborted.PendingSuccessor)
+	if err := ownedAfterAbort(aborted, g[0], owned.FencingToken); err != nil {
+		return err
 	}
-	if _, err := b.AcquireClaim(w.ctx, generation.AcquireRequest{ClaimName: claim, GenerationID: g[1], TTL: ttl}); wantErr("the would-be successor acquiring", err, generation.ErrClaimHeld) != nil {
-		return wantErr("the would-be successor acquiring", err, generation.ErrClaimHeld)
+	if err := w.held(b, generation.AcquireRequest{ClaimName: claim, GenerationID: g[1], TTL: ttl}, "the would-be successor acquiring"); err != nil {
+		return err
 	}
 	if _, err := b.RenewClaim(w.ctx, generation.RenewRequest{ClaimName: claim, GenerationID: g[0], Token: owned.FencingToken, TTL: ttl}); err != nil {
 		return fmt.Errorf("%w: the owner renewing with its token after the abort: %w", ErrWrongOutcome, err)
@@ -291,39 +306,42 @@ func transferRefusals(w *world) error {
 		return err
 	}
 	tok := owned.FencingToken
-	steps := []struct {
+	type step struct {
 		what string
 		call func() error
 		want []error
-	}{
+	}
+	steps := []step{
 		{"committing with nothing prepared", func() error {
-			_, err := b.CommitTransfer(w.ctx, generation.CommitRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[1], ExpectedToken: tok, TTL: ttl})
-			return err
+			return errOf(b.CommitTransfer(w.ctx, generation.CommitRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[1], ExpectedToken: tok, TTL: ttl}))
 		}, []error{generation.ErrNoTransfer}},
 		{"aborting with nothing prepared", func() error {
-			_, err := b.AbortTransfer(w.ctx, generation.AbortRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[1], ExpectedToken: tok})
-			return err
+			return errOf(b.AbortTransfer(w.ctx, generation.AbortRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[1], ExpectedToken: tok}))
 		}, []error{generation.ErrNoTransfer}},
 		{"preparing to an unregistered generation", func() error {
-			_, err := b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: "nobody", Token: tok, TTL: ttl})
-			return err
+			return errOf(b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: "nobody", Token: tok, TTL: ttl}))
 		}, []error{generation.ErrGenerationNotFound}},
 		{"preparing with a stale token", func() error {
-			_, err := b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[1], Token: tok - 1, TTL: ttl})
-			return err
+			return errOf(b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[1], Token: tok - 1, TTL: ttl}))
 		}, []error{generation.ErrStaleToken}},
 		{"preparing as a non-owner", func() error {
-			_, err := b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[2], ToGeneration: g[1], Token: tok, TTL: ttl})
-			return err
+			return errOf(b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[2], ToGeneration: g[1], Token: tok, TTL: ttl}))
 		}, []error{generation.ErrNotOwner}},
 	}
-	for _, s := range steps {
-		if err := wantErr(s.what, s.call(), s.want...); err != nil {
-			return err
+	// refused requires every step refused and the record left as before.
+	refused := func(before *generation.ClaimRecord, steps ...step) error {
+		for _, s := range steps {
+			if err := wantErr(s.what, s.call(), s.want...); err != nil {
+				return err
+			}
+			if err := w.unchanged(b, before, s.what); err != nil {
+				return err
+			}
 		}
-		if err := w.unchanged(b, owned, s.what); err != nil {
-			return err
-		}
+		return nil
+	}
+	if err := refused(owned, steps...); err != nil {
+		return err
 	}
 	prepared, err := b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[1], Token: tok, TTL: ttl})
 	if err != nil {
@@ -332,42 +350,17 @@ func transferRefusals(w *world) error {
 	if prepared.FencingToken != tok {
 		return fmt.Errorf("%w: prepare moved the token from %d to %d", ErrWrongOutcome, tok, prepared.FencingToken)
 	}
-	steps = steps[:0]
-	steps = append(steps,
-		struct {
-			what string
-			call func() error
-			want []error
-		}{"preparing a second transfer", func() error {
-			_, err := b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[2], Token: tok, TTL: ttl})
-			return err
+	return refused(prepared,
+		step{"preparing a second transfer", func() error {
+			return errOf(b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[2], Token: tok, TTL: ttl}))
 		}, []error{generation.ErrConcurrentTransfer}},
-		struct {
-			what string
-			call func() error
-			want []error
-		}{"committing to another successor", func() error {
-			_, err := b.CommitTransfer(w.ctx, generation.CommitRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[2], ExpectedToken: tok, TTL: ttl})
-			return err
+		step{"committing to another successor", func() error {
+			return errOf(b.CommitTransfer(w.ctx, generation.CommitRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[2], ExpectedToken: tok, TTL: ttl}))
 		}, []error{generation.ErrConcurrentTransfer}},
-		struct {
-			what string
-			call func() error
-			want []error
-		}{"the successor acquiring before the commit", func() error {
-			_, err := b.AcquireClaim(w.ctx, generation.AcquireRequest{ClaimName: claim, GenerationID: g[1], TTL: ttl})
-			return err
+		step{"the successor acquiring before the commit", func() error {
+			return errOf(b.AcquireClaim(w.ctx, generation.AcquireRequest{ClaimName: claim, GenerationID: g[1], TTL: ttl}))
 		}, []error{generation.ErrClaimHeld}},
 	)
-	for _, s := range steps {
-		if err := wantErr(s.what, s.call(), s.want...); err != nil {
-			return err
-		}
-		if err := w.unchanged(b, prepared, s.what); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func hundredAcquirers(w *world) error {
@@ -455,12 +448,12 @@ func expiryOnFakeClock(w *world) error {
 		return err
 	}
 	try := generation.AcquireRequest{ClaimName: claim, GenerationID: g[1], TTL: ttl}
-	if _, err := contender.AcquireClaim(w.ctx, try); wantErr("taking over a claim first seen now", err, generation.ErrClaimHeld) != nil {
-		return wantErr("taking over a claim first seen now", err, generation.ErrClaimHeld)
+	if err := w.held(contender, try, "taking over a claim first seen now"); err != nil {
+		return err
 	}
 	w.clock.Step(ttl - time.Second)
-	if _, err := contender.AcquireClaim(w.ctx, try); wantErr("taking over a claim seen unchanged for less than its TTL", err, generation.ErrClaimHeld) != nil {
-		return wantErr("taking over a claim seen unchanged for less than its TTL", err, generation.ErrClaimHeld)
+	if err := w.held(contender, try, "taking over a claim seen unchanged for less than its TTL"); err != nil {
+		return err
 	}
 	w.clock.Step(time.Second)
 	took, err := contender.AcquireClaim(w.ctx, try)
@@ -487,16 +480,16 @@ func expiryOnFakeClock(w *world) error {
 	}
 	fresh := w.backend()
 	try.ClaimName = claim
-	if _, err := fresh.AcquireClaim(w.ctx, try); wantErr("taking over, by a fresh process, a claim whose ExpiresAt is past", err, generation.ErrClaimHeld) != nil {
-		return wantErr("taking over, by a fresh process, a claim whose ExpiresAt is past", err, generation.ErrClaimHeld)
+	if err := w.held(fresh, try, "taking over, by a fresh process, a claim whose ExpiresAt is past"); err != nil {
+		return err
 	}
 	w.clock.Step(ttl - time.Second)
 	if _, err := owner.RenewClaim(w.ctx, generation.RenewRequest{ClaimName: claim, GenerationID: g[0], Token: held.FencingToken, TTL: ttl}); err != nil {
 		return fmt.Errorf("renewing on a clock that has not moved: %w", err)
 	}
 	w.clock.Step(2 * time.Second)
-	if _, err := fresh.AcquireClaim(w.ctx, try); wantErr("taking over a claim renewed since last seen", err, generation.ErrClaimHeld) != nil {
-		return wantErr("taking over a claim renewed since last seen", err, generation.ErrClaimHeld)
+	if err := w.held(fresh, try, "taking over a claim renewed since last seen"); err != nil {
+		return err
 	}
 	w.clock.Step(ttl)
 	if _, err := fresh.AcquireClaim(w.ctx, try); err != nil {
@@ -711,12 +704,7 @@ func watchCloses(w *world) error {
 
 func badInput(w *world) error {
 	b := w.backend()
-	g, err := w.generations(b, 1)
-	if err != nil {
-		return err
-	}
-	claim := w.name("claim")
-	owned, err := w.acquire(b, claim, g[0], "")
+	claim, g, owned, err := w.owned(b, 1)
 	if err != nil {
 		return err
 	}
@@ -727,67 +715,37 @@ func badInput(w *world) error {
 		want error
 	}{
 		{"acquiring with an empty claim name", func() error {
-			_, err := b.AcquireClaim(w.ctx, generation.AcquireRequest{GenerationID: g[0], TTL: ttl})
-			return err
+			return errOf(b.AcquireClaim(w.ctx, generation.AcquireRequest{GenerationID: g[0], TTL: ttl}))
 		}, generation.ErrInvalidRequest},
 		{"acquiring with an empty generation ID", func() error {
-			_, err := b.AcquireClaim(w.ctx, generation.AcquireRequest{ClaimName: claim, TTL: ttl})
-			return err
+			return errOf(b.AcquireClaim(w.ctx, generation.AcquireRequest{ClaimName: claim, TTL: ttl}))
 		}, generation.ErrInvalidRequest},
 		{"acquiring with a zero TTL", func() error {
-			_, err := b.AcquireClaim(w.ctx, generation.AcquireRequest{ClaimName: claim, GenerationID: g[0]})
-			return err
+			return errOf(b.AcquireClaim(w.ctx, generation.AcquireRequest{ClaimName: claim, GenerationID: g[0]}))
 		}, generation.ErrInvalidRequest},
 		{"renewing with a negative TTL", func() error {
-			_, err := b.RenewClaim(w.ctx, generation.RenewRequest{ClaimName: claim, GenerationID: g[0], Token: tok, TTL: -time.Second})
-			return err
+			return errOf(b.RenewClaim(w.ctx, generation.RenewRequest{ClaimName: claim, GenerationID: g[0], Token: tok, TTL: -time.Second}))
 		}, generation.ErrInvalidRequest},
 		{"acquiring for an unknown generation", func() error {
-			_, err := b.AcquireClaim(w.ctx, generation.AcquireRequest{ClaimName: w.name("claim"), GenerationID: "nobody", TTL: ttl})
-			return err
+			return errOf(b.AcquireClaim(w.ctx, generation.AcquireRequest{ClaimName: w.name("claim"), GenerationID: "nobody", TTL: ttl}))
 		}, generation.ErrGenerationNotFound},
 		{"preparing a transfer to itself", func() error {
-			_, err := b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[0], Token: tok, TTL: ttl})
-			return err
+			return errOf(b.PrepareTransfer(w.ctx, generation.TransferRequest{ClaimName: claim, FromGeneration: g[0], ToGeneration: g[0], Token: tok, TTL: ttl}))
 		}, generation.ErrInvalidRequest},
 		{"renewing a claim that has no record", func() error {
-			_, err := b.RenewClaim(w.ctx, generation.RenewRequest{ClaimName: w.name("claim"), GenerationID: g[0], Token: 1, TTL: ttl})
-			return err
+			return errOf(b.RenewClaim(w.ctx, generation.RenewRequest{ClaimName: w.name("claim"), GenerationID: g[0], Token: 1, TTL: ttl}))
 		}, generation.ErrClaimNotFound},
 		{"releasing a claim that has no record", func() error {
 			return b.ReleaseClaim(w.ctx, generation.ReleaseRequest{ClaimName: w.name("claim"), GenerationID: g[0], Token: 1})
 		}, generation.ErrClaimNotFound},
-		{"getting a claim that has no record", func() error {
-			_, err := b.GetClaim(w.ctx, w.name("claim"))
-			return err
-		}, generation.ErrClaimNotFound},
-		{"getting an unknown generation", func() error {
-			_, err := b.GetGeneration(w.ctx, "nobody")
-			return err
-		}, generation.ErrGenerationNotFound},
-		{"registering a generation without an ID", func() error {
-			return b.RegisterGeneration(w.ctx, generation.Generation{Service: "payments"})
-		}, generation.ErrInvalidRequest},
-		{"getting a claim of an empty name", func() error {
-			_, err := b.GetClaim(w.ctx, "")
-			return err
-		}, generation.ErrInvalidRequest},
-		{"getting a claim of an oversized name", func() error {
-			_, err := b.GetClaim(w.ctx, strings.Repeat("x", 1025))
-			return err
-		}, generation.ErrInvalidRequest},
-		{"getting a generation of an empty ID", func() error {
-			_, err := b.GetGeneration(w.ctx, "")
-			return err
-		}, generation.ErrInvalidRequest},
-		{"getting a generation of an oversized ID", func() error {
-			_, err := b.GetGeneration(w.ctx, strings.Repeat("x", 1025))
-			return err
-		}, generation.ErrInvalidRequest},
-		{"watching an empty claim name", func() error {
-			_, err := b.WatchClaim(w.ctx, "")
-			return err
-		}, generation.ErrInvalidRequest},
+		{"getting a claim that has no record", func() error { return errOf(b.GetClaim(w.ctx, w.name("claim"))) }, generation.ErrClaimNotFound},
+		{"getting an unknown generation", func() error { return errOf(b.GetGeneration(w.ctx, "nobody")) }, generation.ErrGenerationNotFound},
+		{"registering a generation without an ID", func() error { return b.RegisterGeneration(w.ctx, generation.Generation{Service: "payments"}) }, generation.ErrInvalidRequest},
+		{"getting a claim of an empty name", func() error { return errOf(b.GetClaim(w.ctx, "")) }, generation.ErrInvalidRequest},
+		{"getting a claim of an oversized name", func() error { return errOf(b.GetClaim(w.ctx, strings.Repeat("x", 1025))) }, generation.ErrInvalidRequest},
+		{"getting a generation of an empty ID", func() error { return errOf(b.GetGeneration(w.ctx, "")) }, generation.ErrInvalidRequest},
+		{"getting a generation of an oversized ID", func() error { return errOf(b.GetGeneration(w.ctx, strings.Repeat("x", 1025))) }, generation.ErrInvalidRequest},
+		{"watching an empty claim name", func() error { return errOf(b.WatchClaim(w.ctx, "")) }, generation.ErrInvalidRequest},
 	}
 	for _, c := range cases {
 		if err := wantErr(c.what, c.call(), c.want); err != nil {

@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ocf-claim/claim/pkg/generation"
 )
@@ -104,30 +105,21 @@ func (b *Backend) check(ctx context.Context) error {
 
 // RegisterGeneration implements generation.Backend.
 func (b *Backend) RegisterGeneration(ctx context.Context, gen generation.Generation) error {
-	if err := b.check(ctx); err != nil {
-		return fmt.Errorf("registering generation %q: %w", gen.ID, err)
-	}
-	s := b.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var cur *generation.Generation
-	if g, ok := s.gens[gen.ID]; ok {
-		cur = &g
-	}
-	next, err := generation.DecideRegister(cur, gen, b.clock.Now())
-	if err != nil {
-		return fmt.Errorf("registering generation %q: %w", gen.ID, err)
-	}
-	if next != nil {
-		s.gens[gen.ID] = *next
-	}
-	return nil
+	return b.writeGeneration(ctx, "registering", gen, generation.DecideRegister)
 }
 
 // UpdateGeneration implements generation.Backend.
 func (b *Backend) UpdateGeneration(ctx context.Context, gen generation.Generation) error {
+	return b.writeGeneration(ctx, "updating", gen, generation.DecideUpdate)
+}
+
+// writeGeneration decides gen against the stored generation of its ID and
+// stores the decision (nothing, when decide returns none), all under the
+// store's lock, as mutate does for claims.
+func (b *Backend) writeGeneration(ctx context.Context, verb string, gen generation.Generation,
+	decide func(cur *generation.Generation, gen generation.Generation, now time.Time) (*generation.Generation, error)) error {
 	if err := b.check(ctx); err != nil {
-		return fmt.Errorf("updating generation %q: %w", gen.ID, err)
+		return fmt.Errorf("%s generation %q: %w", verb, gen.ID, err)
 	}
 	s := b.store
 	s.mu.Lock()
@@ -136,11 +128,13 @@ func (b *Backend) UpdateGeneration(ctx context.Context, gen generation.Generatio
 	if g, ok := s.gens[gen.ID]; ok {
 		cur = &g
 	}
-	next, err := generation.DecideUpdate(cur, gen, b.clock.Now())
+	next, err := decide(cur, gen, b.clock.Now())
 	if err != nil {
-		return fmt.Errorf("updating generation %q: %w", gen.ID, err)
+		return fmt.Errorf("%s generation %q: %w", verb, gen.ID, err)
 	}
-	s.gens[gen.ID] = *next
+	if next != nil {
+		s.gens[gen.ID] = *next
+	}
 	return nil
 }
 

@@ -55,7 +55,7 @@ func TestPublishedConfig(t *testing.T) {
 		acquire(t, n, c, "storage|orders", w, "3001")
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "legacy-ops", Name: ConfigMapName}, Data: map[string]string{ConfigMapKey: legacyConfig}}
-	if err := writer(t).Create(ctx, cm); err != nil {
+	if err := env.TestClient(t).Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
 
@@ -64,26 +64,14 @@ func TestPublishedConfig(t *testing.T) {
 		"--annotation-keys", "key=widgets.example.com/claim-key,holderNamespace=widgets.example.com/claim-holder-namespace," +
 			"holderName=widgets.example.com/claim-holder-name,holderUID=widgets.example.com/claim-holder-uid",
 	}
-	tests := []struct {
-		name   string
-		args   []string
-		golden string
-	}{
+	tests := []goldenRun{
 		{"published in the claim namespace", []string{"list", "-n", "legacy-ops"}, "config-published.golden"},
 		{"published, found through --claim-namespace", []string{"list", "--claim-namespace", "legacy-ops"}, "config-published.golden"},
 		{"published, named with --config-map", []string{"list", "-n", "legacy-flags", "--config-map", "legacy-ops/" + ConfigMapName}, "config-published.golden"},
 		{"given as flags", append([]string{"list", "-n", "legacy-flags"}, flags...), "config-published.golden"},
 		{"without it, the records read as foreign (some annotation keys are the defaults)", []string{"list", "-n", "legacy-flags"}, "config-none.golden"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := run(t, n, nil, tt.args...)
-			if r.err != nil {
-				t.Fatalf("list: %v\nstderr: %s", r.err, r.errOut)
-			}
-			golden(t, tt.golden, r.out+stderrSection(r.errOut))
-		})
-	}
+	runGolden(t, n, tests)
 
 	t.Run("a ConfigMap named with --config-map must exist", func(t *testing.T) {
 		r := run(t, n, nil, "list", "-n", "legacy-ops", "--config-map", "missing")

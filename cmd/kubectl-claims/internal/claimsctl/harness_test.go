@@ -25,7 +25,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends/annotation"
@@ -172,7 +171,7 @@ func golden(t *testing.T, name, got string) {
 func namespace(t *testing.T, name string) {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := writer(t).Create(context.Background(), ns); err != nil {
+	if err := env.TestClient(t).Create(context.Background(), ns); err != nil {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
 }
@@ -195,25 +194,16 @@ func widget(t *testing.T, ns, name string, reason conditions.Reason, message str
 			t.Fatal(err)
 		}
 	}
-	if err := writer(t).Create(context.Background(), w); err != nil {
+	if err := env.TestClient(t).Create(context.Background(), w); err != nil {
 		t.Fatalf("creating Widget %s/%s: %v", ns, name, err)
 	}
 	return w
 }
 
-func writer(t *testing.T) client.Client {
-	t.Helper()
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // claimer is a Lease claimer whose grants are stamped at t0.
 func claimer(t *testing.T, cfg claim.Config) *claim.Claimer {
 	t.Helper()
-	c, err := claim.New(env.APIReader, writer(t), cfg, claim.WithClock(clocktesting.NewFakePassiveClock(t0)))
+	c, err := claim.New(env.APIReader, env.TestClient(t), cfg, claim.WithClock(clocktesting.NewFakePassiveClock(t0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +226,7 @@ func acquire(t *testing.T, n *names, c *claim.Claimer, key string, self *unstruc
 func createLease(t *testing.T, n *names, cfg claim.Config, rec claim.Record, token string) *coordinationv1.Lease {
 	t.Helper()
 	l := lease.Encode(cfg.Storage(), rec)
-	if err := writer(t).Create(context.Background(), l); err != nil {
+	if err := env.TestClient(t).Create(context.Background(), l); err != nil {
 		t.Fatalf("creating Lease for %q: %v", rec.Key, err)
 	}
 	n.add(l.ResourceVersion, token)
@@ -302,7 +292,7 @@ func buildFixture(t *testing.T) *fixture {
 	acquire(t, n, c, keyES, orders, "1207")
 	acquire(t, n, c, keyBilling, billing, "1212")
 	// billing is deleted while its operator is away: its claim stays.
-	if err := writer(t).Delete(ctx, billing); err != nil {
+	if err := env.TestClient(t).Delete(ctx, billing); err != nil {
 		t.Fatal(err)
 	}
 	// orders hands keyOrders over to orders-v2 (a planned handover).
@@ -315,14 +305,14 @@ func buildFixture(t *testing.T) *fixture {
 			Annotations: map[string]string{cfg.Annotations.Key: keyLegacy, cfg.Annotations.HolderName: "orders"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("orders"), AcquireTime: ptr.To(metav1.NewMicroTime(t0.Add(-2 * time.Hour)))},
 	}
-	if err := writer(t).Create(ctx, foreign); err != nil {
+	if err := env.TestClient(t).Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
 	n.add(foreign.ResourceVersion, "1043")
 	// Leader election's Lease is no claim record and never listed.
 	le := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "widget-operator-leader"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("widget-operator-7d9f")}}
-	if err := writer(t).Create(ctx, le); err != nil {
+	if err := env.TestClient(t).Create(ctx, le); err != nil {
 		t.Fatal(err)
 	}
 
@@ -332,12 +322,12 @@ func buildFixture(t *testing.T) *fixture {
 	sc.SetNamespace("team-a")
 	sc.SetName("es-main")
 	sc.SetLabels(labels)
-	if err := writer(t).Create(ctx, sc); err != nil {
+	if err := env.TestClient(t).Create(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
 	proto := &unstructured.Unstructured{}
 	proto.SetGroupVersionKind(storageGVK)
-	ac, err := claim.New(env.APIReader, writer(t), claim.Config{}, claim.WithBackend(annotation.Backend(annotation.Options{
+	ac, err := claim.New(env.APIReader, env.TestClient(t), claim.Config{}, claim.WithBackend(annotation.Backend(annotation.Options{
 		Object: proto,
 		Target: func(key string) (types.NamespacedName, error) {
 			return types.NamespacedName{Namespace: "team-a", Name: "es-main"}, nil

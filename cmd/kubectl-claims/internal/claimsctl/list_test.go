@@ -18,11 +18,7 @@ import (
 // sorted by key, with ages from the injected clock.
 func TestListGolden(t *testing.T) {
 	f := setup(t)
-	tests := []struct {
-		name   string
-		args   []string
-		golden string
-	}{
+	tests := []goldenRun{
 		{"Lease records in the claim namespace", []string{"list", "-n", "ops"}, "list.golden"},
 		{"wide adds where each record lives, the holder UID and the detail", []string{"list", "-n", "ops", "-o", "wide"}, "list-wide.golden"},
 		{"yaml", []string{"list", "-n", "ops", "-o", "yaml"}, "list.yaml.golden"},
@@ -31,18 +27,33 @@ func TestListGolden(t *testing.T) {
 		{"annotation backend named with its group", []string{"list", "-n", "team-a", "--annotation-backend", "storageconfigs." + testGroup}, "list-annotation.golden"},
 		{"a selector that matches nothing prints nothing", []string{"list", "-n", "ops", "-l", fixtureLabel + "=nobody"}, "list-empty.golden"},
 	}
-	for _, tt := range tests {
+	runGolden(t, f.names, tests)
+}
+
+// stderrSection appends what went to stderr, so golden files show it too.
+// goldenRun is a run of the plugin whose output, stderr included, must be
+// the golden file's.
+type goldenRun struct {
+	name   string
+	args   []string
+	golden string
+}
+
+// runGolden runs each of runs against the fixture n as a subtest: the run
+// must succeed and print its golden file.
+func runGolden(t *testing.T, n *names, runs []goldenRun) {
+	t.Helper()
+	for _, tt := range runs {
 		t.Run(tt.name, func(t *testing.T) {
-			r := run(t, f.names, nil, tt.args...)
+			r := run(t, n, nil, tt.args...)
 			if r.err != nil {
-				t.Fatalf("list: %v\nstderr: %s", r.err, r.errOut)
+				t.Fatalf("%s: %v\nstderr: %s", tt.args[0], r.err, r.errOut)
 			}
 			golden(t, tt.golden, r.out+stderrSection(r.errOut))
 		})
 	}
 }
 
-// stderrSection appends what went to stderr, so golden files show it too.
 func stderrSection(s string) string {
 	if s == "" {
 		return ""
@@ -75,23 +86,11 @@ func TestListFlagsKeysRecordedInSeveralNamespaces(t *testing.T) {
 	}
 	acquire(t, n, claimer(t, claim.Config{Namespace: "dup-a", Labels: labels}), "queue|amqp://mq.svc:5672/billing", alpha, "5003")
 
-	tests := []struct {
-		name   string
-		args   []string
-		golden string
-	}{
+	tests := []goldenRun{
 		{"table", []string{"list", "-A", "-l", fixtureLabel + "=dup-operator"}, "list-split-key.golden"},
 		{"json", []string{"list", "-A", "-l", fixtureLabel + "=dup-operator", "-o", "json"}, "list-split-key.json.golden"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := run(t, n, nil, tt.args...)
-			if r.err != nil {
-				t.Fatalf("list: %v\nstderr: %s", r.err, r.errOut)
-			}
-			golden(t, tt.golden, r.out+stderrSection(r.errOut))
-		})
-	}
+	runGolden(t, n, tests)
 }
 
 // TestMarkSplitKeys: a key is flagged when its records lie in more than one

@@ -46,7 +46,7 @@ func newReleaseCase(t *testing.T, keepHolder bool) *releaseCase {
 	n.add(string(w.GetUID()), "0a1b2c3d-1111-4000-8000-000000000001")
 	o := acquire(t, n, c, releaseKey, w, "2001")
 	if !keepHolder {
-		if err := writer(t).Delete(context.Background(), w); err != nil {
+		if err := env.TestClient(t).Delete(context.Background(), w); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -254,7 +254,7 @@ func TestReleaseRefuses(t *testing.T) {
 			prepare: func(t *testing.T, rc *releaseCase) []string {
 				l := rc.get(t)
 				delete(l.Annotations, rc.cfg.Annotations.HolderUID)
-				if err := writer(t).Update(context.Background(), l); err != nil {
+				if err := env.TestClient(t).Update(context.Background(), l); err != nil {
 					t.Fatal(err)
 				}
 				return []string{"--holder-uid", string(rc.holder.UID)}
@@ -264,7 +264,7 @@ func TestReleaseRefuses(t *testing.T) {
 		{
 			name: "no record",
 			prepare: func(t *testing.T, rc *releaseCase) []string {
-				if err := writer(t).Delete(context.Background(), rc.get(t)); err != nil {
+				if err := env.TestClient(t).Delete(context.Background(), rc.get(t)); err != nil {
 					t.Fatal(err)
 				}
 				return []string{"--holder-uid", string(rc.holder.UID)}
@@ -299,7 +299,7 @@ func (rc *releaseCase) takeOver(t *testing.T, name string) {
 	l := rc.get(t)
 	next := lease.Encode(rc.cfg.Storage(), claim.Record{Key: releaseKey, Holder: claim.HolderOf(other), Token: claim.Token(l.ResourceVersion)})
 	next.UID, next.ResourceVersion = l.UID, l.ResourceVersion
-	if err := writer(t).Update(context.Background(), next); err != nil {
+	if err := env.TestClient(t).Update(context.Background(), next); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -444,7 +444,7 @@ func TestReleaseNamesAWaiterInAnotherNamespace(t *testing.T) {
 	// The other release cases share releaseKey and list Widgets of every
 	// namespace: this waiter must not outlive the case.
 	t.Cleanup(func() {
-		if err := writer(t).Delete(context.Background(), w); err != nil {
+		if err := env.TestClient(t).Delete(context.Background(), w); err != nil {
 			t.Errorf("deleting the waiter: %v", err)
 		}
 	})

@@ -38,7 +38,7 @@ func TestWhyNeverReadsTheConfigurationFromTheObjectNamespace(t *testing.T) {
 	acquire(t, n, claimer(t, claim.Config{Namespace: claims}), "rdbms|pg.trust.svc:5432/orders", w, "4001")
 	// Given a tenant planted a claim configuration in its own namespace
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: ConfigMapName}, Data: map[string]string{ConfigMapKey: plantedConfig}}
-	if err := writer(t).Create(ctx, cm); err != nil {
+	if err := env.TestClient(t).Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
 
@@ -154,7 +154,7 @@ func TestThePluginNeverPrintsAPasswordHoldingSlashes(t *testing.T) {
 	// The claim refuses such a key now (ValidateKey); a record of it is
 	// written by hand, or by a release before the refusal.
 	createLease(t, n, claim.Config{Namespace: ns}, claim.Record{Key: key, Holder: claim.HolderOf(w)}, "2001")
-	if err := writer(t).Delete(context.Background(), w); err != nil {
+	if err := env.TestClient(t).Delete(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}
 	check := func(what string, r result) {

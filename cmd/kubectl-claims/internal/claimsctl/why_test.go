@@ -12,25 +12,13 @@ import (
 // waits for, or is the planned successor of.
 func TestWhyGolden(t *testing.T) {
 	f := setup(t)
-	tests := []struct {
-		name   string
-		args   []string
-		golden string
-	}{
+	tests := []goldenRun{
 		{"a parked Widget waits for the holder and is the successor of another key", []string{"why", "widget/orders-v2", "-n", "team-a", "--claim-namespace", "ops"}, "why-parked.golden"},
 		{"a holder, records read in every namespace, with the annotation backend", []string{"why", "widgets", "orders", "-n", "team-a", "--annotation-backend", "storageconfigs", "-o", "wide"}, "why-holder.golden"},
 		{"an object without a claim condition", []string{"why", "widget/reports", "-n", "team-a"}, "why-no-condition.golden"},
 		{"json", []string{"why", "widget.claims.test.ocf.io/orders-v2", "-n", "team-a", "-o", "json"}, "why-parked.json.golden"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := run(t, f.names, nil, tt.args...)
-			if r.err != nil {
-				t.Fatalf("why: %v\nstderr: %s", r.err, r.errOut)
-			}
-			golden(t, tt.golden, r.out+stderrSection(r.errOut))
-		})
-	}
+	runGolden(t, f.names, tests)
 }
 
 // TestWhyRefuses: Given bad arguments or a missing object, When why runs,

@@ -41,6 +41,22 @@ func AddToScheme(s *runtime.Scheme) error {
 	return nil
 }
 
+// resource is the shape of every kind here: a spec and a status, each with
+// its JSON field name.
+type resource[Spec, Status any] struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              Spec   `json:"spec,omitempty"`
+	Status            Status `json:"status,omitempty"`
+}
+
+// list is the shape of every list kind here.
+type list[T any] struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []T `json:"items"`
+}
+
 // JobSpec names the CamundaCluster a Backup, Restore or Export works on, in
 // its own namespace.
 type JobSpec struct {
@@ -57,49 +73,22 @@ type JobStatus struct {
 }
 
 // Backup pauses a CamundaCluster, backs it up and resumes it.
-type Backup struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              JobSpec   `json:"spec,omitempty"`
-	Status            JobStatus `json:"status,omitempty"`
-}
+type Backup resource[JobSpec, JobStatus]
 
 // BackupList is a list of Backups.
-type BackupList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Backup `json:"items"`
-}
+type BackupList list[Backup]
 
 // Restore restores a CamundaCluster from a backup.
-type Restore struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              JobSpec   `json:"spec,omitempty"`
-	Status            JobStatus `json:"status,omitempty"`
-}
+type Restore resource[JobSpec, JobStatus]
 
 // RestoreList is a list of Restores.
-type RestoreList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Restore `json:"items"`
-}
+type RestoreList list[Restore]
 
 // Export copies a CamundaCluster's data out. Its CRD is optional.
-type Export struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              JobSpec   `json:"spec,omitempty"`
-	Status            JobStatus `json:"status,omitempty"`
-}
+type Export resource[JobSpec, JobStatus]
 
 // ExportList is a list of Exports.
-type ExportList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Export `json:"items"`
-}
+type ExportList list[Export]
 
 // DatabaseSpec names a logical database of a PostgreSQL system.
 type DatabaseSpec struct {
@@ -111,12 +100,7 @@ type DatabaseSpec struct {
 }
 
 // Database is a logical database an operator creates and owns.
-type Database struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              DatabaseSpec   `json:"spec,omitempty"`
-	Status            DatabaseStatus `json:"status,omitempty"`
-}
+type Database resource[DatabaseSpec, DatabaseStatus]
 
 // DatabaseStatus carries the conditions.
 type DatabaseStatus struct {
@@ -124,11 +108,7 @@ type DatabaseStatus struct {
 }
 
 // DatabaseList is a list of Databases.
-type DatabaseList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Database `json:"items"`
-}
+type DatabaseList list[Database]
 
 // IdentityPlaneSpec names the Keycloak realm a plane configures.
 type IdentityPlaneSpec struct {
@@ -146,122 +126,97 @@ type IdentityPlaneStatus struct {
 }
 
 // IdentityPlane configures a Keycloak realm for the workloads it runs.
-type IdentityPlane struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              IdentityPlaneSpec   `json:"spec,omitempty"`
-	Status            IdentityPlaneStatus `json:"status,omitempty"`
-}
+type IdentityPlane resource[IdentityPlaneSpec, IdentityPlaneStatus]
 
 // IdentityPlaneList is a list of IdentityPlanes.
-type IdentityPlaneList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []IdentityPlane `json:"items"`
+type IdentityPlaneList list[IdentityPlane]
+
+// Every spec and status field is a value apart from the status's
+// conditions, so a copy is the struct with its ObjectMeta and conditions
+// copied again: each status names its conditions, copyResource does the rest.
+
+func (s *JobStatus) conditions() *[]metav1.Condition           { return &s.Conditions }
+func (s *DatabaseStatus) conditions() *[]metav1.Condition      { return &s.Conditions }
+func (s *IdentityPlaneStatus) conditions() *[]metav1.Condition { return &s.Conditions }
+
+// status is a pointer to a status of this package.
+type status[T any] interface {
+	*T
+	conditions() *[]metav1.Condition
 }
 
-func copyConditions(in []metav1.Condition) []metav1.Condition {
-	if in == nil {
-		return nil
+// copyResource returns a copy of r that shares no memory with it.
+func copyResource[Spec, Status any, P status[Status]](r *resource[Spec, Status]) *resource[Spec, Status] {
+	out := *r
+	r.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if conds := P(&out.Status).conditions(); *conds != nil {
+		copied := make([]metav1.Condition, len(*conds))
+		for i := range *conds {
+			(*conds)[i].DeepCopyInto(&copied[i])
+		}
+		*conds = copied
 	}
-	out := make([]metav1.Condition, len(in))
-	for i := range in {
-		in[i].DeepCopyInto(&out[i])
+	return &out
+}
+
+// copyList returns a copy of l that shares no memory with it (its items
+// nil when there are none), copying each item with copyItem.
+func copyList[T any](l *list[T], copyItem func(*T) runtime.Object) *list[T] {
+	out := &list[T]{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy()}
+	for i := range l.Items {
+		out.Items = append(out.Items, *any(copyItem(&l.Items[i])).(*T))
 	}
 	return out
 }
 
-// Every spec and status field is a value apart from the conditions, so a
-// copy is the struct, its ObjectMeta and its conditions.
-
 // DeepCopyObject implements runtime.Object.
 func (o *Backup) DeepCopyObject() runtime.Object {
-	out := *o
-	o.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	out.Status.Conditions = copyConditions(o.Status.Conditions)
-	return &out
+	return (*Backup)(copyResource((*resource[JobSpec, JobStatus])(o)))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (o *Restore) DeepCopyObject() runtime.Object {
-	out := *o
-	o.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	out.Status.Conditions = copyConditions(o.Status.Conditions)
-	return &out
+	return (*Restore)(copyResource((*resource[JobSpec, JobStatus])(o)))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (o *Export) DeepCopyObject() runtime.Object {
-	out := *o
-	o.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	out.Status.Conditions = copyConditions(o.Status.Conditions)
-	return &out
+	return (*Export)(copyResource((*resource[JobSpec, JobStatus])(o)))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (o *Database) DeepCopyObject() runtime.Object {
-	out := *o
-	o.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	out.Status.Conditions = copyConditions(o.Status.Conditions)
-	return &out
+	return (*Database)(copyResource((*resource[DatabaseSpec, DatabaseStatus])(o)))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (o *IdentityPlane) DeepCopyObject() runtime.Object {
-	out := *o
-	o.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	out.Status.Conditions = copyConditions(o.Status.Conditions)
-	return &out
+	return (*IdentityPlane)(copyResource((*resource[IdentityPlaneSpec, IdentityPlaneStatus])(o)))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *BackupList) DeepCopyObject() runtime.Object {
-	out := &BackupList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	for i := range l.Items {
-		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*Backup))
-	}
-	return out
+	return (*BackupList)(copyList((*list[Backup])(l), (*Backup).DeepCopyObject))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *RestoreList) DeepCopyObject() runtime.Object {
-	out := &RestoreList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	for i := range l.Items {
-		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*Restore))
-	}
-	return out
+	return (*RestoreList)(copyList((*list[Restore])(l), (*Restore).DeepCopyObject))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *ExportList) DeepCopyObject() runtime.Object {
-	out := &ExportList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	for i := range l.Items {
-		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*Export))
-	}
-	return out
+	return (*ExportList)(copyList((*list[Export])(l), (*Export).DeepCopyObject))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *DatabaseList) DeepCopyObject() runtime.Object {
-	out := &DatabaseList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	for i := range l.Items {
-		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*Database))
-	}
-	return out
+	return (*DatabaseList)(copyList((*list[Database])(l), (*Database).DeepCopyObject))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *IdentityPlaneList) DeepCopyObject() runtime.Object {
-	out := &IdentityPlaneList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	for i := range l.Items {
-		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*IdentityPlane))
-	}
-	return out
+	return (*IdentityPlaneList)(copyList((*list[IdentityPlane])(l), (*IdentityPlane).DeepCopyObject))
 }
 
 // The CRDs. Spec and status keep unknown fields: the schemas are not what

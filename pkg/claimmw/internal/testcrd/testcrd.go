@@ -11,26 +11,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/internal/testapi"
 )
 
 // GroupVersion is the API group and version of the test types.
 var GroupVersion = schema.GroupVersion{Group: "test.claim.ocf.io", Version: "v1"}
 
 // AddToScheme registers Widget and Gadget.
-func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Widget{}, &WidgetList{}, &Gadget{}, &GadgetList{})
-	metav1.AddToGroupVersion(s, GroupVersion)
-	return nil
-}
+var AddToScheme = testapi.AddToScheme(GroupVersion, &Widget{}, &WidgetList{}, &Gadget{}, &GadgetList{})
+
+// widget is the shape of a Widget.
+type widget = testapi.Object[WidgetSpec, WidgetStatus]
 
 // Widget names the keys it wants in spec.keys.
-type Widget struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-
-	Spec   WidgetSpec   `json:"spec,omitempty"`
-	Status WidgetStatus `json:"status,omitempty"`
-}
+type Widget widget
 
 // WidgetSpec is what a Widget wants.
 type WidgetSpec struct {
@@ -42,32 +36,16 @@ type WidgetSpec struct {
 }
 
 // WidgetStatus carries the conditions the middleware writes.
-type WidgetStatus struct {
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-}
+type WidgetStatus = testapi.ConditionsStatus
 
 // WidgetList is a list of Widgets.
-type WidgetList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Widget `json:"items"`
-}
+type WidgetList testapi.List[Widget]
+
+// Deepen implements testapi.Part.
+func (s *WidgetSpec) Deepen() { s.Keys = append([]string(nil), s.Keys...) }
 
 // DeepCopyInto copies w into out.
-func (w *Widget) DeepCopyInto(out *Widget) {
-	*out = *w
-	out.TypeMeta = w.TypeMeta
-	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	if w.Spec.Keys != nil {
-		out.Spec.Keys = append([]string(nil), w.Spec.Keys...)
-	}
-	if w.Status.Conditions != nil {
-		out.Status.Conditions = make([]metav1.Condition, len(w.Status.Conditions))
-		for i := range w.Status.Conditions {
-			w.Status.Conditions[i].DeepCopyInto(&out.Status.Conditions[i])
-		}
-	}
-}
+func (w *Widget) DeepCopyInto(out *Widget) { testapi.CopyInto((*widget)(w), (*widget)(out)) }
 
 // DeepCopy returns a copy of w.
 func (w *Widget) DeepCopy() *Widget {
@@ -87,15 +65,7 @@ func (l *WidgetList) DeepCopyObject() runtime.Object {
 	if l == nil {
 		return nil
 	}
-	out := &WidgetList{TypeMeta: l.TypeMeta}
-	l.DeepCopyInto(&out.ListMeta)
-	if l.Items != nil {
-		out.Items = make([]Widget, len(l.Items))
-		for i := range l.Items {
-			l.Items[i].DeepCopyInto(&out.Items[i])
-		}
-	}
-	return out
+	return (*WidgetList)(testapi.CopyList((*testapi.List[Widget])(l), (*Widget).DeepCopyInto))
 }
 
 // Gadget has a status without conditions: the middleware refuses it.
