@@ -1106,31 +1106,99 @@ func TestAHolderOfALongKeyStillCountsForItWhenItsKeyChangesPastTheQuotedBytesUnt
 	keysChangeWithoutANewGeneration(t, []string{old}, []string{renamed}, old, renamed)
 }
 
-func TestAWaiterDoesNotActForAKeyAnotherObjectStartedActingForBeforeTheWaitersRecordWasWritten(t *testing.T) {
-	t.Parallel()
-	f := start(t, setup{workers: 2})
-	// The inner passes in the order they ran: who acted for k, who was told
-	// to stop.
-	var mu sync.Mutex
-	var passes []string
+// actsLog records, in the order they ran, the inner passes that acted for
+// key ("name acts") and the passes told to stop that succeeded ("name
+// stops").
+type actsLog struct {
+	mu     sync.Mutex
+	passes []string
+}
+
+func (f *fixture) logActs(key string) *actsLog {
+	l := &actsLog{}
 	f.inner.mu.Lock()
 	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		mu.Lock()
-		defer mu.Unlock()
+		l.mu.Lock()
+		defer l.mu.Unlock()
 		switch {
-		case c.state.Granted && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == "k" }):
-			passes = append(passes, name+" acts")
+		case c.state.Granted && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == key }):
+			l.passes = append(l.passes, name+" acts")
 		case !c.state.Granted && !c.state.Deleting:
-			passes = append(passes, name+" stops")
+			l.passes = append(l.passes, name+" stops")
 		}
 		return reconcile.Result{}, nil
 	}
 	f.inner.mu.Unlock()
-	acted := func(name string) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Contains(passes, name+" acts")
+	return l
+}
+
+func (l *actsLog) acted(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.passes, name+" acts")
+}
+
+// neverBoth fails t if later acted while earlier still did: between
+// earlier's last pass that acted and later's first, a told pass of earlier
+// succeeded.
+func (l *actsLog) neverBoth(t *testing.T, earlier, later string) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	acting := false
+	for _, p := range l.passes {
+		switch p {
+		case earlier + " acts":
+			acting = true
+		case earlier + " stops":
+			acting = false
+		case later + " acts":
+			if acting {
+				t.Fatalf("%s acted for the key while %s still did (passes in order: %q)", later, earlier, l.passes)
+			}
+		}
 	}
+}
+
+// startsActingBeforeCreateOf makes name start acting for key while the
+// first record of key that holder's pass writes waits to be sent: name (a
+// new Widget) is created, finds key free, holds it and acts, and then a
+// person deletes name's record, so that holder's write succeeds.
+func (f *fixture) startsActingBeforeCreateOf(t *testing.T, l *actsLog, holder, name, key string) {
+	var once sync.Once
+	f.writes.beforeLeaseCreate.Store(func(lease *coordinationv1.Lease) {
+		if lease.Annotations[backends.DefaultHolderNameAnnotation] != holder {
+			return
+		}
+		once.Do(func() {
+			ctx := context.Background()
+			w := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Spec: testcrd.WidgetSpec{Keys: []string{key}}}
+			if err := env.Client.Create(ctx, w); err != nil {
+				t.Errorf("creating %s: %v", name, err)
+				return
+			}
+			for deadline := time.Now().Add(10 * time.Second); !l.acted(name); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Errorf("%s never acted for %s while %s's record write waited", name, key, holder)
+					return
+				}
+			}
+			rec := &coordinationv1.Lease{}
+			if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: f.mw.Claimer().Config().NameFunc(key)}, rec); err != nil {
+				t.Errorf("reading %s's record of %s: %v", name, key, err)
+				return
+			}
+			if err := env.Client.Delete(ctx, rec); err != nil {
+				t.Errorf("deleting %s's record of %s: %v", name, key, err)
+			}
+		})
+	})
+}
+
+func TestAWaiterDoesNotActForAKeyAnotherObjectStartedActingForBeforeTheWaitersRecordWasWritten(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	l := f.logActs("k")
 	// Given charlie holds k and bravo waits for it
 	f.createWidget(t, "charlie", "k")
 	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
@@ -1138,67 +1206,59 @@ func TestAWaiterDoesNotActForAKeyAnotherObjectStartedActingForBeforeTheWaitersRe
 	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
 	// And bravo, finding k free once charlie gave it up, asks whether an
 	// earlier holder still acts for it (none does) and writes its record;
-	// before that write lands, alpha is created, finds k free, holds it and
-	// acts, and a person deletes alpha's record
-	var once sync.Once
-	f.writes.beforeLeaseCreate.Store(func(l *coordinationv1.Lease) {
-		if l.Annotations[backends.DefaultHolderNameAnnotation] != "bravo" {
-			return
-		}
-		once.Do(func() {
-			ctx := context.Background()
-			w := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "alpha"}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
-			if err := env.Client.Create(ctx, w); err != nil {
-				t.Errorf("creating alpha: %v", err)
-				return
-			}
-			for deadline := time.Now().Add(10 * time.Second); !acted("alpha"); time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Errorf("alpha never acted for k while bravo's record write waited")
-					return
-				}
-			}
-			l := &coordinationv1.Lease{}
-			name := f.mw.Claimer().Config().NameFunc("k")
-			if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, l); err != nil {
-				t.Errorf("reading alpha's record of k: %v", err)
-				return
-			}
-			if err := env.Client.Delete(ctx, l); err != nil {
-				t.Errorf("deleting alpha's record of k: %v", err)
-			}
-		})
-	})
+	// before that write lands, alpha is created, holds k and acts, and a
+	// person deletes alpha's record
+	f.startsActingBeforeCreateOf(t, l, "bravo", "alpha", "k")
 	// And alpha's passes told to stop fail for a while (its workloads take
 	// time to stop)
 	failing := f.failToldPassesOf("alpha")
 	// When charlie stops naming k
 	f.setKeys(t, "charlie")
-	eventually(t, 10*time.Second, func() (bool, string) { return acted("alpha"), "alpha never acted for k" })
+	eventually(t, 10*time.Second, func() (bool, string) { return l.acted("alpha"), "alpha never acted for k" })
 	time.Sleep(time.Second)
 	failing.Store(false)
 	// Then bravo acts for k, but only after alpha's told pass succeeded
 	eventually(t, 10*time.Second, func() (bool, string) {
-		mu.Lock()
-		seen := fmt.Sprintf("%q", passes)
-		mu.Unlock()
-		return acted("bravo"), fmt.Sprintf("bravo never acted for k: passes %s; bravo %+v; alpha %+v", seen, f.claimed(t, "bravo"), f.claimed(t, "alpha"))
+		return l.acted("bravo"), fmt.Sprintf("bravo never acted for k: bravo %+v; alpha %+v", f.claimed(t, "bravo"), f.claimed(t, "alpha"))
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	alphaActs := false
-	for _, p := range passes {
-		switch p {
-		case "alpha acts":
-			alphaActs = true
-		case "alpha stops":
-			alphaActs = false
-		case "bravo acts":
-			if alphaActs {
-				t.Fatalf("bravo acted for k while alpha still did (passes in order: %q)", passes)
-			}
-		}
+	l.neverBoth(t, "alpha", "bravo")
+}
+
+func TestAWaiterWhoseCacheStillShowsItClaimedDoesNotActForAKeyAnotherObjectStartedActingFor(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	l := f.logActs("k")
+	// Given alpha held k, and its manager's cache still shows it Claimed
+	// for k as it was then
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	stale, err := f.widget(t, "alpha")
+	if err != nil {
+		t.Fatal(err)
 	}
+	// And alpha lost k to charlie and stopped
+	f.createWidget(t, "charlie", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonParked, 10*time.Second)
+	f.takeOverFor(t, "k", "charlie")
+	f.waitForReason(t, "alpha", conditions.ReasonParked, 10*time.Second)
+	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
+	f.writes.staleWidget.Store(stale)
+	// And alpha, finding k free once charlie gave it up, writes its record;
+	// before that write lands, bravo is created, holds k and acts, and a
+	// person deletes bravo's record
+	f.startsActingBeforeCreateOf(t, l, "alpha", "bravo", "k")
+	failing := f.failToldPassesOf("bravo")
+	// When charlie stops naming k
+	f.setKeys(t, "charlie")
+	eventually(t, 10*time.Second, func() (bool, string) { return l.acted("bravo"), "bravo never acted for k" })
+	time.Sleep(time.Second)
+	failing.Store(false)
+	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+	// Then alpha acts for k again, but only after bravo's told pass succeeded
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return l.acted("alpha"), fmt.Sprintf("alpha never acted for k again: alpha %+v; bravo %+v", f.claimed(t, "alpha"), f.claimed(t, "bravo"))
+	})
+	l.neverBoth(t, "bravo", "alpha")
 }
 
 func TestAnObjectBeingDeletedCountsForAKeyItStillHoldsButNoLongerNamesAfterARestart(t *testing.T) {

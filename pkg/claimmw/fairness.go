@@ -242,11 +242,14 @@ func (w *yieldWaker) at(obj client.Object, d time.Duration) {
 // key are the same object is asked, so a holder reconciled by another
 // middleware (another kind, another condition type) is seen too.
 // Candidates come from the managers' cache through the key index, and the
-// holder the key's record last named as this process saw it change (a cache
-// that has not yet seen that holder name the key, or a holder reconciled in
-// another process, would hide it from the index); each is read again
-// uncached (a cache may lag a condition written moments ago): a free key
-// costs one read per other object that names it.
+// holders the key's record named as this process granted it or saw it
+// change (a cache that has not yet seen a holder name the key, or a holder
+// reconciled in another process, would hide it from the index). In the
+// check that decides (after the record is held, before the object says it
+// acts), each is read again uncached, as a cache may lag a condition
+// written moments ago: one read per other object that names the key. The
+// check before the record is written reads only the candidates the cache
+// shows acting or being deleted, and the remembered holders.
 func (m *Middleware) predecessor(ctx context.Context, key string, self, recorded claim.Holder) (claim.Holder, string, bool, error) {
 	if !m.indexed {
 		return claim.Holder{}, "", false, nil
@@ -264,6 +267,17 @@ func (m *Middleware) predecessor(ctx context.Context, key string, self, recorded
 	}
 	return claim.Holder{}, "", false, nil
 }
+
+// confirmKey marks the context of the predecessor check that decides:
+// the one asked after the record is held and before the object says it
+// acts (claim.Claimer.Predecessor), which reads every candidate uncached.
+type confirmKey struct{}
+
+func confirmingContext(ctx context.Context) context.Context {
+	return context.WithValue(ctx, confirmKey{}, true)
+}
+
+func confirming(ctx context.Context) bool { return ctx.Value(confirmKey{}) != nil }
 
 // predecessorDetail is the Detail of an Outcome that waits for a
 // predecessor.
@@ -311,6 +325,17 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 		hinted.SetName(last.name.Name)
 		hinted.SetUID(last.uid)
 		candidates = append([]client.Object{hinted}, candidates...)
+	}
+	if !confirming(ctx) {
+		// Asked before the record is written, the question only spares a
+		// write that the check after it would undo: the candidates this
+		// process's cache shows acting (or being deleted) and the holders
+		// it remembers are read, not every object naming the key. A waiter
+		// among a thousand on one key reads a few objects, not a thousand.
+		candidates = slices.DeleteFunc(candidates, func(o client.Object) bool {
+			hinted := o.GetResourceVersion() == ""
+			return !hinted && !mayAct(m.conditionOf(o)) && o.GetDeletionTimestamp() == nil
+		})
 	}
 	slices.SortStableFunc(candidates, func(a, b client.Object) int {
 		switch actA, actB := mayAct(m.conditionOf(a)), mayAct(m.conditionOf(b)); {

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -96,6 +98,9 @@ type Middleware struct {
 	// lastHolders is the holder each key's record last named, as this
 	// process saw the records change; see [Middleware.predecessor].
 	lastHolders lastHolders
+	// written is what this process last wrote as each object's claim
+	// condition; see [writtenConditions].
+	written writtenConditions
 }
 
 var _ reconcile.Reconciler = (*Middleware)(nil)
@@ -236,6 +241,9 @@ type pass struct {
 	kept []claim.Record
 	// was is what the claim condition said when the pass began.
 	was previous
+	// stale: the cache shows the object Claimed, but the condition this
+	// process last wrote for it said otherwise.
+	stale bool
 }
 
 type heldKey struct {
@@ -308,8 +316,11 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 	}
 	// An object Claimed for exactly these keys acts for them already; any
 	// other starts acting for a key in this pass, and asks first whether an
-	// earlier holder still does.
-	acting := m.claimedFor(m.conditionOf(obj), obj, p.keys)
+	// earlier holder still does. So does one whose record was written in
+	// this pass: its condition is read from a cache that may still show
+	// Claimed from before it stopped.
+	p.stale = m.claimedFor(m.conditionOf(obj), obj, p.keys) && m.written.staleClaimed(req.NamespacedName)
+	acting := m.claimedFor(m.conditionOf(obj), obj, p.keys) && !p.stale
 	for _, k := range p.keys {
 		if p.blocked != nil {
 			break
@@ -323,12 +334,12 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 			}
 			return m.claimError(ctx, userCtx, req, p, err)
 		}
-		if o.Granted() && !acting {
+		if o.Granted() && (!acting || o.Reason != claim.ReasonHeld) {
 			// Remembered before it may act (and before the condition that
 			// says so is written): a waiter of this process that finds the
 			// key erased later reads this object, however far its caches lag.
 			m.lastHolders.add(o.Key, req.NamespacedName, self.UID)
-			w, wait, err := m.claimer.Predecessor(ctx, o, self)
+			w, wait, err := m.claimer.Predecessor(confirmingContext(ctx), o, self)
 			if err != nil {
 				return m.claimError(ctx, userCtx, req, p, err)
 			}
@@ -476,6 +487,21 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	// may still act for keys no spec it has now names (their records may be
 	// gone, deleted from outside): its condition keeps saying it may act,
 	// which tells a waiter so, until a pass for the current spec succeeded.
+	if p.stale || slices.ContainsFunc(p.granted, func(h heldKey) bool { return h.o.Reason != claim.ReasonHeld }) {
+		// A record was written for it in this pass: it may start acting
+		// now, and what decides whether it says so first is its condition
+		// as the API server has it. A lagging cache may still show Claimed
+		// from before it stopped, which would skip the write a waiter
+		// reads. Once per grant, not per pass.
+		fresh := newObject(m.cfg.prototype)
+		if err := m.cfg.apiReader.Get(ctx, req.NamespacedName, fresh); err != nil {
+			return reconcile.Result{}, fmt.Errorf("reading %s before it acts for a new grant: %w", req.NamespacedName, err)
+		}
+		if fresh.GetGeneration() != p.obj.GetGeneration() {
+			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
+		}
+		p.obj, p.was = fresh, m.previous(fresh)
+	}
 	delay := p.was.stopping || p.was.claimed && !(p.was.current && p.was.message == cond.Message)
 	if !delay {
 		changed, err := m.setCondition(ctx, p.obj, cond)
@@ -1113,6 +1139,7 @@ const sweepAfterRelease = 50 * time.Millisecond
 func (m *Middleware) forget(req reconcile.Request) {
 	m.renew.stopExcept(req.NamespacedName)
 	m.lastHolders.forgetName(req.NamespacedName)
+	m.written.forget(req.NamespacedName)
 	m.metrics.setHeld(req.NamespacedName, 0)
 }
 
@@ -1172,8 +1199,44 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 		}
 		return false, fmt.Errorf("writing condition %s=%s (%s) on %s: %w", cond.Type, cond.Status, cond.Reason, client.ObjectKeyFromObject(obj), err)
 	}
+	m.written.note(client.ObjectKeyFromObject(obj), cond)
 	log.FromContext(ctx).V(1).Info("wrote claim condition", "status", cond.Status, "reason", cond.Reason)
 	return true, nil
+}
+
+// writtenConditions remembers, per object, whether the claim condition this
+// process last wrote said Claimed. A cache that shows Claimed for an object
+// whose last write here said otherwise (WaitingForHandover while it kept a
+// record without acting, Stopping, Parked) has not caught up: the pass then
+// judges as if the object did not act yet. Memory that only makes a pass
+// check more, never less; a restarted process starts from a synced cache.
+type writtenConditions struct {
+	mu      sync.Mutex
+	claimed map[types.NamespacedName]bool
+}
+
+func (w *writtenConditions) note(obj types.NamespacedName, cond metav1.Condition) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.claimed == nil {
+		w.claimed = map[types.NamespacedName]bool{}
+	}
+	w.claimed[obj] = cond.Reason == string(conditions.ReasonClaimed) && cond.Status == metav1.ConditionTrue
+}
+
+// staleClaimed reports whether the last condition written here for obj did
+// not say Claimed.
+func (w *writtenConditions) staleClaimed(obj types.NamespacedName) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	claimed, ok := w.claimed[obj]
+	return ok && !claimed
+}
+
+func (w *writtenConditions) forget(obj types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.claimed, obj)
 }
 
 // sameJudgement reports whether two readings of a claim condition say the
