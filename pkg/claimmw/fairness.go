@@ -249,7 +249,7 @@ func (w *yieldWaker) at(obj client.Object, d time.Duration) {
 // acts), each is read again uncached, as a cache may lag a condition
 // written moments ago: one read per other object that names the key. The
 // check before the record is written reads only the candidates the cache
-// shows acting or being deleted, and the remembered holders.
+// shows acting, and the remembered holders.
 func (m *Middleware) predecessor(ctx context.Context, key string, self, recorded claim.Holder) (claim.Holder, string, bool, error) {
 	if !m.indexed {
 		return claim.Holder{}, "", false, nil
@@ -329,12 +329,12 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 	if !confirming(ctx) {
 		// Asked before the record is written, the question only spares a
 		// write that the check after it would undo: the candidates this
-		// process's cache shows acting (or being deleted) and the holders
+		// process's cache shows acting and the holders
 		// it remembers are read, not every object naming the key. A waiter
 		// among a thousand on one key reads a few objects, not a thousand.
 		candidates = slices.DeleteFunc(candidates, func(o client.Object) bool {
 			hinted := o.GetResourceVersion() == ""
-			return !hinted && !mayAct(m.conditionOf(o)) && o.GetDeletionTimestamp() == nil
+			return !hinted && !mayAct(m.conditionOf(o))
 		})
 	}
 	slices.SortStableFunc(candidates, func(a, b client.Object) int {
@@ -372,16 +372,15 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 			return claim.Holder{}, "", false, fmt.Errorf("reading %s, which may still act for claim key %q: %w", client.ObjectKeyFromObject(cached), claim.Redact(key), err)
 		}
 		c := m.conditionOf(obj)
-		// A deletion pass acts for every record it is given, whatever the
-		// condition said before: an object being deleted counts until its
-		// deletion pass succeeded and it says Released.
-		deleting := obj.GetDeletionTimestamp() != nil && c.Reason != string(conditions.ReasonReleased)
 		if obj.GetUID() != cached.GetUID() {
 			// The name now stands for another object: the one remembered is gone.
 			m.lastHolders.forget(cached.GetUID())
 			continue
 		}
-		if !mayAct(c) && !deleting {
+		// An object being deleted counts like any other: a deletion pass
+		// given records says Stopping before it acts for them, unless its
+		// condition already says it may act.
+		if !mayAct(c) {
 			continue
 		}
 		// An object Claimed for its current spec that no longer names key

@@ -244,6 +244,42 @@ type pass struct {
 	// stale: the cache shows the object Claimed, but the condition this
 	// process last wrote for it said otherwise.
 	stale bool
+	// untold are the keys of giveUp the object never acted for (its
+	// condition says it acts for nothing) and another object may still act
+	// for: released without telling its reconciler, whose cleanup would
+	// touch what the other uses.
+	untold []string
+}
+
+// told returns the records given up that the inner reconciler is told of.
+func (p *pass) told() []claim.Record {
+	if len(p.untold) == 0 {
+		return p.giveUp
+	}
+	var out []claim.Record
+	for _, r := range p.giveUp {
+		if !slices.Contains(p.untold, r.Key) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// othersActFor returns the keys of recs, records self holds while its
+// condition says it acts for nothing, that another object may still act
+// for (the predecessor check that decides).
+func (m *Middleware) othersActFor(ctx context.Context, self claim.Holder, recs []claim.Record) ([]string, error) {
+	var out []string
+	for _, r := range recs {
+		_, _, ok, err := m.predecessor(confirmingContext(ctx), r.Key, self, claim.Holder{})
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, r.Key)
+		}
+	}
+	return out, nil
 }
 
 type heldKey struct {
@@ -272,6 +308,11 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 		return m.finalize(ctx, userCtx, req, obj, self)
 	}
 	p := &pass{obj: obj, self: self, was: m.previous(obj)}
+	if !p.was.mayHaveHeld() && m.written.saidClaimed(req.NamespacedName) {
+		// The cache has not caught up with this process's own Claimed
+		// write: the object may act, and must be told before it stops.
+		p.was.claimed = true
+	}
 	mutant.Do(mutant.MustTellInMemory, func() { p.was = m.rememberedPrevious(req, p.was) })
 	gen := obj.GetGeneration()
 
@@ -375,6 +416,11 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 		return slices.ContainsFunc(p.kept, func(k claim.Record) bool { return k.Key == r.Key })
 	})
 	p.giveUp = m.restampUnlabelled(ctx, self, p.giveUp)
+	if !p.was.mayHaveHeld() && len(p.giveUp) > 0 {
+		if p.untold, err = m.othersActFor(ctx, self, p.giveUp); err != nil {
+			return m.claimError(ctx, userCtx, req, p, err)
+		}
+	}
 	if p.blocked != nil {
 		return m.parked(ctx, userCtx, req, p, conditions.ForOutcome(m.cfg.condType, *p.blocked, gen))
 	}
@@ -538,7 +584,7 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		return reconcile.Result{}, err
 	}
 	innerCtx, stop := guard(userCtx, holds)
-	state := State{Granted: true, Grants: grants, Releasing: grantsOf(p.giveUp), Handovers: handovers, Condition: cond}
+	state := State{Granted: true, Grants: grants, Releasing: grantsOf(p.told()), Handovers: handovers, Condition: cond}
 	mutant.Do(mutant.ReleaseBeforeInner, func() { _, _ = m.release(ctx, p, reconcile.Result{}, "before its inner pass") })
 	res, err := m.inner.Reconcile(m.innerContext(innerCtx, state), req)
 	stop()
@@ -604,7 +650,7 @@ func soonest(res reconcile.Result, after time.Duration) reconcile.Result {
 // one succeeded (see [Middleware.predecessor]).
 func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request, p *pass, cond metav1.Condition) (reconcile.Result, error) {
 	reason := conditions.Reason(cond.Reason)
-	tell := mustTell(p.was, len(p.giveUp))
+	tell := mustTell(p.was, len(p.told()))
 	mutant.Do(mutant.LostKeyNeverTold, func() { tell = len(p.giveUp) > 0 })
 	shown := cond
 	if p.was.mayHaveHeld() {
@@ -666,7 +712,7 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	// told to stop, or it has not acted since a told pass succeeded.
 	stopped := true
 	if tell || m.cfg.parkedMode == RunInnerWhileParked {
-		state := State{Releasing: grantsOf(p.giveUp), Condition: shown}
+		state := State{Releasing: grantsOf(p.told()), Condition: shown}
 		inner, err := m.inner.Reconcile(m.innerContext(userCtx, state), req)
 		if err != nil {
 			mutant.Do(mutant.ReleaseAfterFailedInner, func() { _, _ = m.release(ctx, p, reconcile.Result{}, "after a failed inner pass") })
@@ -991,14 +1037,30 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 		// finds one erased reads this object first.
 		m.lastHolders.add(rec.Key, req.NamespacedName, self.UID)
 	}
-	if len(holdings) > 0 && (saysReleased(was) || !mayAct(was) && m.holdsUnnamed(ctx, obj, holdings)) {
-		// The pass acts for records a waiter would not look for it by: it
-		// said Released (their release failed, or one was written since),
-		// or it says it acts for nothing and holds keys its spec no longer
-		// names (a release that failed after a told pass). The condition says
-		// it may act before it does, and each record is read again after
-		// that: a waiter that found one erased and wrote its own before this
-		// write holds it now, and this pass is not given it.
+	var untold []claim.Record
+	if len(holdings) > 0 && !mayAct(was) {
+		// Records it holds while it says it acts for none, and another
+		// object may act for: it never acted for them, and its cleanup must
+		// not touch what the other uses. Released after the pass, untold.
+		keys, err := m.othersActFor(ctx, self, holdings)
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
+		}
+		holdings = slices.DeleteFunc(holdings, func(r claim.Record) bool {
+			if slices.Contains(keys, r.Key) {
+				untold = append(untold, r)
+				return true
+			}
+			return false
+		})
+	}
+	if len(holdings) > 0 && !mayAct(was) {
+		// The pass acts for records while the condition says the object
+		// acts for none (it said Released and their release failed, or one
+		// was written since; or it was parked, or waited): the condition
+		// says it may act before it does, and each record is read again
+		// after that: a waiter that found one erased and wrote its own
+		// before this write holds it now, and this pass is not given it.
 		msg := "Being deleted; its deletion pass acts for the claims it still holds."
 		if saysReleased(was) {
 			msg = "Being deleted; its deletion pass runs again for the claims it still holds."
@@ -1033,7 +1095,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	if err != nil {
 		return res, err
 	}
-	if mayAct(was) || len(holdings) > 0 && !saysReleased(was) {
+	if !saysReleased(was) {
 		// Its deletion pass succeeded: it acts for no key any more. Said
 		// before the release wakes the waiters, which read it, and, written
 		// after this pass listed, what lets later passes list at least as
@@ -1048,6 +1110,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 		}
 		m.lastHolders.forget(self.UID)
 	}
+	holdings = append(holdings, untold...)
 	if len(holdings) > 0 {
 		released, err := m.claimer.ReleaseRecords(ctx, self, holdings...)
 		for _, k := range released {
@@ -1076,18 +1139,6 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	}
 	m.forget(req)
 	return res, nil
-}
-
-// holdsUnnamed reports whether recs include a key obj's spec does not name
-// now (or its keys cannot be computed).
-func (m *Middleware) holdsUnnamed(ctx context.Context, obj client.Object, recs []claim.Record) bool {
-	keys, err := m.keysOf(ctx, obj)
-	if err != nil {
-		return true
-	}
-	return slices.ContainsFunc(recs, func(r claim.Record) bool {
-		return !slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == r.Key })
-	})
 }
 
 // saysReleased reports whether a claim condition says Released: written by
@@ -1208,8 +1259,10 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 // process last wrote said Claimed. A cache that shows Claimed for an object
 // whose last write here said otherwise (WaitingForHandover while it kept a
 // record without acting, Stopping, Parked) has not caught up: the pass then
-// judges as if the object did not act yet. Memory that only makes a pass
-// check more, never less; a restarted process starts from a synced cache.
+// judges as if the object did not act yet. One that shows it acting for
+// nothing after a Claimed write here has not caught up either: the pass
+// tells it to stop before it may say so. Memory that only makes a pass check
+// or tell more, never less; a restarted process starts from a synced cache.
 type writtenConditions struct {
 	mu      sync.Mutex
 	claimed map[types.NamespacedName]bool
@@ -1231,6 +1284,14 @@ func (w *writtenConditions) staleClaimed(obj types.NamespacedName) bool {
 	defer w.mu.Unlock()
 	claimed, ok := w.claimed[obj]
 	return ok && !claimed
+}
+
+// saidClaimed reports whether the last condition written here for obj said
+// Claimed.
+func (w *writtenConditions) saidClaimed(obj types.NamespacedName) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.claimed[obj]
 }
 
 func (w *writtenConditions) forget(obj types.NamespacedName) {

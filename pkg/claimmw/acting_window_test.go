@@ -1,0 +1,461 @@
+package claimmw_test
+
+// The acting window seen from the inner reconciler's passes, in the order
+// they ran: an object acts for a key from a pass that is granted it (or a
+// deletion pass given it) until a pass told to stop (or its deletion pass)
+// returned success, and no other object acts for the key in between. Each
+// test drives one interleaving and asks the recorder whether two windows
+// overlapped, or whether a key nobody acts for reached its waiter.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocf-claim/claim/pkg/backends"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// windows records, from the inner reconciler's passes, which Widgets act
+// for one key, and every pass that began acting for it while another
+// Widget's window was open.
+type windows struct {
+	key string
+	mu  sync.Mutex
+	// passes are the inner passes in the order they ran, as "name acts" or
+	// "name stops".
+	passes []string
+	open   map[string]bool
+	// overlaps are the passes that began acting while another window was
+	// open.
+	overlaps []string
+	// failTold makes the passes of a name that are told to stop fail.
+	failTold map[string]bool
+	// failAll makes every pass of a name fail, after it was recorded.
+	failAll map[string]bool
+	// requeue, for a name, is the RequeueAfter of its passes that act.
+	requeue map[string]time.Duration
+	// releasing are the passes that were told to release the key while
+	// another Widget's window was open.
+	releasing []string
+	// onActs, when set for a name, runs inside that Widget's next pass that
+	// acts for the key (once), before the pass returns.
+	onActs map[string]func()
+}
+
+// recordWindows installs the recorder as f's inner hook.
+func recordWindows(f *fixture, key string) *windows {
+	w := &windows{key: key, open: map[string]bool{}, failTold: map[string]bool{}, failAll: map[string]bool{}, requeue: map[string]time.Duration{}, onActs: map[string]func(){}}
+	f.inner.mu.Lock()
+	f.inner.hook = w.pass
+	f.inner.mu.Unlock()
+	return w
+}
+
+func (w *windows) pass(_ context.Context, name string, c call) (reconcile.Result, error) {
+	given := slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == w.key })
+	acts := given && (c.state.Granted || c.state.Deleting)
+	handing := slices.ContainsFunc(c.state.Handovers, func(h claimmw.Handover) bool { return h.Key == w.key })
+	w.mu.Lock()
+	var then func()
+	if acts {
+		for other, open := range w.open {
+			if open && other != name {
+				what := "a granted pass"
+				if c.state.Deleting {
+					what = "a deletion pass given the key"
+				}
+				w.overlaps = append(w.overlaps, fmt.Sprintf("%s acts (%s) while %s may still act (passes so far: %q)", name, what, other, w.passes))
+			}
+		}
+		w.open[name] = true
+		w.passes = append(w.passes, name+" acts")
+		then = w.onActs[name]
+		delete(w.onActs, name)
+	}
+	if slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == w.key }) {
+		for other, open := range w.open {
+			if open && other != name {
+				w.releasing = append(w.releasing, fmt.Sprintf("%s is told to release the key (its reconciler cleans up what it used it for) while %s may still act (passes so far: %q)", name, other, w.passes))
+			}
+		}
+	}
+	told := !acts || handing
+	if told && w.failTold[name] || w.failAll[name] {
+		w.mu.Unlock()
+		return reconcile.Result{}, errNotStopped
+	}
+	w.mu.Unlock()
+	if then != nil {
+		then()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	res := reconcile.Result{}
+	if acts {
+		// A pass not done moving off a key it hands over asks to be run again.
+		res.RequeueAfter = w.requeue[name]
+	}
+	if told && res.IsZero() || c.state.Deleting {
+		if w.open[name] {
+			w.passes = append(w.passes, name+" stops")
+		}
+		w.open[name] = false
+	}
+	return res, nil
+}
+
+func (w *windows) acted(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Contains(w.passes, name+" acts")
+}
+
+func (w *windows) setFailTold(name string, fail bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failTold[name] = fail
+}
+
+func (w *windows) setFailAll(name string, fail bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failAll[name] = fail
+}
+
+func (w *windows) setRequeue(name string, after time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.requeue[name] = after
+}
+
+func (w *windows) whenActs(name string, then func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.onActs[name] = then
+}
+
+// noOverlap fails the test for every pass that acted while another window
+// was open.
+func (w *windows) noOverlap(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, o := range w.overlaps {
+		t.Error(o)
+	}
+}
+
+// waitActed waits until name acted for the key, for at most within.
+func (w *windows) waitActed(name string, within time.Duration) bool {
+	for deadline := time.Now().Add(within); !w.acted(name); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
+// deleteRecordOf deletes key's Lease as a person would, uncached.
+func (f *fixture) deleteRecordOf(ctx context.Context, key string) error {
+	l := &coordinationv1.Lease{}
+	name := f.mw.Claimer().Config().NameFunc(key)
+	if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, l); err != nil {
+		return err
+	}
+	return env.Client.Delete(ctx, l)
+}
+
+// bravoKeepsARecordWhileAlphaStops starts a fixture in which bravo holds
+// k's record without acting for it (WaitingForHandover), because alpha
+// started acting for k between bravo's check for a predecessor and bravo's
+// Create, and alpha's told passes fail: alpha may still act for k.
+func bravoKeepsARecordWhileAlphaStops(t *testing.T) (*fixture, *windows) {
+	t.Helper()
+	f := start(t, setup{workers: 2})
+	w := recordWindows(f, "k")
+	// Given charlie holds k and bravo waits for it
+	f.createWidget(t, "charlie", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// And bravo, finding k free once charlie gave it up, writes its record;
+	// before that write lands, alpha finds k free, holds it and acts, and a
+	// person deletes alpha's record. alpha's own next create waits until
+	// bravo's has landed, so bravo's record is the one written.
+	var once sync.Once
+	recreated := make(chan struct{})
+	f.writes.beforeLeaseCreate.Store(func(l *coordinationv1.Lease) {
+		switch l.Annotations[backends.DefaultHolderNameAnnotation] {
+		case "alpha":
+			if w.acted("alpha") {
+				select {
+				case <-recreated:
+				case <-time.After(10 * time.Second):
+				}
+			}
+		case "bravo":
+			once.Do(func() {
+				ctx := context.Background()
+				a := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "alpha"}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
+				if err := env.Client.Create(ctx, a); err != nil {
+					t.Errorf("creating alpha: %v", err)
+					return
+				}
+				if !w.waitActed("alpha", 10*time.Second) {
+					t.Errorf("alpha never acted for k while bravo's record write waited")
+					return
+				}
+				if err := f.deleteRecordOf(ctx, "k"); err != nil {
+					t.Errorf("deleting alpha's record of k: %v", err)
+				}
+				go func() {
+					defer close(recreated)
+					for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+						if f.leaseExists(t, "k") {
+							return
+						}
+					}
+				}()
+			})
+		}
+	})
+	// And alpha's passes told to stop fail (its workloads take time to stop)
+	w.setFailTold("alpha", true)
+	f.setKeys(t, "charlie")
+	// So bravo keeps k's record without acting for it, waiting for alpha
+	f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, 10*time.Second)
+	f.waitForReason(t, "alpha", conditions.ReasonStopping, 10*time.Second)
+	return f, w
+}
+
+func TestTheDeletionPassOfAWaiterKeepingARecordItNeverActedForIsNotGivenTheKeyWhileItsPredecessorMayStillAct(t *testing.T) {
+	t.Parallel()
+	f, w := bravoKeepsARecordWhileAlphaStops(t)
+	// When bravo is deleted while alpha is still stopping
+	f.deleteWidgetAsync(t, "bravo")
+	time.Sleep(2 * time.Second)
+	// And alpha's told pass then succeeds
+	w.setFailTold("alpha", false)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		_, err := f.widget(t, "bravo")
+		return apierrors.IsNotFound(err), fmt.Sprintf("bravo after its deletion: %v", err)
+	})
+	// Then no deletion pass of bravo acted for k (it was given k in its
+	// Grants) while alpha still might: bravo never acted for k, and its
+	// deletion path cleans up what alpha still uses
+	w.noOverlap(t)
+}
+
+// keptFinalizer is another controller's finalizer (or the foregroundDeletion
+// finalizer of a cascading delete): it keeps a Widget being deleted after
+// the middleware's own deletion path finished.
+const keptFinalizer = "example.com/keep"
+
+// createKeptWidget creates a Widget that keptFinalizer keeps once deleted,
+// and removes that finalizer when the test ends.
+func (f *fixture) createKeptWidget(t *testing.T, name string, keys ...string) {
+	t.Helper()
+	w := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Finalizers: []string{keptFinalizer}}, Spec: testcrd.WidgetSpec{Keys: keys}}
+	if err := direct(t).Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.edit(t, name, func(w *testcrd.Widget) {
+			w.Finalizers = slices.DeleteFunc(w.Finalizers, func(s string) bool { return s == keptFinalizer })
+		})
+	})
+}
+
+// aKeyNobodyActsForReachesItsWaiter is the body of the tests below: delta,
+// which never acted for any key, is deleted, and its deletion path (given
+// no grants) either succeeds while another controller's finalizer keeps it,
+// or keeps failing; a free key must still be granted to the object that
+// asks for it.
+func aKeyNobodyActsForReachesItsWaiter(t *testing.T, deltaKeys []string, deltaSays conditions.Reason, deletionFails bool) {
+	f := start(t, setup{})
+	// Given delta never acted (its keys are held elsewhere, or cannot be
+	// computed) and is deleted, with no grants in its deletion passes
+	f.createWidget(t, "charlie", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
+	if deletionFails {
+		f.inner.mu.Lock()
+		f.inner.fail = func(name string, c call) error {
+			if name == "delta" && c.state.Deleting {
+				return errNotStopped
+			}
+			return nil
+		}
+		f.inner.mu.Unlock()
+		f.createWidget(t, "delta", deltaKeys...)
+	} else {
+		f.createKeptWidget(t, "delta", deltaKeys...)
+	}
+	f.waitForReason(t, "delta", deltaSays, 10*time.Second)
+	f.deleteWidgetAsync(t, "delta")
+	f.waitForInnerCall(t, "delta", "a deletion pass", func(s claimmw.State) bool { return s.Deleting && len(s.Grants) == 0 })
+	if !deletionFails {
+		eventually(t, 10*time.Second, func() (bool, string) {
+			d, err := f.widget(t, "delta")
+			return err == nil && !slices.Contains(d.Finalizers, string(claimmw.DefaultFinalizer)), fmt.Sprintf("delta still has the middleware's finalizer: %+v, %v", d.Finalizers, err)
+		})
+	}
+	// When k is free (charlie stops naming it) and bravo asks for it
+	f.setKeys(t, "charlie")
+	f.waitForReason(t, "charlie", conditions.ReasonNoKeys, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	// Then bravo is granted k: nobody acts for it
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, 10*time.Second)
+}
+
+func TestAFreeKeyIsGrantedThoughAnObjectThatNamedItAndNeverActedIsKeptBeingDeletedByAnotherFinalizer(t *testing.T) {
+	t.Parallel()
+	aKeyNobodyActsForReachesItsWaiter(t, []string{"k"}, conditions.ReasonParked, false)
+}
+
+func TestAFreeKeyIsGrantedThoughAnObjectWithUnknownKeysIsKeptBeingDeletedByAnotherFinalizer(t *testing.T) {
+	t.Parallel()
+	aKeyNobodyActsForReachesItsWaiter(t, []string{failKeysFuncKey}, conditions.ReasonInvalidKey, false)
+}
+
+func TestAFreeKeyIsGrantedThoughAnObjectThatNamedItAndNeverActedHasADeletionPassThatKeepsFailing(t *testing.T) {
+	t.Parallel()
+	aKeyNobodyActsForReachesItsWaiter(t, []string{"k"}, conditions.ReasonParked, true)
+}
+
+func TestAnObjectWhoseCacheStillShowsAnEarlierGrantSaysItActsInTheAPIServerBeforeItActsForARecreatedRecord(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	w := recordWindows(f, "k")
+	// Given bravo held k, and the cache's view of it then is kept
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, 10*time.Second)
+	claimedThen, err := f.widget(t, "bravo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And bravo lost k to charlie (taken over), was told, and says Parked
+	f.createWidget(t, "charlie", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonParked, 10*time.Second)
+	f.takeOverFor(t, "k", "charlie")
+	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// When charlie gives k up and bravo's pass, woken by the release, reads
+	// its Claimed condition from before it lost k (a cache that has not yet
+	// shown its own Parked write): it writes its record and acts
+	f.writes.staleWidget.Store(claimedThen)
+	w.whenActs("bravo", func() {
+		// And while bravo's pass acts (the API server still says it is
+		// Parked), a person deletes k's record and alpha asks for k
+		f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+		ctx := context.Background()
+		if err := f.deleteRecordOf(ctx, "k"); err != nil {
+			t.Errorf("deleting bravo's record of k: %v", err)
+			return
+		}
+		a := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "alpha"}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
+		if err := env.Client.Create(ctx, a); err != nil {
+			t.Errorf("creating alpha: %v", err)
+			return
+		}
+		w.waitActed("alpha", 3*time.Second)
+	})
+	f.setKeys(t, "charlie")
+	if !w.waitActed("bravo", 10*time.Second) {
+		t.Fatalf("bravo never acted for k after charlie gave it up: passes %q; bravo %+v", w.passes, f.claimed(t, "bravo"))
+	}
+	time.Sleep(time.Second)
+	// Then alpha does not act for k while bravo may: bravo's pass that acts
+	// was granted k, and it has not been told to stop since
+	w.noOverlap(t)
+}
+
+func TestAWaiterKeepingARecordItNeverActedForIsNotToldToReleaseItWhileItsPredecessorMayStillAct(t *testing.T) {
+	t.Parallel()
+	f, w := bravoKeepsARecordWhileAlphaStops(t)
+	// When bravo stops naming k while alpha is still stopping
+	f.setKeys(t, "bravo")
+	f.waitForReason(t, "bravo", conditions.ReasonNoKeys, 10*time.Second)
+	time.Sleep(time.Second)
+	// And alpha's told pass then succeeds
+	w.setFailTold("alpha", false)
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	// Then bravo's reconciler was never told to release k (State.Releasing,
+	// whose keys the reconciler stops using and cleans up, as the
+	// documentation's example drops the key's data) while alpha still
+	// might act for k: bravo never acted for it
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range w.releasing {
+		t.Error(r)
+	}
+	for _, o := range w.overlaps {
+		t.Error(o)
+	}
+}
+
+// handJTo is a HandoverFunc that hands key j, and only j, to the Widget
+// spec.handTo names.
+func handJTo(_ context.Context, obj client.Object, key string) (client.ObjectKey, bool, error) {
+	w := obj.(*testcrd.Widget)
+	if key != "j" || w.Spec.HandTo == "" {
+		return client.ObjectKey{}, false, nil
+	}
+	return client.ObjectKey{Name: w.Spec.HandTo}, true, nil
+}
+
+func TestAHandoverIsNotCommittedByAPassThatWasNotToldToStopBecauseItsCacheShowedAnOlderParkedCondition(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2, opts: []claimmw.Option{claimmw.WithHandover(handJTo)}})
+	w := recordWindows(f, "j")
+	// Given zulu holds k, and yankee (naming j and k, handing j to xray, who
+	// does not exist yet) holds j and waits for k; the cache's view of
+	// yankee then is kept
+	f.createWidget(t, "zulu", "k")
+	f.waitForReason(t, "zulu", conditions.ReasonClaimed, wakeWithin)
+	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "yankee"}, Spec: testcrd.WidgetSpec{Keys: []string{"j", "k"}, HandTo: "xray"}}
+	if err := direct(t).Create(context.Background(), y); err != nil {
+		t.Fatal(err)
+	}
+	f.waitForReason(t, "yankee", conditions.ReasonParked, wakeWithin)
+	parkedThen, err := f.widget(t, "yankee")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And xray names j and waits for it
+	f.createWidget(t, "xray", "j")
+	f.waitForReason(t, "xray", conditions.ReasonParked, wakeWithin)
+	// And yankee then gets k and acts for j and k; its passes are not done
+	// moving off j yet, so the handover of j to xray, prepared, waits
+	w.setRequeue("yankee", time.Hour)
+	f.setKeys(t, "zulu")
+	f.waitForReason(t, "yankee", conditions.ReasonClaimed, wakeWithin)
+	f.waitForReason(t, "xray", conditions.ReasonWaitingForHandover, wakeWithin)
+	f.setKeys(t, "zulu", "k")
+	f.waitForReason(t, "zulu", conditions.ReasonParked, wakeWithin)
+	// When k is taken over for zulu while yankee's passes read its Parked
+	// condition from before it got k (a cache that has not yet shown its
+	// Claimed write), and yankee's passes told to stop fail (its workloads
+	// take time to stop)
+	w.setFailTold("yankee", true)
+	f.writes.staleWidget.Store(parkedThen)
+	f.takeOverFor(t, "k", "zulu")
+	time.Sleep(2 * time.Second)
+	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+	time.Sleep(time.Second)
+	// Then xray does not act for j while yankee may: no pass of yankee told
+	// to stop, or done with the handover of j, has succeeded since it acted
+	// for j
+	w.noOverlap(t)
+}
