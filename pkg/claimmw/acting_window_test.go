@@ -459,3 +459,102 @@ func TestAHandoverIsNotCommittedByAPassThatWasNotToldToStopBecauseItsCacheShowed
 	// for j
 	w.noOverlap(t)
 }
+
+// startsActingBeforeCreateOf makes name start acting for key while the
+// first record of key that holder's pass writes waits to be sent: name (a
+// new Widget) is created, finds key free, holds it and acts, and then a
+// person deletes name's record, so that holder's write succeeds.
+func (f *fixture) startsActingBeforeCreateOf(t *testing.T, w *windows, holder, name, key string) {
+	var once sync.Once
+	f.writes.beforeLeaseCreate.Store(func(lease *coordinationv1.Lease) {
+		if lease.Annotations[backends.DefaultHolderNameAnnotation] != holder {
+			return
+		}
+		once.Do(func() {
+			ctx := context.Background()
+			obj := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Spec: testcrd.WidgetSpec{Keys: []string{key}}}
+			if err := env.Client.Create(ctx, obj); err != nil {
+				t.Errorf("creating %s: %v", name, err)
+				return
+			}
+			if !w.waitActed(name, 10*time.Second) {
+				t.Errorf("%s never acted for %s while %s's record write waited", name, key, holder)
+				return
+			}
+			rec := &coordinationv1.Lease{}
+			if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: f.mw.Claimer().Config().NameFunc(key)}, rec); err != nil {
+				t.Errorf("reading %s's record of %s: %v", name, key, err)
+				return
+			}
+			if err := env.Client.Delete(ctx, rec); err != nil {
+				t.Errorf("deleting %s's record of %s: %v", name, key, err)
+			}
+		})
+	})
+}
+
+func TestAWaiterDoesNotActForAKeyAnotherObjectStartedActingForBeforeTheWaitersRecordWasWritten(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	w := recordWindows(f, "k")
+	// Given charlie holds k and bravo waits for it
+	f.createWidget(t, "charlie", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	// And bravo, finding k free once charlie gave it up, asks whether an
+	// earlier holder still acts for it (none does) and writes its record;
+	// before that write lands, alpha is created, holds k and acts, and a
+	// person deletes alpha's record
+	f.startsActingBeforeCreateOf(t, w, "bravo", "alpha", "k")
+	// And alpha's passes told to stop fail for a while (its workloads take
+	// time to stop)
+	w.setFailTold("alpha", true)
+	// When charlie stops naming k
+	f.setKeys(t, "charlie")
+	eventually(t, 10*time.Second, func() (bool, string) { return w.acted("alpha"), "alpha never acted for k" })
+	time.Sleep(time.Second)
+	w.setFailTold("alpha", false)
+	// Then bravo acts for k, but only after alpha's told pass succeeded
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return w.acted("bravo"), fmt.Sprintf("bravo never acted for k: bravo %+v; alpha %+v", f.claimed(t, "bravo"), f.claimed(t, "alpha"))
+	})
+	w.noOverlap(t)
+}
+
+func TestAWaiterWhoseCacheStillShowsItClaimedDoesNotActForAKeyAnotherObjectStartedActingFor(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	w := recordWindows(f, "k")
+	// Given alpha held k, and its manager's cache still shows it Claimed
+	// for k as it was then
+	f.createWidget(t, "alpha", "k")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	stale, err := f.widget(t, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And alpha lost k to charlie and stopped
+	f.createWidget(t, "charlie", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonParked, 10*time.Second)
+	f.takeOverFor(t, "k", "charlie")
+	f.waitForReason(t, "alpha", conditions.ReasonParked, 10*time.Second)
+	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
+	f.writes.staleWidget.Store(stale)
+	// And alpha, finding k free once charlie gave it up, writes its record;
+	// before that write lands, bravo is created, holds k and acts, and a
+	// person deletes bravo's record
+	f.startsActingBeforeCreateOf(t, w, "alpha", "bravo", "k")
+	w.setFailTold("bravo", true)
+	// When charlie stops naming k
+	f.setKeys(t, "charlie")
+	eventually(t, 10*time.Second, func() (bool, string) { return w.acted("bravo"), "bravo never acted for k" })
+	time.Sleep(time.Second)
+	w.setFailTold("bravo", false)
+	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+	// Then alpha acts for k again, but only after bravo's told pass succeeded
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return w.acted("alpha"), fmt.Sprintf("alpha never acted for k again: alpha %+v; bravo %+v", f.claimed(t, "alpha"), f.claimed(t, "bravo"))
+	})
+	w.noOverlap(t)
+}
