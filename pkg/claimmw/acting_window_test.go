@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -466,7 +468,19 @@ func TestAHandoverIsNotCommittedByAPassThatWasNotToldToStopBecauseItsCacheShowed
 // person deletes name's record, so that holder's write succeeds.
 func (f *fixture) startsActingBeforeCreateOf(t *testing.T, w *windows, holder, name, key string) {
 	var once sync.Once
+	var deleted atomic.Bool
 	f.writes.beforeLeaseCreate.Store(func(lease *coordinationv1.Lease) {
+		if lease.Annotations[backends.DefaultHolderNameAnnotation] == name && deleted.Load() {
+			// Its own record was deleted to let holder's write through: it
+			// writes again only after that write landed, so that the race
+			// the test is about is not won by it instead.
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if r, err := f.mw.Claimer().Current(context.Background(), key); err == nil && r.Exists {
+					return
+				}
+			}
+			return
+		}
 		if lease.Annotations[backends.DefaultHolderNameAnnotation] != holder {
 			return
 		}
@@ -486,6 +500,7 @@ func (f *fixture) startsActingBeforeCreateOf(t *testing.T, w *windows, holder, n
 				t.Errorf("reading %s's record of %s: %v", name, key, err)
 				return
 			}
+			deleted.Store(true)
 			if err := env.Client.Delete(ctx, rec); err != nil {
 				t.Errorf("deleting %s's record of %s: %v", name, key, err)
 			}
@@ -557,4 +572,46 @@ func TestAWaiterWhoseCacheStillShowsItClaimedDoesNotActForAKeyAnotherObjectStart
 		return w.acted("alpha"), fmt.Sprintf("alpha never acted for k again: alpha %+v; bravo %+v", f.claimed(t, "alpha"), f.claimed(t, "bravo"))
 	})
 	w.noOverlap(t)
+}
+
+func TestAKeyAHolderActedForIsNotGrantedAfterItsKeysChangeBackWithoutANewGenerationUntilAToldPassSucceeds(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithKeys(referencedKeys)}})
+	w := recordWindows(f, "b")
+	// Given holder acts for a
+	f.createWidget(t, "holder", "a")
+	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
+	// And every pass of holder fails from now on (its workloads do not
+	// settle)
+	w.setFailAll("holder", true)
+	// And its storage reference resolves to b for a while, without a new
+	// generation: a pass is granted b (holder acts for it) and fails, so its
+	// condition still says Claimed for a
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "holder-storage"}, Data: map[string]string{"keys": "b"}}
+	if err := direct(t).Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	f.touch(t, "holder")
+	if !w.waitActed("holder", wakeWithin) {
+		t.Fatalf("holder was never granted b")
+	}
+	// And then resolves to a again: its passes, granted a and told to stop
+	// using b, fail too, so holder may still act for b
+	if err := direct(t).Delete(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	f.touch(t, "holder")
+	f.waitForInnerCall(t, "holder", "a pass granted a after b", func(s claimmw.State) bool {
+		return s.Granted && slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "b" })
+	})
+	// When a person deletes b's record and waiter asks for b
+	f.deleteLease(t, "b")
+	f.createWidget(t, "waiter", "b")
+	time.Sleep(3 * time.Second)
+	// Then waiter does not act for b while holder may: no pass of holder
+	// told to stop using b has succeeded
+	w.noOverlap(t)
+	if c := f.claimed(t, "waiter"); c.Status == metav1.ConditionTrue {
+		t.Errorf("waiter is Claimed for b while holder's told passes fail: %+v; holder %+v", c, f.claimed(t, "holder"))
+	}
 }

@@ -548,7 +548,20 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		}
 		p.obj, p.was = fresh, m.previous(fresh)
 	}
-	delay := p.was.stopping || p.was.claimed && !(p.was.current && p.was.message == cond.Message)
+	delay := p.was.stopping || p.was.claimed && p.was.message != cond.Message
+	if delay && !p.was.stopping {
+		// Claimed for other keys than these: before it acts for keys that
+		// condition does not name, it says so, in a form that no key set
+		// counts as current for. Its keys may change back (a keys function
+		// that reads more than the spec) before this pass succeeds, and the
+		// older condition would then count as current again although it
+		// acted for these keys.
+		changing := cond
+		changing.Message = strings.TrimSuffix(cond.Message, ".") + changingKeys
+		if _, err := m.setCondition(ctx, p.obj, changing); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	if !delay {
 		changed, err := m.setCondition(ctx, p.obj, cond)
 		if err != nil {
@@ -920,18 +933,23 @@ func (m *Middleware) previous(obj client.Object) previous {
 	}
 }
 
-// claimedFor reports whether c says Claimed for exactly keys at obj's
-// current generation: the keys function may read more than the spec, so
-// the generation alone does not prove the keys unchanged.
-func (m *Middleware) claimedFor(c metav1.Condition, obj client.Object, keys []namedKey) bool {
-	if c.Reason != string(conditions.ReasonClaimed) || c.ObservedGeneration != obj.GetGeneration() {
+// claimedFor reports whether c says Claimed for exactly keys, judged from
+// its message: the keys function may read more than the spec, so the
+// generation alone does not prove the keys unchanged, and a new generation
+// that changed no key (another field of the spec, or the deletion mark,
+// which bumps it) does not make an object act for other keys. An object
+// whose key set changes says so (changingKeys) before it acts for the new
+// set, so a condition for keys it acted for in a pass that then failed
+// never counts as current.
+func (m *Middleware) claimedFor(c metav1.Condition, _ client.Object, keys []namedKey) bool {
+	if c.Reason != string(conditions.ReasonClaimed) {
 		return false
 	}
 	norms := make([]string, len(keys))
 	for i, k := range keys {
 		norms[i] = k.norm
 	}
-	return c.Message == conditions.ForKeys(m.cfg.condType, norms, obj.GetGeneration()).Message
+	return c.Message == conditions.ForKeys(m.cfg.condType, norms, 0).Message
 }
 
 // mayAct reports whether an object whose claim condition is c may be acting
@@ -1140,6 +1158,11 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	m.forget(req)
 	return res, nil
 }
+
+// changingKeys ends the message of the Claimed condition an object shows
+// while its key set changes, from before its first pass for the new set
+// acts until that pass succeeded: it may act for keys of either set.
+const changingKeys = "; it may still act for keys it held before, until its first pass for these succeeded."
 
 // saysReleased reports whether a claim condition says Released: written by
 // a deletion pass after it listed the object's records.

@@ -459,6 +459,8 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 				// Claimed for its new spec now: it stopped acting for keys
 				// its older spec named.
 				mayAct(is) && was.ObservedGeneration != is.ObservedGeneration,
+				// Its first pass for a changed key set succeeded.
+				strings.HasSuffix(was.Message, changingKeys) && !strings.HasSuffix(is.Message, changingKeys),
 				// Its deletion pass succeeded, whatever it said before.
 				!saysReleased(was) && saysReleased(is):
 				// It stopped acting for its keys: an object waiting for a
