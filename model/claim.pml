@@ -372,9 +372,11 @@ byte trv[NKEY];       /* the bug's token: the count of grants of the record */
 
 /* pred(o, k): the predecessor check (claim.WithPredecessors, claimmw's
  * predecessor): o is another object that names k in the cache's index,
- * read uncached: it exists and its condition says it may still act for k
- * (Claimed, or Stopping), unless it is Claimed for its current spec and that
- * spec no longer names k. */
+ * or one of the holders k's record named (lh), read uncached: it exists and
+ * its condition says it may still act for k (Claimed, or Stopping), unless
+ * it is Claimed for its current spec and that spec no longer names k. An
+ * object being deleted counts in the code until it says Released, whatever
+ * its condition; here only by its condition. */
 #ifdef MUT_NO_PREDECESSOR
 #define pred(o, k) false
 #else
