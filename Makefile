@@ -59,10 +59,10 @@ spin: ## Install SPIN from the distribution's packages when it is missing (needs
 # each known bug, put back by its -D switch, must yield one. docs/model.md.
 .PHONY: model
 # MODEL_FLAGS=-v also prints each world's state count and each mutation's
-# counterexample. The timeout is wall time: on a shared machine the 7
+# counterexample. The timeout is wall time: on a shared machine the 5
 # CPU-minutes can take several times that.
 MODEL_FLAGS ?=
-model: spin ## Model-check the claim protocol and the middleware with SPIN (about 7 CPU-minutes; MODEL_FLAGS=-v for trails).
+model: spin ## Model-check the claim protocol and the middleware with SPIN (about 5 CPU-minutes; MODEL_FLAGS=-v for trails).
 	go test -count=1 -timeout 40m $(MODEL_FLAGS) ./model/
 
 .PHONY: build

@@ -54,10 +54,10 @@
 #ifndef RESTART
 #define RESTART 0
 #endif
-/* With external record deletion, an old holder that no longer names the key
- * may still be inside its inner pass when a new holder starts its own (the
- * case docs/middleware.md says is not covered): what keeps them apart is the
- * fenced resource, which the model then adds. */
+/* With external record deletion, the model adds what only matters then: the
+ * fenced resource (an older grant's writes are refused after a newer one),
+ * the holders each record named (lh, below), and the predecessor check as a
+ * step of its own before the Create. */
 #if EXTDEL > 0
 #define FENCE
 #endif
@@ -118,7 +118,24 @@ bool fin[NOBJ];       /* carries the middleware's finalizer */
 byte keys[NOBJ];      /* the keys it names, on the server */
 byte ckeys[NOBJ];     /* the keys it names, in the informer cache */
 byte cst[NOBJ];       /* its claim condition (CPARKED, CCLAIMED, CSTOPPING) */
-bool ccur[NOBJ];      /* the condition was written for its current spec */
+/* ccur[o]: the condition was written for o's current spec (its
+ * observedGeneration is the object's generation): set by a condition write
+ * of a pass whose key set is still the object's, cleared by every spec
+ * edit. The predecessor check reads it uncached. */
+bool ccur[NOBJ];
+#if STALE > 0
+/* ccurc[o]: the same for the spec the cache shows, which is what a pass
+ * judges its own condition by (claimedFor, holdingsOf, granted): cleared
+ * when the cache sees an edit, not when the edit is made. */
+bool ccurc[NOBJ];
+#define setCur(o, v) ccur[o] = v; ccurc[o] = ccur[o]
+#define cacheSeesSpec(o) ccurc[o] = false
+#define curRead(o) ccurc[o]
+#else
+#define setCur(o, v) ccur[o] = v
+#define cacheSeesSpec(o) skip
+#define curRead(o) ccur[o]
+#endif
 #ifdef STALECOND
 /* Switch STALECOND: a pass reads its own condition (Middleware.previous)
  * from the cache, which may not have seen its last status write yet; the
@@ -128,7 +145,13 @@ byte ccst[NOBJ];
 /* the cache delivers an object's events in order: one that has seen a spec
  * edit has seen the status writes before it */
 #define condSeen(o) ccst[o] = cst[o]
+/* judgedStale: the pass judged from a cached condition older than the one
+ * on the server (its own last write, not seen yet): its condition write
+ * conflicts, and setCondition's uncached re-read finds the condition it
+ * judged from changed, so the write is refused (errStaleRead) */
+#define judgedStale (was != cst[me])
 #else
+#define judgedStale false
 #define condSeen(o) skip
 #define condRead(o) cst[o]
 #endif
@@ -153,7 +176,6 @@ byte restarts = RESTART;
 #define RENEW 0
 #endif
 byte renews = RENEW;
-bool extdone;         /* an external deletion happened */
 
 /* ---- observers (ghost state for the properties) ---- */
 byte acting[NKEY];    /* objects whose inner pass acts on the key: bit mask */
@@ -167,6 +189,35 @@ byte lastgrant[NKEY]; /* token of the newest grant of the key */
  * deletion pass (cleanup). A record may be deleted by its holder, or granted
  * to another object, only once its holder's workloads stopped using it. */
 byte using[NKEY];
+#ifdef FENCE
+/* lh[k]: the holders the record of k named, as this process granted it or
+ * saw it change (Middleware.lastHolders), as a bit mask: added when a record
+ * is written for a holder (its watch event) and when a pass holds it before
+ * its post-check; dropped when the holder's own pass says it stopped (a
+ * parked pass that told its inner pass or needed not, a deletion pass that
+ * succeeded), when its release of the key found the record deleted or gone,
+ * and when the object is gone. The predecessor check reads these objects
+ * too, whatever keys their cache shows: a holder that no longer names the
+ * key is found after a deletion from outside. It decides only then (any
+ * other free record was released after its holder's told pass, which left
+ * it Parked), so the model keeps it only with EXTDEL; a restart, which
+ * empties it, is in no world with EXTDEL. MUT_NO_LAST_HOLDERS leaves it
+ * out of the check. */
+byte lh[NKEY];
+#define remember(k, o) lh[k] = lh[k] | hbit(o)
+#define forgetKey(k) lh[k] = lh[k] & ~bit(me)
+#define forgetAll(o) lh[0] = lh[0] & ~bit(o); lh[1] = lh[1] & ~bit(o)
+#ifdef MUT_NO_LAST_HOLDERS
+#define remembered(o, k) false
+#else
+#define remembered(o, k) ((lh[k] & bit(o)) != 0)
+#endif
+#else
+#define remember(k, o) skip
+#define forgetKey(k) skip
+#define forgetAll(o) skip
+#define remembered(o, k) false
+#endif
 #ifdef FENCE
 byte fmax[NKEY];      /* the fenced resource: highest token it accepted */
 byte fwho[NKEY];      /* and who wrote it */
@@ -264,32 +315,22 @@ inline wakeNamers(ks) {
 	w = 0
 }
 
-/* uncovered(k): the objects whose acting window for k may be open although
- * no predecessor check can see them: after a deletion from outside, those
- * that no longer name k in the cache (docs/middleware.md, "What is not
- * covered"). An overlap of windows in which neither object is uncovered is
- * an error. */
-#ifdef FENCE
-#define unc(o, k) ((extdone && !names(o, k)) * bit(o))
-#if NOBJ > 2
-#define uncovered(k) (unc(0, k) | unc(1, k) | unc(2, k))
+/* others(x, k): the bits of x of objects other than me. The vacuity check
+ * of the fence (MUT_FENCE_ACCEPT_ALL) looks at the fence alone: it needs
+ * overlapping windows, which the assertions on them would stop first. */
+#ifdef MUT_FENCE_ACCEPT_ALL
+#define others(x, k) 0
 #else
-#define uncovered(k) (unc(0, k) | unc(1, k))
+#define others(x, k) ((x) & ~bit(me))
 #endif
-#else
-#define uncovered(k) 0
-#endif
-/* others(x, k): the bits of x of objects other than me whose windows for k
- * must be closed; none when me is itself uncovered (a pass that read its
- * keys before they no longer named k acts on its old read). */
-#define others(x, k) ((x) & ~bit(me) & ~(uncovered(k)) & ~(((uncovered(k)) >> me & 1) * 255))
 
 /* grant records a new grant of k with token t and checks tokens of a key
- * strictly increase over grants. */
+ * strictly increase over grants. Whether another object's acting window is
+ * still open is asked when the pass counts the key as granted (after the
+ * predecessor check that follows the write): a record written while one may
+ * is kept without acting for it. */
 inline grant(k, t) {
 	assert(t > lastgrant[k]);
-	/* no other object's workloads use k: its acting window is closed */
-	assert(others(using[k], k) == 0);
 	lastgrant[k] = t
 }
 
@@ -331,19 +372,43 @@ byte trv[NKEY];       /* the bug's token: the count of grants of the record */
 
 /* pred(o, k): the predecessor check (claim.WithPredecessors, claimmw's
  * predecessor): o is another object that names k in the cache's index,
- * read uncached: it exists and its condition says it may still act for k
- * (Claimed, or Stopping), unless it is Claimed for its current spec and that
- * spec no longer names k. */
+ * or one of the holders k's record named (lh), read uncached: it exists and
+ * its condition says it may still act for k (Claimed, or Stopping), unless
+ * it is Claimed for its current spec and that spec no longer names k. An
+ * object being deleted counts in the code until it says Released, whatever
+ * its condition; here only by its condition. */
 #ifdef MUT_NO_PREDECESSOR
 #define pred(o, k) false
 #else
-#define pred(o, k) ((o) != me && exists[o] && names(o, k) && cst[o] != CPARKED && \
+#define pred(o, k) ((o) != me && exists[o] && (names(o, k) || remembered(o, k)) && cst[o] != CPARKED && \
 	!(cst[o] == CCLAIMED && ccur[o] && (keys[o] & bit(k)) == 0))
 #endif
 #if NOBJ > 2
 #define anyPred(k) (pred(0, k) || pred(1, k) || pred(2, k))
 #else
 #define anyPred(k) (pred(0, k) || pred(1, k))
+#endif
+/* postPred(k): the predecessor check asked again once the object holds the
+ * record of k and before it says it acts (claim.Claimer.Predecessor): about
+ * every object but the holder a takeover replaced (gone is its id + 1, 0
+ * for none). MUT_NO_POSTCHECK leaves the check out. */
+#define notGone(o) (gone != (o) + 1)
+/* claimedFor: the pass's condition says Claimed for exactly the keys it read
+ * (Middleware.claimedFor): the object acts for them already and asks no
+ * predecessor again. */
+#define claimedFor (was == CCLAIMED && wascur)
+#if NOBJ > 2
+#define postPred(k) (pred(0, k) && notGone(0) || pred(1, k) && notGone(1) || pred(2, k) && notGone(2))
+#else
+#define postPred(k) (pred(0, k) && notGone(0) || pred(1, k) && notGone(1))
+#endif
+/* The predecessor check before the Create and the Create are two calls. In
+ * between, another object can become Claimed, act and lose its record only
+ * to a deletion from outside (its own release comes after its told pass,
+ * which leaves it Parked), so the model folds the two into one step unless
+ * EXTDEL is set. */
+#if EXTDEL > 0
+#define SPLIT_PRECHECK
 #endif
 
 /* acquire: Claimer.Acquire(key k) with the default liveness and the
@@ -371,22 +436,36 @@ inline acquire(k) {
 		};
 		if
 		:: !rex ->
-			/* verdictFree: the predecessor check's reads, folded into the
-			 * Create that follows them (the window between them is not
-			 * covered: docs/model.md), then create wins or conflicts */
+			/* verdictFree: the predecessor check's reads, then the Create
+			 * (one step unless SPLIT_PRECHECK), which wins or conflicts */
+#ifdef SPLIT_PRECHECK
 			atomic {
 				if
 				:: anyPred(k) ->
 					res = PARKED; printf("obj%d finds k%d free, but another object may still act for it: WaitingForHandover\n", me, k)
-				:: !anyPred(k) && refused -> refuse; res = FAILED
-				:: !anyPred(k) && rec[k].ex -> round++
-				:: !anyPred(k) && !rec[k].ex ->
+				:: else -> skip
+				fi
+			};
+#define noPred true
+#else
+#define noPred !anyPred(k)
+#endif
+			atomic {
+				if
+#ifndef SPLIT_PRECHECK
+				:: anyPred(k) ->
+					res = PARKED; printf("obj%d finds k%d free, but another object may still act for it: WaitingForHandover\n", me, k)
+#endif
+				:: res != 255 -> skip
+				:: res == 255 && noPred && refused -> refuse; res = FAILED
+				:: res == 255 && noPred && rec[k].ex -> round++
+				:: res == 255 && noPred && !rec[k].ex ->
 					ver[k]++; rec[k].ex = true; rec[k].holder = me; rec[k].uid = ver[k];
 					printf("obj%d creates the record of k%d: granted, token %d\n", me, k, ver[k]);
 #ifdef MUT_TOKEN_TRANSITIONS
 					trCreate(k);
 #endif
-					grant(k, TOKC(k)); written(k, bit(me));
+					grant(k, TOKC(k)); written(k, bit(me)); remember(k, me);
 					res = GRANTED; setTok(k, TOKC(k));
 					loseResponse(res)
 				fi
@@ -409,11 +488,12 @@ inline acquire(k) {
 					:: rec[k].ex && rec[k].uid == ruid && ver[k] == rrv ->
 #endif
 						printf("obj%d takes k%d over from obj%d (read at version %d): granted, token %d\n", me, k, rec[k].holder, rrv, ver[k] + 1);
+						gone = (rec[k].holder < NOBJ -> rec[k].holder + 1 : 0);
 						ver[k]++; rec[k].holder = me;
 #ifdef MUT_TOKEN_TRANSITIONS
 						trTake(k);
 #endif
-						grant(k, TOKT(k)); written(k, bit(me));
+						grant(k, TOKT(k)); written(k, bit(me)); remember(k, me);
 						res = GRANTED; setTok(k, TOKT(k));
 						loseResponse(res)
 					:: else -> rrv = 0   /* conflict: read again below */
@@ -497,7 +577,7 @@ inline release(keep, pre) {
 			stopActing;
 			stopUsingExcept(keep);
 			if
-			:: ks == keys[me] -> ccur[me] = true
+			:: ks == keys[me] && !judgedStale -> setCur(me, true)
 			:: else -> skip
 			fi
 		:: pre == PRE_FAILED ->
@@ -552,11 +632,12 @@ inline release(keep, pre) {
 			tell = (was != CPARKED || listed != 0);
 #endif
 			if
-			:: ks != keys[me] ->
-				/* the status writes meet a newer spec: refused (setCondition);
+			:: ks != keys[me] || judgedStale ->
+				/* the status writes meet a newer spec, or a condition the pass
+				 * did not judge from: refused (setCondition);
 				 * the condition stays as it was, the pass ends in an error
 				 * after the told pass and its release, if any */
-				printf("obj%d: its condition write meets a newer spec and is refused\n", me);
+				printf("obj%d: its condition write meets a newer spec (or a condition it did not judge from) and is refused\n", me);
 				if
 				:: tell && ifails > 0 -> ifails--; listed = 0
 				:: tell -> stopUsing
@@ -568,7 +649,7 @@ inline release(keep, pre) {
 				:: was != CPARKED -> cst[me] = CSTOPPING
 				:: else -> parkedCond
 				fi;
-				ccur[me] = true;
+				setCur(me, true);
 				if
 				:: tell && ifails > 0 ->
 					ifails--; res = FAILED;
@@ -578,10 +659,10 @@ inline release(keep, pre) {
 #endif
 				:: tell ->
 					printf("obj%d: inner pass told to stop succeeds, condition Parked; keeps keys %d, gives up the rest\n", me, held);
-					stopUsing; cst[me] = CPARKED
+					stopUsing; cst[me] = CPARKED; forgetAll(me)
 				:: !tell ->
 					printf("obj%d: condition Parked, inner pass not told (keeps keys %d)\n", me, held);
-					parkedCond
+					parkedCond; forgetAll(me)
 				fi
 			fi
 		:: pre == PRE_FINAL ->
@@ -616,7 +697,7 @@ inline release(keep, pre) {
 				/* it succeeded: the condition says Released; its
 				 * workloads stopped */
 				printf("obj%d: deletion pass succeeds\n", me);
-				stopUsing; cst[me] = CPARKED
+				stopUsing; cst[me] = CPARKED; forgetAll(me)
 			fi
 		}
 	:: else -> skip
@@ -643,9 +724,9 @@ inline release(keep, pre) {
 				assert(ver[k] == lrv[k]);
 				printf("obj%d releases k%d (record of obj%d, version %d)\n", me, k, rec[k].holder, ver[k]);
 				ver[k]++; rec[k].ex = false; wh = rec[k].holder; written(k, hbit(wh)); wh = 0;
-				rec[k].holder = 0; rec[k].uid = 0;
+				rec[k].holder = 0; rec[k].uid = 0; forgetKey(k);
 				loseResponse(res)
-			:: !rec[k].ex -> skip                 /* already gone */
+			:: !rec[k].ex -> forgetKey(k)         /* already gone */
 			:: else -> res = FAILED               /* changed since the read */
 			fi;
 			k++
@@ -698,6 +779,8 @@ proctype Obj(byte me) {
 	bool tell;
 	byte tok[NKEY];
 	byte listed; byte luid[NKEY]; byte lrv[NKEY];
+	byte gone;    /* the holder a takeover replaced, + 1; 0 for none */
+	byte kept;    /* the key it holds but does not act for (a predecessor may) */
 
 end_idle:
 	do
@@ -706,7 +789,7 @@ end_idle:
 		/* dequeued: read the object from the cache, maybe stale in its
 		 * keys (its deletion mark and condition are read as they are) */
 		q[me] = false; res = 0; del = deleting[me]; ks = (del -> 0 : ckeys[me]);
-		was = condRead(me); wascur = ccur[me];
+		was = condRead(me); wascur = curRead(me);
 #ifdef MUT_TELL_IN_MEMORY
 		/* the bug: whether it may have held is remembered in memory, which
 		 * a restarted operator does not have */
@@ -728,7 +811,7 @@ end_idle:
 			:: else ->
 				atomic {
 					printf("obj%d: finalizer removed, the object is gone\n", me);
-					exists[me] = false; fin[me] = false; cst[me] = CPARKED; ccur[me] = false;
+					exists[me] = false; fin[me] = false; cst[me] = CPARKED; setCur(me, false); forgetAll(me);
 					q[me] = false;
 					wakeNamers(ckeys[me] | keys[me])
 				}
@@ -753,6 +836,32 @@ end_idle:
 			:: res == 0 && k < NKEY && (ks & bit(ORD(k))) != 0 ->
 				kk = ORD(k);
 				acquire(kk);
+#ifndef MUT_NO_POSTCHECK
+				/* an object that starts acting for kk in this pass asks again,
+				 * now that it holds the record and before its Claimed write,
+				 * whether another object may still act for it; if one may, it
+				 * keeps the record without acting for it: WaitingForHandover */
+				if
+				:: res == GRANTED && !claimedFor ->
+					atomic {
+						remember(kk, me);
+						if
+						:: postPred(kk) ->
+							res = PARKED; kept = bit(kk);
+							printf("obj%d holds k%d, but another object may still act for it: keeps it, WaitingForHandover\n", me, kk)
+						:: else ->
+							/* granted: no other object's workloads use kk,
+							 * its acting window is closed */
+							assert(others(using[kk], kk) == 0)
+						fi;
+						gone = 0
+					}
+				:: else -> gone = 0
+				fi;
+#else
+				/* the bug: the check made before the Create is the only one */
+				gone = 0;
+#endif
 				if
 				:: res == GRANTED -> held = held | bit(kk); k = ORD(kk) + 1; res = 0
 				:: else -> k = kk
@@ -767,8 +876,9 @@ end_idle:
 				 * condition says ClaimError after it */
 				atomic {
 					if
-					:: ks != keys[me] ->
-						/* its condition writes meet a newer spec: refused
+					:: ks != keys[me] || judgedStale ->
+						/* its condition writes meet a newer spec (or a
+						 * condition it did not judge from): refused
 						 * and only logged; the told pass runs anyway */
 						if
 						:: was != CPARKED && ifails > 0 -> ifails--
@@ -776,7 +886,7 @@ end_idle:
 						:: else -> skip
 						fi
 					:: else ->
-						ccur[me] = true;
+						setCur(me, true);
 						if
 						:: was != CPARKED && ifails > 0 ->
 							ifails--; cst[me] = CSTOPPING;
@@ -795,20 +905,22 @@ end_idle:
 				release(ks, 0);
 #endif
 				/* all granted: condition Claimed, written before the inner
-				 * pass unless it was Claimed for an older spec (then after
-				 * it succeeded); an object that starts acting reads its
-				 * records again after that write (folded), and acts only if
-				 * it still holds them */
+				 * pass unless the pass read it Claimed already (for these
+				 * keys: unchanged, nothing is written; for an older spec:
+				 * written after the inner pass succeeded); an object that
+				 * starts acting reads its records again after that write
+				 * (folded), and acts only if it still holds them */
 				atomic {
 					if
-					:: was == CCLAIMED && !wascur -> skip
-					:: was != CCLAIMED && ks != keys[me] ->
-						/* the write meets a newer spec: refused, the pass
+					:: was == CCLAIMED -> skip
+					:: was != CCLAIMED && (ks != keys[me] || judgedStale) ->
+						/* the write meets a newer spec (or a condition it
+						 * did not judge from): refused, the pass
 						 * ends in an error before its inner pass */
 						res = FAILED;
-						printf("obj%d: its Claimed write meets a newer spec and is refused\n", me)
+						printf("obj%d: its Claimed write meets a newer spec (or a condition it did not judge from) and is refused\n", me)
 					:: else ->
-						cst[me] = CCLAIMED; ccur[me] = (ks == keys[me]);
+						cst[me] = CCLAIMED; setCur(me, (ks == keys[me]));
 						if
 						:: was != CCLAIMED && ((ks & 1) != 0 && !mine(0) || (ks & 2) != 0 && !mine(1)) ->
 							res = FAILED;
@@ -819,6 +931,10 @@ end_idle:
 					if
 					:: res == 0 ->
 						printf("obj%d: condition Claimed, inner pass acts on keys %d\n", me, ks);
+						/* it acts only while its condition on the server says
+						 * it may (Claimed, or Stopping): what a waiter's
+						 * predecessor check reads */
+						assert(cst[me] != CPARKED);
 						k = 0;
 						do
 						:: k < NKEY && (ks & bit(k)) != 0 ->
@@ -903,9 +1019,9 @@ end_idle:
 #ifdef MUT_PARKED_RELEASE_BEFORE_INNER
 				/* the bug: the parked pass releases what it gives up before
 				 * its inner pass, told to stop, has run */
-				release(held, 0);
+				release(held | kept, 0);
 #endif
-				release(held, PRE_PARKED)
+				release(held | kept, PRE_PARKED)
 #endif
 			fi
 		fi;
@@ -915,7 +1031,7 @@ end_idle:
 			:: res == FAILED || held != ks -> mode[me] = REQUEUED
 			:: else -> mode[me] = IDLE
 			fi;
-			ks = 0; del = false; held = 0; res = 0; was = 0; wascur = false;
+			ks = 0; del = false; held = 0; res = 0; was = 0; wascur = false; kept = 0;
 			tok[0] = 0; tok[1] = 0
 		}
 	od
@@ -954,11 +1070,12 @@ end_world:
 		select(m : 0 .. 3);
 		if
 		:: exists[i] && !deleting[i] && keys[i] != m ->
-			edits--; keys[i] = m;
+			/* a new generation: no condition speaks of it yet */
+			edits--; keys[i] = m; ccur[i] = false;
 			printf("world: obj%d now names keys %d (1 = k0, 2 = k1, 3 = both)\n", i, m);
 			if
 			:: stale > 0 -> stale--; printf("      (the cache of obj%d lags: its next reads are stale)\n", i)
-			:: true -> ckeys[i] = m; q[i] = true; condSeen(i)
+			:: true -> ckeys[i] = m; q[i] = true; condSeen(i); cacheSeesSpec(i)
 			fi
 		:: else -> skip
 		fi;
@@ -974,7 +1091,7 @@ end_world:
 			printf("world: obj%d is deleted\n", i);
 			if
 			:: fin[i] -> q[i] = true
-			:: else -> exists[i] = false; cst[i] = CPARKED; ccur[i] = false; wakeNamers(ckeys[i] | keys[i])
+			:: else -> exists[i] = false; cst[i] = CPARKED; setCur(i, false); forgetAll(i); wakeNamers(ckeys[i] | keys[i])
 			fi
 		:: else -> skip
 		fi;
@@ -1023,7 +1140,7 @@ end_world:
 		select(i : 0 .. NKEY - 1);
 		if
 		:: rec[i].ex ->
-			extdels--; extdone = true;
+			extdels--;
 			printf("world: someone deletes the record of k%d (holder obj%d)\n", i, rec[i].holder);
 			ver[i]++; rec[i].ex = false; wh = rec[i].holder; written(i, hbit(wh)); wh = 0;
 			rec[i].holder = 0; rec[i].uid = 0
@@ -1062,8 +1179,8 @@ proctype Informer() {
 end_informer:
 	do
 	:: caughtUp -> skip
-	:: atomic { ckeys[0] != keys[0] -> ckeys[0] = keys[0]; q[0] = true; condSeen(0) }
-	:: atomic { ckeys[1] != keys[1] -> ckeys[1] = keys[1]; q[1] = true; condSeen(1) }
+	:: atomic { ckeys[0] != keys[0] -> ckeys[0] = keys[0]; q[0] = true; condSeen(0); cacheSeesSpec(0) }
+	:: atomic { ckeys[1] != keys[1] -> ckeys[1] = keys[1]; q[1] = true; condSeen(1); cacheSeesSpec(1) }
 #ifdef CACHED_HOLDINGS
 	/* the record's watch event arrives: the cache has it, and the event
 	 * wakes the objects naming the key and its holder */
@@ -1071,7 +1188,7 @@ end_informer:
 	:: atomic { ev[1] -> ev[1] = false; cex[1] = rec[1].ex; chold[1] = rec[1].holder; wakeMask(1, evh[1]); evh[1] = 0 }
 #endif
 #if NOBJ > 2
-	:: atomic { ckeys[2] != keys[2] -> ckeys[2] = keys[2]; q[2] = true; condSeen(2) }
+	:: atomic { ckeys[2] != keys[2] -> ckeys[2] = keys[2]; q[2] = true; condSeen(2); cacheSeesSpec(2) }
 #endif
 #ifdef STALECOND
 	/* the cache sees an object's last status write (its event enqueues
