@@ -336,23 +336,32 @@ func TestAFreeKeyIsGrantedThoughAnObjectThatNamedItAndNeverActedHasADeletionPass
 	aKeyNobodyActsForReachesItsWaiter(t, []string{"k"}, conditions.ReasonParked, true)
 }
 
+// heldKThenLostItToCharlie creates name holding k and returns it as it was
+// then (Claimed for k), then has k taken over for charlie, which acts for
+// it, once name was told and says Parked.
+func (f *fixture) heldKThenLostItToCharlie(t *testing.T, name string) *testcrd.Widget {
+	t.Helper()
+	f.createWidget(t, name, "k")
+	f.waitForReason(t, name, conditions.ReasonClaimed, 10*time.Second)
+	claimedThen, err := f.widget(t, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.createWidget(t, "charlie", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonParked, 10*time.Second)
+	f.takeOverFor(t, "k", "charlie")
+	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
+	f.waitForReason(t, name, conditions.ReasonParked, 10*time.Second)
+	return claimedThen
+}
+
 func TestAnObjectWhoseCacheStillShowsAnEarlierGrantSaysItActsInTheAPIServerBeforeItActsForARecreatedRecord(t *testing.T) {
 	t.Parallel()
 	f := start(t, setup{workers: 2})
 	w := recordWindows(f, "k")
 	// Given bravo held k, and the cache's view of it then is kept
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonClaimed, 10*time.Second)
-	claimedThen, err := f.widget(t, "bravo")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// And bravo lost k to charlie (taken over), was told, and says Parked
-	f.createWidget(t, "charlie", "k")
-	f.waitForReason(t, "charlie", conditions.ReasonParked, 10*time.Second)
-	f.takeOverFor(t, "k", "charlie")
-	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	claimedThen := f.heldKThenLostItToCharlie(t, "bravo")
 	// When charlie gives k up and bravo's pass, woken by the release, reads
 	// its Claimed condition from before it lost k (a cache that has not yet
 	// shown its own Parked write): it writes its record and acts
@@ -543,19 +552,8 @@ func TestAWaiterWhoseCacheStillShowsItClaimedDoesNotActForAKeyAnotherObjectStart
 	w := recordWindows(f, "k")
 	// Given alpha held k, and its manager's cache still shows it Claimed
 	// for k as it was then
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	stale, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// And alpha lost k to charlie and stopped
-	f.createWidget(t, "charlie", "k")
-	f.waitForReason(t, "charlie", conditions.ReasonParked, 10*time.Second)
-	f.takeOverFor(t, "k", "charlie")
-	f.waitForReason(t, "alpha", conditions.ReasonParked, 10*time.Second)
-	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
-	f.writes.staleWidget.Store(stale)
+	f.writes.staleWidget.Store(f.heldKThenLostItToCharlie(t, "alpha"))
 	// And alpha, finding k free once charlie gave it up, writes its record;
 	// before that write lands, bravo is created, holds k and acts, and a
 	// person deletes bravo's record
