@@ -1113,7 +1113,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	if err != nil {
 		return res, err
 	}
-	if !saysReleased(was) {
+	if mayAct(was) || len(holdings) > 0 && !saysReleased(was) {
 		// Its deletion pass succeeded: it acts for no key any more. Said
 		// before the release wakes the waiters, which read it, and, written
 		// after this pass listed, what lets later passes list at least as
