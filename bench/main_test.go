@@ -307,6 +307,8 @@ type rigOptions struct {
 	// controller-runtime's config loader does by default; otherwise the
 	// envtest config's QPS 1000 applies.
 	unlimited bool
+	// maxKeys is claimmw.WithMaxKeys; 0 keeps the middleware's default.
+	maxKeys int
 }
 
 func newRig(t *testing.T, ns string, o rigOptions) *rig {
@@ -334,6 +336,7 @@ func newRig(t *testing.T, ns string, o rigOptions) *rig {
 		claimmw.WithKeys(specKeys),
 		claimmw.WithRequeue(requeue, time.Hour),
 		claimmw.WithMetrics(o.metrics),
+		claimmw.WithMaxKeys(o.maxKeys),
 	)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
@@ -333,8 +334,10 @@ func nonHolderChurn(t *testing.T, s sizes, rep *report) {
 	ctx := context.Background()
 	dc := env.TestClient(t)
 	a, b := env.Namespace(t), env.Namespace(t)
-	r := newRig(t, env.Namespace(t), rigOptions{controller: true, wake: true, tenants: []string{a, b}})
 	holders := max(s.bystanders, 1)
+	// The churner names every held key, more than the middleware's default
+	// limit at full size.
+	r := newRig(t, env.Namespace(t), rigOptions{controller: true, wake: true, tenants: []string{a, b}, maxKeys: max(holders, claimmw.DefaultMaxKeys)})
 
 	// Given
 	keys := make([]string, holders)
@@ -368,7 +371,7 @@ func nonHolderChurn(t *testing.T, s sizes, rep *report) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s not parked after a minute", name)
+				t.Fatalf("%s not parked after a minute: its conditions are %+v", name, got.Status.Conditions)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
