@@ -37,8 +37,11 @@ type Claimer struct {
 	liveness Liveness
 	// defaultLiveness: liveness is HolderExists, not one of WithLiveness.
 	defaultLiveness bool
-	gate            HandoverGate
-	siblings        Siblings
+	// inCache finds holders alive without a request (WithCachedLiveness
+	// with the default liveness); nil otherwise.
+	inCache  *cachedHolders
+	gate     HandoverGate
+	siblings Siblings
 	// predecessor reports an earlier holder of a free key that may still be
 	// acting for it; nil when none was configured.
 	predecessor PredecessorFunc
@@ -60,6 +63,9 @@ type options struct {
 	message     MessageFunc
 	server      discovery.ServerVersionInterface
 	cached      client.Reader
+	// cachedKinds are the holder types the default liveness may find
+	// alive through cached.
+	cachedKinds []client.Object
 }
 
 // WithBackend names where records are stored, for example annotation.Backend
@@ -103,8 +109,23 @@ func WithClock(c clock.PassiveClock) Option { return func(o *options) { o.clock 
 // WithCachedReader lets [Claimer.CachedHoldings] list a holder's records through r,
 // typically the manager's cached client, so that a reconcile that only needs
 // to know whether a holder has records outside its keys makes no API
-// request. Nothing that grants, judges or deletes reads through r.
+// request. Nothing that grants or deletes reads through r, and nothing
+// judges a holder gone from it (see [WithCachedLiveness]).
 func WithCachedReader(r client.Reader) Option { return func(o *options) { o.cached = r } }
+
+// WithCachedLiveness lets the default liveness, [HolderExists], find a holder
+// alive without an API request: a holder of the type of one of prototypes
+// that the reader of [WithCachedReader] shows with the recorded UID is alive.
+// Every other verdict, and every "gone", is HolderExists's on the reader
+// given to New. A cache that lags behind a holder's deletion only delays a
+// takeover until it delivers that deletion; it never lets one happen early.
+// Give only types the cached reader already watches: a cached reader that
+// starts an informer for any type it is asked about would start one per
+// holder type. Without WithCachedReader, or with [WithLiveness], it has no
+// effect. Default: none.
+func WithCachedLiveness(prototypes ...client.Object) Option {
+	return func(o *options) { o.cachedKinds = append(o.cachedKinds, prototypes...) }
+}
 
 // WithMessages words outcomes. Default: [DefaultMessage].
 func WithMessages(f MessageFunc) Option { return func(o *options) { o.message = f } }
@@ -205,6 +226,10 @@ func New(reader client.Reader, writer client.Client, cfg Config, opts ...Option)
 	if c.liveness == nil {
 		c.liveness = HolderExists(reader)
 		c.defaultLiveness = true
+		if o.cached != nil && !isNil(o.cached) && len(o.cachedKinds) > 0 {
+			c.inCache = newCachedHolders(o.cached, writer.Scheme(), o.cachedKinds)
+			c.liveness = c.inCache.orNext(c.liveness)
+		}
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
@@ -309,6 +334,9 @@ func (c *Claimer) Acquire(ctx context.Context, key string, self Holder) (Holder,
 	}
 	logger := log.FromContext(ctx).WithValues("claimKey", key, "self", self.String())
 
+	if o, ok := c.parkedInCache(ctx, key, self); ok {
+		return o.Holder, o, nil
+	}
 	var last Record
 	for range maxRounds {
 		rec, err := c.backend.Get(ctx, key)
@@ -343,6 +371,31 @@ func (c *Claimer) Acquire(ctx context.Context, key string, self Holder) (Holder,
 		logger.V(1).Info("claim record changed under a conditional write; reading again")
 	}
 	return last.Holder, Outcome{}, fmt.Errorf("acquiring claim %q: %w: %d conditional writes on %s lost to concurrent writers", key, ErrRaced, maxRounds, last.Ref)
+}
+
+// pendingDetail is the Detail of an Outcome that waits for a handover
+// prepared for it.
+const pendingDetail = "a planned handover to it is prepared and waits for the commit"
+
+// parkedInCache answers Acquire without a request when the cache shows key
+// held by another holder that the cache shows alive: the answer is to wait,
+// which a lagging cache can only make longer (the record's deletion, or its
+// holder's, reaches the cache and wakes the waiter), never grant early.
+// Anything else (no record, self, a foreign record, a holder the cache does
+// not show) is decided by Acquire's uncached read.
+func (c *Claimer) parkedInCache(ctx context.Context, key string, self Holder) (Outcome, bool) {
+	if c.inCache == nil {
+		return Outcome{}, false
+	}
+	rec, err := c.cached.Get(ctx, key)
+	if err != nil || judge(rec, self, c.cfg.sets()...) != verdictOther || !c.inCache.alive(ctx, rec.Holder) {
+		return Outcome{}, false
+	}
+	pending := rec.Successor != nil && rec.Successor.Is(self)
+	if afterLiveness(true, true, pending) == stepWait {
+		return c.outcome(Outcome{Reason: ReasonWaitingForHandover, Key: key, Holder: rec.Holder, Previous: rec.Holder, Record: rec, Detail: pendingDetail}), true
+	}
+	return c.outcome(Outcome{Reason: ReasonHeldElsewhere, Key: key, Holder: rec.Holder, Record: rec}), true
 }
 
 // create grants a free key by creating its record. done is false when the
@@ -389,7 +442,7 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 	}
 	pending := rec.Successor != nil && rec.Successor.Is(self)
 	if alive && pending {
-		detail = "a planned handover to it is prepared and waits for the commit"
+		detail = pendingDetail
 	}
 	switch afterLiveness(alive, open, pending) {
 	case stepPark:

@@ -11,8 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/ocf-claim/claim/internal/mutant"
 )
@@ -259,6 +261,56 @@ func ByKind(byKind map[string]Liveness, fallback Liveness) Liveness {
 		}
 		return fallback.Alive(ctx, rec)
 	}}
+}
+
+// cachedHolders finds holders alive in a cached reader: those of the types
+// it was given that the cache shows with the recorded UID.
+type cachedHolders struct {
+	cached client.Reader
+	byKind map[schema.GroupKind]client.Object
+}
+
+func newCachedHolders(cached client.Reader, scheme *runtime.Scheme, kinds []client.Object) *cachedHolders {
+	c := &cachedHolders{cached: cached, byKind: map[schema.GroupKind]client.Object{}}
+	for _, k := range kinds {
+		if k == nil || isNil(k) {
+			continue
+		}
+		if gvk, err := apiutil.GVKForObject(k, scheme); err == nil {
+			c.byKind[gvk.GroupKind()] = k
+		}
+	}
+	return c
+}
+
+// alive reports whether the cache shows h. False says nothing: the cache
+// may lag, or not hold h's type or namespace.
+func (c *cachedHolders) alive(ctx context.Context, h Holder) bool {
+	gv, err := schema.ParseGroupVersion(h.APIVersion)
+	if err != nil {
+		return false
+	}
+	prototype, ok := c.byKind[gv.WithKind(h.Kind).GroupKind()]
+	if !ok {
+		return false
+	}
+	obj, ok := prototype.DeepCopyObject().(client.Object)
+	if !ok {
+		return false
+	}
+	alive, err := objectAlive(ctx, c.cached, obj, h)
+	return err == nil && alive
+}
+
+// orNext is next, except that a holder the cache shows is alive without
+// asking next.
+func (c *cachedHolders) orNext(next Liveness) Liveness {
+	return LivenessFunc(func(ctx context.Context, rec Record) (bool, error) {
+		if c.alive(ctx, rec.Holder) {
+			return true, nil
+		}
+		return next.Alive(ctx, rec)
+	})
 }
 
 // objectAlive reads h into obj. A version the server does not serve is an

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -494,21 +495,93 @@ type readResult struct {
 	err error
 }
 
-// readAll reads each of objs again uncached, predecessorReads at a time,
-// and returns the results in the order of objs.
+// listedReads is how many objects of one namespace the predecessor check
+// must read before one uncached List of the namespace replaces their Gets,
+// provided they are at least 1/listedShare of the objects the cache holds
+// there: a List costs about as much as a few dozen Gets plus a little per
+// object listed (measured on envtest: 1,000 Gets 1.7 s, a List of the same
+// 1,000 objects 60–80 ms), so it pays for many waiters on one key but not
+// for a few among many bystanders.
+const (
+	listedReads = 64
+	listedShare = 16
+)
+
+// readAll reads each of objs again uncached, and returns the results in the
+// order of objs. Each answer is at least as fresh as the call: per
+// namespace, one consistent List replaces the Gets when many objects of
+// that namespace are read (listedReads), otherwise predecessorReads Gets are
+// in flight at once.
 func (m *Middleware) readAll(ctx context.Context, objs []client.Object) []readResult {
 	out := make([]readResult, len(objs))
+	byNamespace := map[string][]int{}
+	for i, o := range objs {
+		byNamespace[o.GetNamespace()] = append(byNamespace[o.GetNamespace()], i)
+	}
+	var gets []int
+	for ns, idx := range byNamespace {
+		if len(idx) < listedReads || !m.listPays(ctx, ns, len(idx)) {
+			gets = append(gets, idx...)
+			continue
+		}
+		listed, err := m.listUncached(ctx, ns)
+		for _, i := range idx {
+			name := objs[i].GetName()
+			switch obj, ok := listed[name]; {
+			case err != nil:
+				out[i] = readResult{err: err}
+			case ok:
+				out[i] = readResult{obj: obj}
+			default:
+				out[i] = readResult{err: apierrors.NewNotFound(schema.GroupResource{Group: m.cfg.gvk.Group, Resource: m.cfg.gvk.Kind}, name)}
+			}
+		}
+	}
 	sem := make(chan struct{}, predecessorReads)
 	var wg sync.WaitGroup
-	for i, cached := range objs {
+	for _, i := range gets {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			obj := newObject(m.cfg.prototype)
-			out[i] = readResult{obj: obj, err: m.cfg.apiReader.Get(ctx, client.ObjectKeyFromObject(cached), obj)}
+			out[i] = readResult{obj: obj, err: m.cfg.apiReader.Get(ctx, client.ObjectKeyFromObject(objs[i]), obj)}
 		}()
 	}
 	wg.Wait()
 	return out
+}
+
+// listPays reports whether reading n objects of namespace ns costs more
+// than listing the namespace: n is at least 1/listedShare of the objects
+// the cache holds there.
+func (m *Middleware) listPays(ctx context.Context, ns string, n int) bool {
+	list, err := m.newList()
+	if err != nil {
+		return false
+	}
+	if err := m.cfg.client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return false
+	}
+	return n*listedShare >= meta.LenList(list)
+}
+
+// listUncached lists the objects of m's kind in namespace ns uncached, by
+// name.
+func (m *Middleware) listUncached(ctx context.Context, ns string) (map[string]client.Object, error) {
+	list, err := m.newList()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.cfg.apiReader.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("listing the objects of namespace %q: %w", ns, err)
+	}
+	byName := map[string]client.Object{}
+	err = meta.EachListItem(list, func(o runtime.Object) error {
+		if obj, ok := o.(client.Object); ok {
+			byName[obj.GetName()] = obj
+		}
+		return nil
+	})
+	return byName, err
 }

@@ -147,7 +147,10 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 			if err != nil {
 				return nil, fmt.Errorf("configuring claim middleware: building a discovery client: %w", err)
 			}
-			opts = append(opts, claim.WithServerVersion(dc), claim.WithCachedReader(c.manager.GetClient()))
+			opts = append(opts, claim.WithServerVersion(dc), claim.WithCachedReader(c.manager.GetClient()),
+				// Its own kind is watched already: a waiter finds its holder
+				// alive without a request per pass.
+				claim.WithCachedLiveness(c.prototype))
 		}
 		cl, err := claim.New(c.apiReader, c.client, cfg, opts...)
 		if err != nil {
