@@ -613,3 +613,39 @@ func TestAKeyAHolderActedForIsNotGrantedAfterItsKeysChangeBackWithoutANewGenerat
 		t.Errorf("waiter is Claimed for b while holder's told passes fail: %+v; holder %+v", c, f.claimed(t, "holder"))
 	}
 }
+
+func TestAKeyAnObjectGaveUpIsNotNamedInItsReleasingAgainWhileAnotherObjectActsForItAndItsCacheStillShowsTheRecord(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	w := recordWindows(f, "k1")
+	// Given alpha holds k1 and bravo waits for it
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k1")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k1")
+	heldByAlpha := f.leaseVersion(t, "k1")
+	// And alpha moved to k2: its pass told to give k1 up succeeded, k1 was
+	// released, and bravo acts for it
+	f.setKeys(t, "alpha", "k2")
+	if !w.waitActed("bravo", 10*time.Second) {
+		t.Fatalf("bravo never acted for k1 after alpha gave it up; alpha: %+v", f.claimed(t, "alpha"))
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		calls := f.inner.callsOf("alpha")
+		last := calls[len(calls)-1].state
+		return len(last.Releasing) == 0, fmt.Sprintf("alpha's last pass still gives keys up: %+v", last)
+	})
+	// When alpha's next pass lists its records from a Lease cache that has
+	// not yet seen k1 released
+	f.writes.leaseListsAt.Store(heldByAlpha)
+	before := len(f.inner.callsOf("alpha"))
+	f.touch(t, "alpha")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return len(f.inner.callsOf("alpha")) > before, "alpha had no pass after it was touched"
+	})
+	// Then it is not told to release k1 (its reconciler drops what k1 is
+	// used for) while bravo acts for k1
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range w.releasing {
+		t.Error(r)
+	}
+}
