@@ -613,3 +613,84 @@ func TestAKeyAHolderActedForIsNotGrantedAfterItsKeysChangeBackWithoutANewGenerat
 		t.Errorf("waiter is Claimed for b while holder's told passes fail: %+v; holder %+v", c, f.claimed(t, "holder"))
 	}
 }
+
+func TestAKeyAnObjectGaveUpIsNotNamedInItsReleasingAgainWhileAnotherObjectActsForItAndItsCacheStillShowsTheRecord(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	w := recordWindows(f, "k1")
+	// Given alpha holds k1 and bravo waits for it
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k1")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k1")
+	heldByAlpha := f.leaseVersion(t, "k1")
+	// And alpha moved to k2: its pass told to give k1 up succeeded, k1 was
+	// released, and bravo acts for it
+	f.setKeys(t, "alpha", "k2")
+	if !w.waitActed("bravo", 10*time.Second) {
+		t.Fatalf("bravo never acted for k1 after alpha gave it up; alpha: %+v", f.claimed(t, "alpha"))
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		calls := f.inner.callsOf("alpha")
+		last := calls[len(calls)-1].state
+		return len(last.Releasing) == 0, fmt.Sprintf("alpha's last pass still gives keys up: %+v", last)
+	})
+	// When alpha's next pass lists its records from a Lease cache that has
+	// not yet seen k1 released
+	f.writes.leaseListsAt.Store(heldByAlpha)
+	before := len(f.inner.callsOf("alpha"))
+	f.touch(t, "alpha")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return len(f.inner.callsOf("alpha")) > before, "alpha had no pass after it was touched"
+	})
+	// Then it is not told to release k1 (its reconciler drops what k1 is
+	// used for) while bravo acts for k1
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range w.releasing {
+		t.Error(r)
+	}
+}
+
+func TestAKeyAnObjectKeptWithoutActingIsNotGivenToItsLaterPassesAfterItsUntoldReleaseFailedWhileItsPredecessorMayStillAct(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	w := recordWindows(f, "k")
+	// Given charlie holds k and bravo waits for it
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
+	// And alpha starts acting for k between bravo's check and bravo's write
+	// of k's record, after which alpha cannot write its status (an
+	// admission policy refuses it) and its passes told to stop fail (its
+	// workloads take time to stop): alpha may still act for k, and its
+	// condition still says Claimed for it
+	w.whenActs("alpha", func() {
+		f.writes.failStatusOf.Store("alpha")
+		w.setFailTold("alpha", true)
+	})
+	f.startsActingBeforeCreateOf(t, w, "bravo", "alpha", "k")
+	f.setKeys(t, "charlie", "c")
+	// So bravo keeps k's record without acting for it, waiting for alpha
+	f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, 10*time.Second)
+	// And Lease deletes fail for a while (the API server is unavailable)
+	f.writes.failLeaseDeletes.Store(true)
+	t.Cleanup(func() { f.writes.failLeaseDeletes.Store(false) })
+	// When bravo stops naming k and acts for a0 instead: k is to be
+	// released untold, but its release fails, and is tried again
+	before := len(f.inner.callsOf("bravo"))
+	f.setKeys(t, "bravo", "a0")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		n := len(f.inner.callsOf("bravo")) - before
+		return n >= 2, fmt.Sprintf("bravo had %d passes after it stopped naming k; condition %+v", n, f.claimed(t, "bravo"))
+	})
+	// And bravo is then deleted
+	f.deleteWidgetAsync(t, "bravo")
+	f.waitForInnerCall(t, "bravo", "a deletion pass", func(s claimmw.State) bool { return s.Deleting })
+	// Then no pass of bravo is told to release k, and no deletion pass of
+	// bravo is given k, while alpha may still act for it: bravo never acted
+	// for k, and its cleanup would touch what alpha uses
+	w.noOverlap(t)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range w.releasing {
+		t.Error(r)
+	}
+}

@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -137,4 +140,63 @@ func TestFencedClientWorksOnTheDeletionPath(t *testing.T) {
 	if len(errs) == 0 || errs[0] != nil {
 		t.Errorf("fenced writes of the deletion passes: %v", errs)
 	}
+}
+
+// watchCacheLag is an uncached reader for the middleware whose Lease
+// listings at resourceVersion "0" (the API server's watch cache as it is,
+// which may lag etcd: "any" version may be served) answer, once at holds a
+// resourceVersion, as that cache did at that revision. The answer is the
+// API server's own, read at that exact resourceVersion.
+type watchCacheLag struct {
+	at atomic.Value // string
+}
+
+func (l *watchCacheLag) reader(t *testing.T) client.Reader {
+	t.Helper()
+	return interceptor.NewClient(env.TestClient(t), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			at, _ := l.at.Load().(string)
+			if _, isLease := list.(*coordinationv1.LeaseList); isLease && at != "" {
+				if lo := (&client.ListOptions{}).ApplyOptions(opts); lo.Raw != nil && lo.Raw.ResourceVersion == "0" {
+					opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: at, ResourceVersionMatch: metav1.ResourceVersionMatchExact}})
+				}
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+}
+
+// leaseVersion returns the resourceVersion of key's Lease as the API server
+// has it now: a revision at which a listing shows the record as it is.
+func (f *fixture) leaseVersion(t *testing.T, key string) string {
+	t.Helper()
+	l := &coordinationv1.Lease{}
+	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: f.mw.Claimer().Config().NameFunc(key)}, l); err != nil {
+		t.Fatalf("reading the Lease of %q: %v", key, err)
+	}
+	return l.ResourceVersion
+}
+
+func TestAKeyAnObjectReleasedBeforeItsDeletionIsNotGivenToItsDeletionPassWhileAnotherObjectActsForIt(t *testing.T) {
+	t.Parallel()
+	lag := &watchCacheLag{}
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithAPIReader(lag.reader(t))}})
+	w := recordWindows(f, "k1")
+	// Given alpha holds k1 and bravo waits for it
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k1")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k1")
+	heldByAlpha := f.leaseVersion(t, "k1")
+	// And alpha moved to k2: its pass told to give k1 up succeeded, k1 was
+	// released, and bravo acts for it
+	f.setKeys(t, "alpha", "k2")
+	if !w.waitActed("bravo", 10*time.Second) {
+		t.Fatalf("bravo never acted for k1 after alpha gave it up; alpha: %+v", f.claimed(t, "alpha"))
+	}
+	// When alpha is deleted while the API server's watch cache still shows
+	// the Leases as they were when alpha held k1
+	lag.at.Store(heldByAlpha)
+	f.deleteWidget(t, "alpha")
+	// Then no deletion pass of alpha was given k1 (its cleanup drops what
+	// k1 is used for) while bravo acts for it
+	w.noOverlap(t)
 }

@@ -395,3 +395,55 @@ func TestASuccessorWhoseSpecChangesWhileItsPredecessorCommitsStillGetsTheKeyWith
 		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo: %+v; record of k: holder %s", c, f.record(t, "k").Holder)
 	})
 }
+
+func TestAKeyIsNotGrantedByARestoredRecordOfAnEarlierHandoverWhileTheObjectItWasHandedBackToMayStillAct(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
+	w := recordWindows(f, "k")
+	holderIs := func(name string) {
+		t.Helper()
+		eventually(t, 2*wakeWithin, func() (bool, string) {
+			rec := f.record(t, "k")
+			return rec.Holder.Name == name, fmt.Sprintf("record of k: holder %s, successor %v", rec.Holder, rec.Successor)
+		})
+	}
+	// Given alpha held k and handed it over to bravo, which acts for it
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
+	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
+	holderIs("bravo")
+	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "" })
+	if !w.waitActed("bravo", 10*time.Second) {
+		t.Fatalf("bravo never acted for k after alpha handed it over: %+v", f.claimed(t, "bravo"))
+	}
+	// And a manifest of k's Lease was saved then (a backup, or a GitOps
+	// repository that picked it up)
+	saved := f.atkLease(t, "k").DeepCopy()
+	// And bravo handed k back to alpha, which acts for it again, and whose
+	// workloads take time to stop
+	f.edit(t, "bravo", func(w *testcrd.Widget) { w.Spec.HandTo = "alpha" })
+	holderIs("alpha")
+	f.edit(t, "bravo", func(w *testcrd.Widget) { w.Spec.HandTo = "" })
+	f.waitForReason(t, "bravo", conditions.ReasonParked, 2*wakeWithin)
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 2*wakeWithin)
+	w.setFailTold("alpha", true)
+	// When the saved manifest is applied again
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l := f.atkLease(t, "k")
+		l.Annotations, l.Labels, l.Spec = saved.Annotations, saved.Labels, saved.Spec
+		return direct(t).Update(context.Background(), l)
+	})
+	if err != nil {
+		t.Fatalf("applying the saved manifest of k's Lease: %v", err)
+	}
+	// Then bravo, which the record names again, does not act for k while
+	// alpha may still act for it: it waits until alpha's told pass succeeds
+	eventually(t, 2*wakeWithin, func() (bool, string) {
+		c := f.claimed(t, "bravo")
+		return c.Reason != string(conditions.ReasonParked), fmt.Sprintf("bravo: %+v; alpha: %+v", c, f.claimed(t, "alpha"))
+	})
+	w.noOverlap(t)
+	if c := f.claimed(t, "bravo"); c.Status == metav1.ConditionTrue {
+		t.Errorf("bravo is Claimed for k while alpha's told passes fail: %+v; alpha: %+v", c, f.claimed(t, "alpha"))
+	}
+}

@@ -130,6 +130,11 @@ type writes struct {
 	// beforeLeaseCreate, when it holds a func(*coordinationv1.Lease), runs
 	// before each Lease create the manager sends, in the pass that sends it.
 	beforeLeaseCreate atomic.Value
+	// leaseListsAt, when it holds a resourceVersion, is the revision at
+	// which the manager's client lists Leases: a Lease cache that has not
+	// yet seen the writes since. The answer is the API server's own, read
+	// at that exact resourceVersion.
+	leaseListsAt atomic.Value
 }
 
 // holdStatus runs the beforeStatus hook for obj.
@@ -195,6 +200,15 @@ func (w *writes) funcs() interceptor.Funcs {
 				}
 			}
 			return c.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if at, _ := w.leaseListsAt.Load().(string); at != "" {
+				if _, isLease := list.(*coordinationv1.LeaseList); isLease {
+					exact := &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: at, ResourceVersionMatch: metav1.ResourceVersionMatchExact}}
+					return env.APIReader.List(ctx, list, append(opts, exact)...)
+				}
+			}
+			return c.List(ctx, list, opts...)
 		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			w.add("create", obj)
