@@ -502,18 +502,16 @@ func (c *Claimer) takeOver(ctx context.Context, key string, self Holder, rec Rec
 // the [ReasonWaitingForHandover] Outcome to report; self still holds the
 // record, which it has not acted for and may release. Not asked about: the
 // holder a takeover replaced (granted.Previous), which its liveness judged
-// gone, and the holder that handed the record over by [Claimer.Commit],
-// which stopped acting for the key before it committed. Without a
+// gone. The holder that handed the record over by [Claimer.Commit] is asked
+// about like any other: a record naming it as such may be a saved copy
+// applied again long after, while it acts for the key once more; after a
+// real handover its next pass, told it lost the key, says so. Without a
 // PredecessorFunc, wait is false.
 func (c *Claimer) Predecessor(ctx context.Context, granted Outcome, self Holder) (o Outcome, wait bool, err error) {
 	if !granted.Granted() {
 		return granted, false, nil
 	}
-	gone := granted.Previous
-	if gone.UID == "" && granted.Record.HandedOverBy != "" {
-		gone = Holder{UID: granted.Record.HandedOverBy}
-	}
-	return c.predecessorOf(ctx, granted.Key, self, gone, granted.Record)
+	return c.predecessorOf(ctx, granted.Key, self, granted.Previous, granted.Record)
 }
 
 // predecessorOf asks the PredecessorFunc, if any, about key before it is

@@ -328,7 +328,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 	if err != nil {
 		// What the object names is unknown: keep (and renew) what it holds,
 		// act on nothing, and wait for the spec to be fixed.
-		p.kept, _ = m.holdingsOf(ctx, p)
+		p.kept, _, _ = m.holdingsOf(ctx, p)
 		return m.parked(ctx, userCtx, req, p, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, m.invalidMessage(err), gen))
 	}
 	if len(p.keys) > 0 {
@@ -343,7 +343,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
 		}
 	}
-	holdings, err := m.holdingsOf(ctx, p)
+	holdings, cached, err := m.holdingsOf(ctx, p)
 	if err != nil {
 		return m.claimError(ctx, userCtx, req, p, fmt.Errorf("listing the claims %s holds: %w", req.NamespacedName, err))
 	}
@@ -418,9 +418,23 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 	p.giveUp = slices.DeleteFunc(p.giveUp, func(r claim.Record) bool {
 		return slices.ContainsFunc(p.kept, func(k claim.Record) bool { return k.Key == r.Key })
 	})
+	if cached && len(p.giveUp) > 0 {
+		// The cache may still show a record released since, whose key
+		// another object may act for now: the inner pass must not be told
+		// to release it (its cleanup would touch what the other uses).
+		if p.giveUp, err = m.stillHeld(ctx, self, p.giveUp); err != nil {
+			return m.claimError(ctx, userCtx, req, p, err)
+		}
+	}
 	p.giveUp = m.restampUnlabelled(ctx, self, p.giveUp)
-	if !p.was.mayHaveHeld() && len(p.giveUp) > 0 {
-		if p.untold, err = m.othersActFor(ctx, self, p.giveUp); err != nil {
+	cond := m.conditionOf(obj)
+	if p.stale {
+		// Its cache still shows Claimed after its own later write that
+		// said otherwise: judge as if it may act for everything.
+		cond = conditions.New(m.cfg.condType, conditions.ReasonStopping, "", gen)
+	}
+	if closed := m.closedWindows(cond, obj, p.keys, p.giveUp); len(closed) > 0 {
+		if p.untold, err = m.othersActFor(ctx, self, closed); err != nil {
 			return m.claimError(ctx, userCtx, req, p, err)
 		}
 	}
@@ -430,18 +444,23 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 	return m.granted(ctx, userCtx, req, p)
 }
 
-// holdingsOf lists the records the object holds. While its claim condition
-// speaks of its current spec, from the manager's cache: the records of the
-// keys it names were read again by Acquire anyway, and the list only tells
-// which others need releasing. After a spec change (or before any condition),
-// uncached: a record written before Config.Labels was set is invisible to a
-// cache restricted by them, and a key the object stopped naming is found only
-// by this list.
-func (m *Middleware) holdingsOf(ctx context.Context, p *pass) ([]claim.Record, error) {
-	if p.was.current {
-		return m.claimer.CachedHoldings(ctx, p.self)
+// holdingsOf lists the records the object holds, and says whether the list
+// came from the manager's cache. While its claim condition speaks of its
+// current spec and, if it may act, of exactly the keys it names, from the
+// cache: the records of the keys it names were read again by Acquire
+// anyway, and the list only tells which others need releasing (each is read
+// again before it is given up). After a spec change (or before any
+// condition, or while it may act for keys it no longer names), uncached: a
+// record written before Config.Labels was set is invisible to a cache
+// restricted by them, and a key the object stopped naming is found only by
+// this list, which the pass that tells it to stop must see whole.
+func (m *Middleware) holdingsOf(ctx context.Context, p *pass) (recs []claim.Record, cached bool, err error) {
+	if p.was.current && (!p.was.mayHaveHeld() || m.claimedFor(m.conditionOf(p.obj), p.obj, p.keys)) {
+		recs, err = m.claimer.CachedHoldings(ctx, p.self)
+		return recs, true, err
 	}
-	return m.claimer.Holdings(ctx, p.self)
+	recs, err = m.claimer.Holdings(ctx, p.self)
+	return recs, false, err
 }
 
 // restampUnlabelled stamps given-up records that lack the Claimer's labels,
@@ -875,7 +894,7 @@ func (m *Middleware) claimError(ctx, userCtx context.Context, req reconcile.Requ
 	cond := conditions.New(m.cfg.condType, conditions.ReasonClaimError, errorMessage(m.cfg.disclosure, err), p.obj.GetGeneration())
 	// Whatever it still holds stays renewed while the claim cannot be
 	// judged: it may still act for it (after a restart, no hold runs yet).
-	if held, herr := m.holdingsOf(ctx, p); herr == nil {
+	if held, _, herr := m.holdingsOf(ctx, p); herr == nil {
 		m.renew.keep(ctx, req.NamespacedName, p.self, held)
 	}
 	shown := cond
@@ -1059,11 +1078,13 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 		m.lastHolders.add(rec.Key, req.NamespacedName, self.UID)
 	}
 	var untold []claim.Record
-	if len(holdings) > 0 && !mayAct(was) {
-		// Records it holds while it says it acts for none, and another
-		// object may act for: it never acted for them, and its cleanup must
-		// not touch what the other uses. Released after the pass, untold.
-		keys, err := m.othersActFor(ctx, self, holdings)
+	named, _ := m.keysOf(ctx, obj)
+	if closed := m.closedWindows(was, obj, named, holdings); len(closed) > 0 {
+		// Records it holds while its condition says it does not act for
+		// them, and another object may act for: it has not acted for them
+		// since that object started, and its cleanup must not touch what
+		// the other uses. Released after the pass, untold.
+		keys, err := m.othersActFor(ctx, self, closed)
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
 		}
@@ -1190,8 +1211,15 @@ func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, se
 	if err != nil {
 		return nil, err
 	}
+	if resourceVersion != "" {
+		// A listing that may lag can show a record the object has released
+		// since, and another object may act for that key now: its deletion
+		// pass must not be given it.
+		if out, err = m.stillHeld(ctx, self, out); err != nil {
+			return nil, err
+		}
+	}
 	keys, _ := m.keysOf(ctx, obj)
-	set := m.claimer.Config()
 	for _, k := range keys {
 		if slices.ContainsFunc(out, func(r claim.Record) bool { return r.Key == k.norm }) {
 			continue
@@ -1200,11 +1228,55 @@ func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, se
 		if err != nil {
 			return nil, err
 		}
-		if rec.Ours() && rec.Holder.Is(self) && (rec.Set == "" || rec.Set == set.Set || slices.Contains(set.FormerSets, rec.Set)) {
+		if m.heldBy(rec, self) {
 			out = append(out, rec)
 		}
 	}
 	slices.SortFunc(out, func(a, b claim.Record) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// closedWindows returns the records of recs whose keys the object's
+// condition c says it does not act for: all of them when c says it acts for
+// nothing, and, when c says Claimed for exactly the keys it names now
+// (written only after a pass that was told of every other key succeeded,
+// or before any pass when it acted for nothing), those it does not name.
+func (m *Middleware) closedWindows(c metav1.Condition, obj client.Object, named []namedKey, recs []claim.Record) []claim.Record {
+	if !mayAct(c) {
+		return recs
+	}
+	if !m.claimedFor(c, obj, named) {
+		return nil
+	}
+	var out []claim.Record
+	for _, r := range recs {
+		if !slices.ContainsFunc(named, func(k namedKey) bool { return k.norm == r.Key }) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// heldBy reports whether rec, read now, is self's record in this
+// middleware's claim set (or a former one, or none).
+func (m *Middleware) heldBy(rec claim.Record, self claim.Holder) bool {
+	set := m.claimer.Config()
+	return rec.Ours() && rec.Holder.Is(self) && (rec.Set == "" || rec.Set == set.Set || slices.Contains(set.FormerSets, rec.Set))
+}
+
+// stillHeld reads each of recs again uncached and returns those self still
+// holds, as they are now.
+func (m *Middleware) stillHeld(ctx context.Context, self claim.Holder, recs []claim.Record) ([]claim.Record, error) {
+	var out []claim.Record
+	for _, r := range recs {
+		rec, err := m.claimer.Current(ctx, r.Key)
+		if err != nil {
+			return nil, fmt.Errorf("reading claim %q again: %w", claim.Redact(r.Key), err)
+		}
+		if m.heldBy(rec, self) {
+			out = append(out, rec)
+		}
+	}
 	return out, nil
 }
 
