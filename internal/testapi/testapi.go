@@ -67,6 +67,13 @@ func CopyInto[Spec, Status any, PS Part[Spec], PT Part[Status]](in, out *Object[
 	PT(&out.Status).Deepen()
 }
 
+// Copy returns a deep copy of in.
+func Copy[Spec, Status any, PS Part[Spec], PT Part[Status]](in *Object[Spec, Status]) *Object[Spec, Status] {
+	out := new(Object[Spec, Status])
+	CopyInto[Spec, Status, PS, PT](in, out)
+	return out
+}
+
 // CopyList returns a deep copy of l, each item copied by copyInto; the
 // copy's items are nil only when l's are.
 func CopyList[T any](l *List[T], copyInto func(in, out *T)) *List[T] {

@@ -38,46 +38,45 @@ import (
 // are still running.
 var errNotStopped = errors.New("workloads not stopped yet")
 
-// failToldPassesOf makes every pass of name that is told to stop (parked, or
-// giving keys up, or deleting) fail while the returned flag is set.
-func (f *fixture) failToldPassesOf(name string) *atomic.Bool {
+// failPassesOf makes every pass of name for which fails holds fail while
+// the returned flag is set.
+func (f *fixture) failPassesOf(name string, fails func(claimmw.State) bool) *atomic.Bool {
 	var failing atomic.Bool
 	failing.Store(true)
 	f.inner.mu.Lock()
 	f.inner.fail = func(n string, c call) error {
-		told := !c.state.Granted || len(c.state.Releasing) > 0
-		if n == name && told && failing.Load() {
+		if n == name && fails(c.state) && failing.Load() {
 			return errNotStopped
 		}
 		return nil
 	}
 	f.inner.mu.Unlock()
 	return &failing
+}
+
+// failToldPassesOf makes every pass of name that is told to stop (parked, or
+// giving keys up, or deleting) fail while the returned flag is set.
+func (f *fixture) failToldPassesOf(name string) *atomic.Bool {
+	return f.failPassesOf(name, func(s claimmw.State) bool { return !s.Granted || len(s.Releasing) > 0 })
 }
 
 // failPassesThatStop makes every pass of the Widget named name fail, while
 // the returned switch is on, that a level-triggered reconciler would use to
 // stop its workloads for key: a pass not granted, or granted without key.
 func (f *fixture) failPassesThatStop(name, key string) *atomic.Bool {
-	var failing atomic.Bool
-	failing.Store(true)
-	f.inner.mu.Lock()
-	f.inner.fail = func(n string, c call) error {
-		stops := !c.state.Granted || !slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == key })
-		if n == name && stops && failing.Load() {
-			return errNotStopped
-		}
-		return nil
-	}
-	f.inner.mu.Unlock()
-	return &failing
+	return f.failPassesOf(name, func(s claimmw.State) bool { return !s.Granted || !grants(s, key) })
 }
 
-// takeOverFor takes key over for the Widget named to, as another replica
-// judging the holder expired would: one write fenced on the record's version.
-func (f *fixture) takeOverFor(t *testing.T, key, to string) {
+// failDeletionPassesOf makes every deletion pass of name (its cleanup) fail
+// while the returned flag is set.
+func (f *fixture) failDeletionPassesOf(name string) *atomic.Bool {
+	return f.failPassesOf(name, func(s claimmw.State) bool { return s.Deleting })
+}
+
+// holderOf returns the claim holder of the Widget named name.
+func (f *fixture) holderOf(t *testing.T, name string) claim.Holder {
 	t.Helper()
-	w, err := f.widget(t, to)
+	w, err := f.widget(t, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +84,14 @@ func (f *fixture) takeOverFor(t *testing.T, key, to string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h
+}
+
+// takeOverFor takes key over for the Widget named to, as another replica
+// judging the holder expired would: one write fenced on the record's version.
+func (f *fixture) takeOverFor(t *testing.T, key, to string) {
+	t.Helper()
+	h := f.holderOf(t, to)
 	expired := claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })
 	replica, err := claim.New(env.APIReader, direct(t), f.mw.Claimer().Config(), claim.WithBackend(lease.Backend), claim.WithLiveness(expired))
 	if err != nil {
@@ -117,16 +124,76 @@ func (f *fixture) neverClaimed(t *testing.T, name string, d time.Duration) {
 	}
 }
 
+// waitsForHandoverFrom asserts the Then "waiter waits for holder and is not
+// granted the key": its reason is WaitingForHandover, its message names
+// holder, and it is not Claimed for a second.
+func (f *fixture) waitsForHandoverFrom(t *testing.T, waiter, holder string) {
+	t.Helper()
+	cond := f.waitForReason(t, waiter, conditions.ReasonWaitingForHandover, wakeWithin)
+	mustContain(t, waiter+"'s message", cond.Message, holder)
+	f.neverClaimed(t, waiter, time.Second)
+}
+
+// alphaLostJAndStopsWhileBravoWaitsForK is the Given of the tests of a
+// stopping holder of a second key: alpha holds j and k, xray and bravo wait
+// for them, and j is taken over for xray, so alpha is Stopping (its told or
+// stopping passes set to fail by the test) while it keeps k.
+func (f *fixture) alphaLostJAndStopsWhileBravoWaitsForK(t *testing.T) {
+	t.Helper()
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "j", "k")
+	f.createAndWait(t, "xray", conditions.ReasonParked, "j")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
+	f.takeOverFor(t, "j", "xray")
+	f.waitForReason(t, "alpha", conditions.ReasonStopping, lossWithin)
+}
+
+// grants reports whether s grants key.
+func grants(s claimmw.State, key string) bool {
+	return slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == key })
+}
+
+// waitForGrantedPass waits for a pass of name granted key.
+func (f *fixture) waitForGrantedPass(t *testing.T, name, key string) {
+	t.Helper()
+	f.waitForInnerCall(t, name, "a pass granted "+key, func(s claimmw.State) bool { return s.Granted && grants(s, key) })
+}
+
+// waitForDeletionPassGiven waits for a deletion pass of name given key.
+func (f *fixture) waitForDeletionPassGiven(t *testing.T, name, key string) {
+	t.Helper()
+	f.waitForInnerCall(t, name, "a deletion pass given "+key, func(s claimmw.State) bool { return s.Deleting && grants(s, key) })
+}
+
+// holderHoldsAAndWaiterWaits is the Given of the tests of a holder that may
+// still act for a after its spec or its condition moved on: Widget holder
+// holds a, and Widget waiter is parked on it.
+func (f *fixture) holderHoldsAAndWaiterWaits(t *testing.T) {
+	t.Helper()
+	f.createWidget(t, "holder", "a")
+	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
+	f.createWidget(t, "waiter", "a")
+	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
+}
+
+// waiterWaitsOnceAIsDeletedFromOutside is the When and Then of those tests:
+// holder's record of a is deleted from outside, and waiter must wait for the
+// holder's told pass, which never succeeds.
+func (f *fixture) waiterWaitsOnceAIsDeletedFromOutside(t *testing.T) {
+	t.Helper()
+	f.deleteLease(t, "a")
+	f.neverClaimed(t, "waiter", 4*time.Second)
+	if c := f.claimed(t, "waiter"); c.Reason != string(conditions.ReasonWaitingForHandover) {
+		t.Errorf("waiter: claim condition %+v, want reason %s", c, conditions.ReasonWaitingForHandover)
+	}
+}
+
 func TestALostKeyIsToldInEveryPassUntilAToldPassSucceeds(t *testing.T) {
 	t.Parallel()
 	f := start(t, setup{})
 	failing := f.failToldPassesOf("alpha")
 	// Given alpha holds k (default mode: its inner is skipped while parked)
 	// and other waits for it
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "other", "k")
-	f.waitForReason(t, "other", conditions.ReasonParked, 10*time.Second)
+	f.holdsAndWaits(t, "alpha", "k", "other")
 	// When k is taken over for other and alpha's passes told to stop fail
 	f.takeOverFor(t, "k", "other")
 	// Then alpha says Stopping, not Parked, and is told again and again
@@ -153,10 +220,7 @@ func TestALostKeyIsToldInEveryPassUntilAToldPassSucceeds(t *testing.T) {
 func TestAToldPassRunsWhenTheStatusWriteFails(t *testing.T) {
 	t.Parallel()
 	f := start(t, setup{})
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "other", "k")
-	f.waitForReason(t, "other", conditions.ReasonParked, 10*time.Second)
+	f.holdsAndWaits(t, "alpha", "k", "other")
 	// Given alpha's status cannot be written (an admission policy, RBAC)
 	f.writes.failStatusOf.Store("alpha")
 	// When alpha loses k
@@ -175,11 +239,9 @@ func TestAToldPassRunsWhenTheStatusWriteFails(t *testing.T) {
 func TestAKeyErasedFromOutsideGoesBackToItsLiveHolderNotToTheWaiter(t *testing.T) {
 	t.Parallel()
 	f := start(t, setup{})
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	alpha, _ := f.widget(t, "alpha")
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
 	for round := range 5 {
 		// When a person deletes the record of k while alpha acts for it
 		f.deleteLease(t, "k")
@@ -198,26 +260,17 @@ func TestAKeyFreedFromOutsideGoesToAWaiterOnlyOnceItsStoppingHolderSucceeded(t *
 	f := start(t, setup{})
 	failing := f.failToldPassesOf("alpha")
 	// Given alpha holds j and k, and xray and bravo wait for them
-	f.createWidget(t, "alpha", "j", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	alpha, _ := f.widget(t, "alpha")
-	f.createWidget(t, "xray", "j")
-	f.waitForReason(t, "xray", conditions.ReasonParked, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
 	// When j is taken over for xray, so alpha must stop and give k up, but
 	// its told passes fail: it keeps k
-	f.takeOverFor(t, "j", "xray")
-	f.waitForReason(t, "alpha", conditions.ReasonStopping, lossWithin)
+	f.alphaLostJAndStopsWhileBravoWaitsForK(t)
+	alpha, _ := f.widget(t, "alpha")
 	if rec := f.record(t, "k"); !rec.Exists || rec.Holder.UID != alpha.UID {
 		t.Fatalf("record of k while alpha's told pass fails: exists %t, holder %s; want alpha's", rec.Exists, rec.Holder)
 	}
 	// And a person deletes k's record
 	f.deleteLease(t, "k")
 	// Then bravo waits for alpha to stop, and is not granted k
-	cond := f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
-	mustContain(t, "bravo's message", cond.Message, "alpha")
-	f.neverClaimed(t, "bravo", time.Second)
+	f.waitsForHandoverFrom(t, "bravo", "alpha")
 	// When alpha's told pass succeeds, bravo is granted k
 	failing.Store(false)
 	f.waitForReason(t, "alpha", conditions.ReasonParked, wakeWithin)
@@ -229,10 +282,8 @@ func TestAKeyFreedFromOutsideIsNotGrantedWhileAHolderThatNoLongerNamesItHasNotSt
 	f := start(t, setup{})
 	failing := f.failPassesThatStop("alpha", "k")
 	// Given alpha holds j and k, and bravo waits for k
-	f.createWidget(t, "alpha", "j", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "j", "k")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
 	// When alpha's spec stops naming k but every pass that would stop its
 	// workloads for k fails, so it may still act for k though its spec no
 	// longer names it
@@ -241,9 +292,7 @@ func TestAKeyFreedFromOutsideIsNotGrantedWhileAHolderThatNoLongerNamesItHasNotSt
 	// And a person deletes k's record, so no pass names k in Releasing again
 	f.deleteLease(t, "k")
 	// Then bravo waits for alpha, and is not granted k
-	cond := f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
-	mustContain(t, "bravo's message", cond.Message, "alpha")
-	f.neverClaimed(t, "bravo", time.Second)
+	f.waitsForHandoverFrom(t, "bravo", "alpha")
 	// When alpha's told pass succeeds, bravo is granted k
 	failing.Store(false)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
@@ -256,15 +305,8 @@ func TestAWaiterIsNotLeftWaitingWhenItsPredecessorStopsWhileItsConditionIsBeingW
 	f := start(t, setup{statusChangesWakeNobody: true, workers: 2})
 	failing := f.failToldPassesOf("alpha")
 	// Given alpha holds j and k, and xray and bravo wait for them
-	f.createWidget(t, "alpha", "j", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "xray", "j")
-	f.waitForReason(t, "xray", conditions.ReasonParked, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
 	// And alpha, which lost j, is stopping and keeps k
-	f.takeOverFor(t, "j", "xray")
-	f.waitForReason(t, "alpha", conditions.ReasonStopping, lossWithin)
+	f.alphaLostJAndStopsWhileBravoWaitsForK(t)
 	// When k's record is deleted, and alpha's told pass succeeds after
 	// bravo decided to wait for it but before bravo's condition says so
 	var once sync.Once
@@ -293,28 +335,17 @@ func TestAStoppingHolderWhoseSpecChangesStillCountsForTheKeysItActedForUntilItsP
 	f := start(t, setup{})
 	failing := f.failPassesThatStop("alpha", "k")
 	// Given alpha holds j and k, and xray and bravo wait for them
-	f.createWidget(t, "alpha", "j", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "xray", "j")
-	f.waitForReason(t, "xray", conditions.ReasonParked, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
 	// And alpha lost j and is stopping, its passes that would stop its
 	// workloads for k failing
-	f.takeOverFor(t, "j", "xray")
-	f.waitForReason(t, "alpha", conditions.ReasonStopping, lossWithin)
+	f.alphaLostJAndStopsWhileBravoWaitsForK(t)
 	// When its spec moves to a free key m, granted at once, while its pass
 	// for the new spec has not yet succeeded
 	f.setKeys(t, "alpha", "m")
-	f.waitForInnerCall(t, "alpha", "a granted pass for m", func(s claimmw.State) bool {
-		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "m" })
-	})
+	f.waitForGrantedPass(t, "alpha", "m")
 	// And a person deletes k's record
 	f.deleteLease(t, "k")
 	// Then bravo waits for alpha, and is not granted k
-	cond := f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
-	mustContain(t, "bravo's message", cond.Message, "alpha")
-	f.neverClaimed(t, "bravo", time.Second)
+	f.waitsForHandoverFrom(t, "bravo", "alpha")
 	// When alpha's pass succeeds, bravo is granted k and alpha holds m
 	failing.Store(false)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
@@ -326,10 +357,7 @@ func TestALostKeyIsToldEvenWhenTheCacheStillShowsTheConditionFromBeforeTheGrant(
 	f := start(t, setup{})
 	// Given alpha waits for k behind bravo, and the cache's view of it then
 	// is kept
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonParked, 10*time.Second)
+	f.holdsAndWaits(t, "bravo", "k", "alpha")
 	parked, err := f.widget(t, "alpha")
 	if err != nil {
 		t.Fatal(err)
@@ -337,8 +365,7 @@ func TestALostKeyIsToldEvenWhenTheCacheStillShowsTheConditionFromBeforeTheGrant(
 	// And alpha then holds k and acts for it
 	f.deleteWidget(t, "bravo")
 	f.waitForReason(t, "alpha", conditions.ReasonClaimed, wakeWithin)
-	f.createWidget(t, "charlie", "k")
-	f.waitForReason(t, "charlie", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "charlie", conditions.ReasonParked, "k")
 	// When k is taken over for charlie while alpha's passes read the
 	// Parked condition from before its grant, as a cache that has not yet
 	// shown its own Claimed write would
@@ -364,20 +391,9 @@ func TestAWaiterGetsAKeyErasedFromOutsideOnceItsDeletedPredecessorsDeletionPassS
 	f.createWidget(t, "bravo", "k")
 	f.waitForReason(t, "bravo", conditions.ReasonParked, wakeWithin)
 	// And alpha is deleted, its cleanup of k failing for now
-	var failing atomic.Bool
-	failing.Store(true)
-	f.inner.mu.Lock()
-	f.inner.fail = func(n string, c call) error {
-		if n == "alpha" && c.state.Deleting && failing.Load() {
-			return errNotStopped
-		}
-		return nil
-	}
-	f.inner.mu.Unlock()
+	failing := f.failDeletionPassesOf("alpha")
 	f.deleteWidgetAsync(t, "alpha")
-	f.waitForInnerCall(t, "alpha", "a deletion pass given k", func(s claimmw.State) bool {
-		return s.Deleting && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "k" })
-	})
+	f.waitForDeletionPassGiven(t, "alpha", "k")
 	// When k's record is deleted from outside, bravo waits for alpha
 	f.deleteLease(t, "k")
 	f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
@@ -445,10 +461,7 @@ func TestAKeyBeingGivenUpStaysRenewedUntilItsToldPassSucceeds(t *testing.T) {
 	f := start(t, shortRenewal(t))
 	failing := f.failToldPassesOf("alpha")
 	// Given alpha holds k1 on time-based liveness and bravo waits for it
-	f.createWidget(t, "alpha", "k1")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k1")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.holdsAndWaits(t, "alpha", "k1", "bravo")
 	// When alpha swaps to k2 and its passes that stop using k1 fail
 	f.setKeys(t, "alpha", "k2")
 	f.waitForInnerCall(t, "alpha", "a pass told to give k1 up", func(s claimmw.State) bool { return len(s.Releasing) > 0 })
@@ -464,15 +477,9 @@ func TestTheDeletionPathKeepsRenewingWhatTheObjectStillHolds(t *testing.T) {
 	t.Parallel()
 	f := start(t, shortRenewal(t))
 	failing := f.failToldPassesOf("alpha")
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	// When alpha is deleted and its deletion pass (its cleanup) keeps failing
-	alpha, _ := f.widget(t, "alpha")
-	if err := direct(t).Delete(context.Background(), alpha); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "alpha")
 	f.waitForInnerCall(t, "alpha", "a deletion pass", func(s claimmw.State) bool { return s.Deleting })
 	// Then k stays renewed, and bravo does not take it over while alpha cleans up
 	f.renewedWhileWaiting(t, "k", "bravo")
@@ -485,13 +492,10 @@ func TestAHandoverIsCommittedOnlyToASuccessorWaitingForThatKey(t *testing.T) {
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
 	// Given alpha holds k, charlie holds a, and bravo names a and k, so it
 	// waits for a (held by charlie) before it could wait for k
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	alpha, _ := f.widget(t, "alpha")
-	f.createWidget(t, "charlie", "a")
-	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "a", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "a")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "a", "k")
 	// When alpha hands k to bravo
 	before := f.writes.snapshot()["update Lease"]
 	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
@@ -505,10 +509,7 @@ func TestAHandoverIsCommittedOnlyToASuccessorWaitingForThatKey(t *testing.T) {
 		t.Errorf("%d Lease updates while bravo could not take k, want the prepare only", n)
 	}
 	// When charlie lets a go, bravo takes a, waits for k, and alpha commits
-	charlie, _ := f.widget(t, "charlie")
-	if err := direct(t).Delete(context.Background(), charlie); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "charlie")
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, 2*wakeWithin)
 	f.waitForReason(t, "alpha", conditions.ReasonParked, wakeWithin)
 }
@@ -524,14 +525,7 @@ func labelledSetup() setup {
 // the operator before Config.Labels was set did: without the labels.
 func (f *fixture) recordBeforeLabels(t *testing.T, key, name string) {
 	t.Helper()
-	w, err := f.widget(t, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := f.mw.Claimer().HolderOf(w)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := f.holderOf(t, name)
 	cfg := f.mw.Claimer().Config()
 	old, err := claim.New(env.APIReader, direct(t), claim.Config{Namespace: f.ns, Set: cfg.Set}, claim.WithBackend(lease.Backend))
 	if err != nil {
@@ -547,11 +541,9 @@ func TestAKeySwappedAfterAnUpgradeIsReleasedThoughTheCacheCannotSeeItsOldRecord(
 	f := start(t, labelledSetup())
 	// Given alpha holds old through a record written before the labels
 	// existed, invisible to the manager's Lease cache, and bravo names old
-	f.createWidget(t, "alpha")
-	f.waitForReason(t, "alpha", conditions.ReasonNoKeys, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonNoKeys)
 	f.recordBeforeLabels(t, "old", "alpha")
-	f.createWidget(t, "bravo", "old")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "old")
 	// When alpha's spec moves to new
 	f.setKeys(t, "alpha", "new")
 	// Then alpha gives old up and bravo gets it: no deadlock
@@ -563,8 +555,7 @@ func TestAKeySwappedAfterAnUpgradeIsReleasedThoughTheCacheCannotSeeItsOldRecord(
 func TestAReenteredRecordWrittenBeforeTheLabelsIsStampedWithThem(t *testing.T) {
 	t.Parallel()
 	f := start(t, labelledSetup())
-	f.createWidget(t, "alpha")
-	f.waitForReason(t, "alpha", conditions.ReasonNoKeys, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonNoKeys)
 	f.recordBeforeLabels(t, "k", "alpha")
 	// When alpha names k, which it already holds
 	f.setKeys(t, "alpha", "k")
@@ -583,15 +574,11 @@ func TestAReenteredRecordWrittenBeforeTheLabelsIsStampedWithThem(t *testing.T) {
 func TestTheDeletionPassIsToldEveryRecordTheObjectHoldsEvenOnesTheCacheCannotSee(t *testing.T) {
 	t.Parallel()
 	f := start(t, labelledSetup())
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	// Given alpha also holds old through a record the cache cannot see
 	f.recordBeforeLabels(t, "old", "alpha")
 	// When alpha is deleted
-	alpha, _ := f.widget(t, "alpha")
-	if err := direct(t).Delete(context.Background(), alpha); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "alpha")
 	// Then a deletion pass is told each of both keys before it is released
 	// (a pass lists uncached, so the first usually sees both), and both
 	// are released
@@ -643,16 +630,10 @@ func TestAKeyDeletedFromOutsideWhileItsHolderCleansUpIsNotGrantedToAWaiter(t *te
 	f := start(t, setup{})
 	failing := f.failToldPassesOf("alpha")
 	// Given alpha holds k and bravo waits for it
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	// When alpha is deleted and its deletion pass, given k, keeps failing
 	// (its cleanup of k's workloads is not done)
-	alpha, _ := f.widget(t, "alpha")
-	if err := direct(t).Delete(context.Background(), alpha); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "alpha")
 	eventually(t, wakeWithin, func() (bool, string) {
 		for _, c := range f.inner.callsOf("alpha") {
 			if c.state.Deleting && len(c.state.Grants) == 1 {
@@ -675,17 +656,7 @@ func TestAKeyDeletedFromOutsideIsNotGrantedThroughAnotherMiddlewareWhileItsHolde
 	ns := env.Namespace(t)
 	// Two middlewares of one kind in one claim namespace: storage claims
 	// spec.keys, network claims spec.handTo; both may name one key.
-	handToKey := func(_ context.Context, obj client.Object) ([]string, error) {
-		if k := obj.(*testcrd.Widget).Spec.HandTo; k != "" {
-			return []string{k}, nil
-		}
-		return nil, nil
-	}
-	fs := atkStart(t, ns,
-		atkMW{keys: specKeys, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
-		atkMW{keys: handToKey, opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
-	)
-	st, nw := fs[0], fs[1]
+	st, nw := storageAndNetwork(t, ns)
 	reason := func(f *fixture, name string, ct conditions.Type) metav1.Condition { return f.atkCondition(t, name, ct) }
 	// Given x acts for k through the storage middleware
 	st.createWidget(t, "x", "k")
@@ -746,10 +717,7 @@ func TestAHolderStoppingAfterAClaimErrorKeepsItsRecordRenewedAcrossARestart(t *t
 	}
 	f, stop := startIn(t, ns, s)
 	// Given alpha holds k on time-based liveness and bravo waits for it
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	// When alpha's keys function meets an API error: alpha is Stopping, and
 	// its told passes fail
 	f.edit(t, "alpha", func(w *testcrd.Widget) {
@@ -780,10 +748,7 @@ func TestAClaimedHolderWhoseStatusWritesFailKeepsItsRecordRenewedAcrossARestart(
 	s := shortRenewal(t)
 	f, stop := startIn(t, ns, s)
 	// Given alpha holds k on time-based liveness and bravo waits for it
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	// When the operator restarts, alpha's spec changed meanwhile (its keys
 	// did not), and alpha's status can no longer be written (an admission
 	// policy, RBAC on /status)
@@ -808,11 +773,9 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderWithUnknownKeysIsStoppi
 	f := start(t, setup{})
 	failing := f.failToldPassesOf("alpha")
 	// Given alpha holds k and bravo waits for it
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	alpha, _ := f.widget(t, "alpha")
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
 	// When alpha's spec, still naming k, gets a reference its keys function
 	// cannot resolve: alpha keeps k, is Stopping, and its told passes fail
 	f.setKeys(t, "alpha", "k", failKeysFuncKey)
@@ -838,10 +801,7 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderWithUnknownKeysIsStoppi
 // still act for it.
 func TestAStoppingHolderThatMovesToAFreeKeyStillCountsForItsOldKeyUntilAToldPassSucceeds(t *testing.T) {
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithKeys(forbiddenKeys)}})
-	f.createWidget(t, "holder", "a")
-	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
-	f.createWidget(t, "waiter", "a")
-	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
+	f.holderHoldsAAndWaiterWaits(t)
 
 	// Its workloads for a do not stop: every pass not granted a fails.
 	f.failPassesThatStop("holder", "a")
@@ -858,17 +818,9 @@ func TestAStoppingHolderThatMovesToAFreeKeyStillCountsForItsOldKeyUntilAToldPass
 		delete(w.Labels, keysForbiddenLabel)
 		w.Spec.Keys = []string{"b"}
 	})
-	f.waitForInnerCall(t, "holder", "a pass granted b", func(s claimmw.State) bool {
-		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "b" })
-	})
+	f.waitForGrantedPass(t, "holder", "b")
 
-	// Its record of a is deleted from outside: the waiter must wait for the
-	// holder's told pass, which never succeeds.
-	f.deleteLease(t, "a")
-	f.neverClaimed(t, "waiter", 4*time.Second)
-	if c := f.claimed(t, "waiter"); c.Reason != string(conditions.ReasonWaitingForHandover) {
-		t.Errorf("waiter: claim condition %+v, want reason %s", c, conditions.ReasonWaitingForHandover)
-	}
+	f.waiterWaitsOnceAIsDeletedFromOutside(t)
 }
 
 // A holder whose key-set edit parks it is Stopping for its new spec; once
@@ -878,10 +830,7 @@ func TestAStoppingHolderThatMovesToAFreeKeyStillCountsForItsOldKeyUntilAToldPass
 // may still act for it.
 func TestAHolderParkedByAKeyEditStillCountsForItsOldKeyOnceTheNewKeysAreGranted(t *testing.T) {
 	f := start(t, setup{})
-	f.createWidget(t, "holder", "a")
-	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
-	f.createWidget(t, "waiter", "a")
-	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
+	f.holderHoldsAAndWaiterWaits(t)
 	f.createWidget(t, "blocker", "z")
 	f.waitForReason(t, "blocker", conditions.ReasonClaimed, wakeWithin)
 
@@ -892,17 +841,9 @@ func TestAHolderParkedByAKeyEditStillCountsForItsOldKeyOnceTheNewKeysAreGranted(
 
 	// z frees: the holder is granted b and z, still not having stopped a.
 	f.deleteWidget(t, "blocker")
-	f.waitForInnerCall(t, "holder", "a pass granted z", func(s claimmw.State) bool {
-		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "z" })
-	})
+	f.waitForGrantedPass(t, "holder", "z")
 
-	// Its record of a is deleted from outside: the waiter must wait for the
-	// holder's told pass, which never succeeds.
-	f.deleteLease(t, "a")
-	f.neverClaimed(t, "waiter", 4*time.Second)
-	if c := f.claimed(t, "waiter"); c.Reason != string(conditions.ReasonWaitingForHandover) {
-		t.Errorf("waiter: claim condition %+v, want reason %s", c, conditions.ReasonWaitingForHandover)
-	}
+	f.waiterWaitsOnceAIsDeletedFromOutside(t)
 }
 
 // A deletion pass given a record is inside the object's acting window for
@@ -923,24 +864,9 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileAParkedObjectsDeletionPassGivenI
 	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
 
 	// Its cleanup does not finish: every deletion pass fails.
-	f.inner.mu.Lock()
-	f.inner.fail = func(n string, c call) error {
-		if n == "holder" && c.state.Deleting {
-			return errNotStopped
-		}
-		return nil
-	}
-	f.inner.mu.Unlock()
-	w, err := f.widget(t, "holder")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := direct(t).Delete(context.Background(), w); err != nil {
-		t.Fatal(err)
-	}
-	f.waitForInnerCall(t, "holder", "a deletion pass given a", func(s claimmw.State) bool {
-		return s.Deleting && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "a" })
-	})
+	f.failDeletionPassesOf("holder")
+	f.deleteWidgetAsync(t, "holder")
+	f.waitForDeletionPassGiven(t, "holder", "a")
 
 	f.deleteLease(t, "a")
 	f.neverClaimed(t, "waiter", 4*time.Second)
@@ -953,10 +879,7 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileAParkedObjectsDeletionPassGivenI
 // condition already said Released.
 func TestAKeyDeletedFromOutsideIsNotGrantedWhileALaterDeletionPassGivenItAgainHasNotSucceeded(t *testing.T) {
 	f := start(t, setup{})
-	f.createWidget(t, "holder", "a")
-	f.waitForReason(t, "holder", conditions.ReasonClaimed, wakeWithin)
-	f.createWidget(t, "waiter", "a")
-	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
+	f.holderHoldsAAndWaiterWaits(t)
 
 	// Its first deletion pass succeeds, the release fails, and every later
 	// deletion pass fails.
@@ -970,13 +893,7 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileALaterDeletionPassGivenItAgainHa
 		return nil
 	}
 	f.inner.mu.Unlock()
-	w, err := f.widget(t, "holder")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := direct(t).Delete(context.Background(), w); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "holder")
 	// Its first deletion pass succeeded (the condition said Released, which
 	// the next pass, given a again, replaces at once) and a later one is
 	// given a again
@@ -1122,18 +1039,13 @@ func TestAnObjectBeingDeletedCountsForAKeyItStillHoldsButNoLongerNamesAfterARest
 	f, stop := startIn(t, ns, s)
 	// Given alpha held k and stopped naming it, its told pass succeeded but
 	// the release of k's record fails, and bravo waits for k
-	f.createWidget(t, "alpha", "k")
-	f.waitForReason(t, "alpha", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	f.writes.failLeaseDeletes.Store(true)
 	f.setKeys(t, "alpha")
 	f.waitForReason(t, "alpha", conditions.ReasonNoKeys, wakeWithin)
 	// When alpha is deleted and its deletion pass, given k, fails
 	f.deleteWidgetAsync(t, "alpha")
-	f.waitForInnerCall(t, "alpha", "a deletion pass given k", func(s claimmw.State) bool {
-		return s.Deleting && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "k" })
-	})
+	f.waitForDeletionPassGiven(t, "alpha", "k")
 	// And the operator stops, a person deletes k's record meanwhile, and
 	// the operator starts again (it never saw alpha hold k)
 	stop()

@@ -188,10 +188,7 @@ func bravoKeepsARecordWhileAlphaStops(t *testing.T) (*fixture, *windows) {
 	f := start(t, setup{workers: 2})
 	w := recordWindows(f, "k")
 	// Given charlie holds k and bravo waits for it
-	f.createWidget(t, "charlie", "k")
-	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.holdsAndWaits(t, "charlie", "k", "bravo")
 	// And bravo, finding k free once charlie gave it up, writes its record;
 	// before that write lands, alpha finds k free, holds it and acts, and a
 	// person deletes alpha's record. alpha's own next create waits until
@@ -289,8 +286,7 @@ func aKeyNobodyActsForReachesItsWaiter(t *testing.T, deltaKeys []string, deltaSa
 	f := start(t, setup{})
 	// Given delta never acted (its keys are held elsewhere, or cannot be
 	// computed) and is deleted, with no grants in its deletion passes
-	f.createWidget(t, "charlie", "k")
-	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "k")
 	if deletionFails {
 		f.inner.mu.Lock()
 		f.inner.fail = func(name string, c call) error {
@@ -347,8 +343,7 @@ func (f *fixture) heldKThenLostItToCharlie(t *testing.T, name string) *testcrd.W
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.createWidget(t, "charlie", "k")
-	f.waitForReason(t, "charlie", conditions.ReasonParked, 10*time.Second)
+	f.createAndWait(t, "charlie", conditions.ReasonParked, "k")
 	f.takeOverFor(t, "k", "charlie")
 	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
 	f.waitForReason(t, name, conditions.ReasonParked, 10*time.Second)
@@ -471,6 +466,17 @@ func TestAHandoverIsNotCommittedByAPassThatWasNotToldToStopBecauseItsCacheShowed
 	w.noOverlap(t)
 }
 
+// charlieLetsKGoWhileItsActorStopsSlowly is the When of the tests of an
+// actor whose told passes fail for a while (set by the test): charlie stops
+// naming k, actor acts for k, and its told passes succeed a second later.
+func (f *fixture) charlieLetsKGoWhileItsActorStopsSlowly(t *testing.T, w *windows, actor string) {
+	t.Helper()
+	f.setKeys(t, "charlie")
+	eventually(t, 10*time.Second, func() (bool, string) { return w.acted(actor), actor + " never acted for k" })
+	time.Sleep(time.Second)
+	w.setFailTold(actor, false)
+}
+
 // startsActingBeforeCreateOf makes name start acting for key while the
 // first record of key that holder's pass writes waits to be sent: name (a
 // new Widget) is created, finds key free, holds it and acts, and then a
@@ -522,10 +528,7 @@ func TestAWaiterDoesNotActForAKeyAnotherObjectStartedActingForBeforeTheWaitersRe
 	f := start(t, setup{workers: 2})
 	w := recordWindows(f, "k")
 	// Given charlie holds k and bravo waits for it
-	f.createWidget(t, "charlie", "k")
-	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonParked, 10*time.Second)
+	f.holdsAndWaits(t, "charlie", "k", "bravo")
 	// And bravo, finding k free once charlie gave it up, asks whether an
 	// earlier holder still acts for it (none does) and writes its record;
 	// before that write lands, alpha is created, holds k and acts, and a
@@ -535,10 +538,7 @@ func TestAWaiterDoesNotActForAKeyAnotherObjectStartedActingForBeforeTheWaitersRe
 	// time to stop)
 	w.setFailTold("alpha", true)
 	// When charlie stops naming k
-	f.setKeys(t, "charlie")
-	eventually(t, 10*time.Second, func() (bool, string) { return w.acted("alpha"), "alpha never acted for k" })
-	time.Sleep(time.Second)
-	w.setFailTold("alpha", false)
+	f.charlieLetsKGoWhileItsActorStopsSlowly(t, w, "alpha")
 	// Then bravo acts for k, but only after alpha's told pass succeeded
 	eventually(t, 10*time.Second, func() (bool, string) {
 		return w.acted("bravo"), fmt.Sprintf("bravo never acted for k: bravo %+v; alpha %+v", f.claimed(t, "bravo"), f.claimed(t, "alpha"))
@@ -560,10 +560,7 @@ func TestAWaiterWhoseCacheStillShowsItClaimedDoesNotActForAKeyAnotherObjectStart
 	f.startsActingBeforeCreateOf(t, w, "alpha", "bravo", "k")
 	w.setFailTold("bravo", true)
 	// When charlie stops naming k
-	f.setKeys(t, "charlie")
-	eventually(t, 10*time.Second, func() (bool, string) { return w.acted("bravo"), "bravo never acted for k" })
-	time.Sleep(time.Second)
-	w.setFailTold("bravo", false)
+	f.charlieLetsKGoWhileItsActorStopsSlowly(t, w, "bravo")
 	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
 	// Then alpha acts for k again, but only after bravo's told pass succeeded
 	eventually(t, 10*time.Second, func() (bool, string) {

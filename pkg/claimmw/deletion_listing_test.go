@@ -73,8 +73,7 @@ func TestDeletingAHolderReleasesItsKeyWithoutAConsistentListOfItsRecords(t *test
 	lists := &leaseLists{}
 	f := start(t, setup{config: lists.config()})
 	// Given alpha holds k and bravo waits for it
-	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	alpha, err := f.widget(t, "alpha")
 	if err != nil {
 		t.Fatal(err)
@@ -101,8 +100,7 @@ func TestTheDeletionPathFindsRecordsWrittenForTheObjectJustBeforeItsDeletion(t *
 	t.Parallel()
 	f := start(t, setup{})
 	// Given alpha holds k and bravo waits for it
-	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	// and another operator process wrote a record of a key neither names for
 	// each of them, just before both are deleted (the watch cache may not
 	// have it yet when their first deletion passes list)

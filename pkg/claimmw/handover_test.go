@@ -357,8 +357,7 @@ func TestASuccessorWhoseSpecChangesWhileItsPredecessorCommitsStillGetsTheKeyWith
 		return reconcile.Result{}, nil
 	}
 	f.inner.mu.Unlock()
-	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
 	f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
 	// When bravo's spec changes (it names z too, after k), and its condition

@@ -412,10 +412,15 @@ func (f *fixture) createAndWait(t *testing.T, name string, reason conditions.Rea
 
 // aHoldsKAndBWaits is the most common Given: Widget a holds key k, and
 // Widget b, naming k too, is parked on it.
-func (f *fixture) aHoldsKAndBWaits(t *testing.T) {
+func (f *fixture) aHoldsKAndBWaits(t *testing.T) { f.holdsAndWaits(t, "a", "k", "b") }
+
+// holdsAndWaits is the Given "holder holds key and waiter waits for it":
+// Widget holder, created first, is Claimed for key, and Widget waiter,
+// naming key too, is parked on it.
+func (f *fixture) holdsAndWaits(t *testing.T, holder, key, waiter string) {
 	t.Helper()
-	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "b", conditions.ReasonParked, "k")
+	f.createAndWait(t, holder, conditions.ReasonClaimed, key)
+	f.createAndWait(t, waiter, conditions.ReasonParked, key)
 }
 
 func (f *fixture) widget(t *testing.T, name string) (*testcrd.Widget, error) {

@@ -58,8 +58,7 @@ func (f *fixture) deleteLease(t *testing.T, key string) {
 func TestAHolderWhoseRecordIsDeletedFromOutsideStopsClaimingWithinTwoSeconds(t *testing.T) {
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)}})
 	// Given alpha holds k and bravo is parked on it
-	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	// When a person deletes k's Lease (kubectl claims release, a GitOps prune)
 	deleted := time.Now()
 	f.deleteLease(t, "k")
@@ -262,8 +261,7 @@ func TestTheDeletionPathTellsTheInnerReconcilerWhichKeysTheObjectStillHolds(t *t
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)}})
 	ctx := context.Background()
 	// Given alpha holds k and bravo is parked on it
-	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	var fencedErr error
 	f.inner.mu.Lock()
 	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {

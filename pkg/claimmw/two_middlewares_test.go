@@ -210,16 +210,11 @@ func TestASecondMiddlewareWithTheSameNameOnOneKindFailsSetup(t *testing.T) {
 	}
 }
 
-// Promises 1 and 5 with two middlewares on one kind in one process: a
-// record is found by its key alone, so a key both middlewares name for one
-// object is one record, written in one set. When the storage middleware
-// wrote x's record of k and the network middleware names k for x too, the
-// network middleware waits behind that record rather than being granted it
-// (Held) and acting; so when the storage middleware then gives k up and
-// releases the record of its set, y never takes k and acts while x's network
-// pass still acts for it.
-func TestTwoMiddlewaresNamingOneKeyNeverLetTwoObjectsActForIt(t *testing.T) {
-	ns := env.Namespace(t)
+// storageAndNetwork starts two middlewares of one kind in one claim
+// namespace, ns: storage claims spec.keys, network claims spec.handTo; both
+// may name one key.
+func storageAndNetwork(t *testing.T, ns string) (storage, network *fixture) {
+	t.Helper()
 	handToKey := func(_ context.Context, obj client.Object) ([]string, error) {
 		if k := obj.(*testcrd.Widget).Spec.HandTo; k != "" {
 			return []string{k}, nil
@@ -230,7 +225,20 @@ func TestTwoMiddlewaresNamingOneKeyNeverLetTwoObjectsActForIt(t *testing.T) {
 		atkMW{keys: specKeys, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
 		atkMW{keys: handToKey, opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
 	)
-	st, nw := fs[0], fs[1]
+	return fs[0], fs[1]
+}
+
+// Promises 1 and 5 with two middlewares on one kind in one process: a
+// record is found by its key alone, so a key both middlewares name for one
+// object is one record, written in one set. When the storage middleware
+// wrote x's record of k and the network middleware names k for x too, the
+// network middleware waits behind that record rather than being granted it
+// (Held) and acting; so when the storage middleware then gives k up and
+// releases the record of its set, y never takes k and acts while x's network
+// pass still acts for it.
+func TestTwoMiddlewaresNamingOneKeyNeverLetTwoObjectsActForIt(t *testing.T) {
+	ns := env.Namespace(t)
+	st, nw := storageAndNetwork(t, ns)
 	actors := &atkActors{}
 	var blocking atomic.Bool
 	entered := make(chan struct{}, 1)

@@ -80,8 +80,7 @@ func TestTheStartOfAHoldersDeletionRunsNoPassOfItsWaitersBeforeItReleases(t *tes
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)}})
 	// Given alpha holds k and bravo waits for it (its inner reconciler runs
 	// in each of its passes)
-	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	// When alpha is deleted and its deletion pass keeps failing (it still
 	// cleans up), with the default liveness
 	failing := f.failToldPassesOf("alpha")

@@ -2,9 +2,10 @@
 // examples/ports act for, standing in for the API types of the operator the
 // claims were ported from: Backup, Restore and Export (holders of a claim per
 // CamundaCluster), Database (holder of a claim per logical database) and
-// IdentityPlane (holder of a claim per Keycloak realm). The types, their
-// DeepCopy and their CRDs are written by hand; Export's CRD exists so that a
-// test can leave it uninstalled, as a kind the API server does not serve.
+// IdentityPlane (holder of a claim per Keycloak realm). The types take their
+// shape and deep copies from internal/testapi, as the tests' own kinds do;
+// Export's CRD exists so that a test can leave it uninstalled, as a kind the
+// API server does not serve.
 package portapi
 
 import (
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/internal/testapi"
 )
 
 // GroupVersion is the API group and version of every type here.
@@ -33,29 +35,9 @@ const (
 func (p Phase) Terminal() bool { return p == PhaseCompleted || p == PhaseFailed }
 
 // AddToScheme registers every type of the package.
-func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion,
-		&Backup{}, &BackupList{}, &Restore{}, &RestoreList{}, &Export{}, &ExportList{},
-		&Database{}, &DatabaseList{}, &IdentityPlane{}, &IdentityPlaneList{})
-	metav1.AddToGroupVersion(s, GroupVersion)
-	return nil
-}
-
-// resource is the shape of every kind here: a spec and a status, each with
-// its JSON field name.
-type resource[Spec, Status any] struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              Spec   `json:"spec,omitempty"`
-	Status            Status `json:"status,omitempty"`
-}
-
-// list is the shape of every list kind here.
-type list[T any] struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []T `json:"items"`
-}
+var AddToScheme = testapi.AddToScheme(GroupVersion,
+	&Backup{}, &BackupList{}, &Restore{}, &RestoreList{}, &Export{}, &ExportList{},
+	&Database{}, &DatabaseList{}, &IdentityPlane{}, &IdentityPlaneList{})
 
 // JobSpec names the CamundaCluster a Backup, Restore or Export works on, in
 // its own namespace.
@@ -73,22 +55,22 @@ type JobStatus struct {
 }
 
 // Backup pauses a CamundaCluster, backs it up and resumes it.
-type Backup resource[JobSpec, JobStatus]
+type Backup testapi.Object[JobSpec, JobStatus]
 
 // BackupList is a list of Backups.
-type BackupList list[Backup]
+type BackupList testapi.List[Backup]
 
 // Restore restores a CamundaCluster from a backup.
-type Restore resource[JobSpec, JobStatus]
+type Restore testapi.Object[JobSpec, JobStatus]
 
 // RestoreList is a list of Restores.
-type RestoreList list[Restore]
+type RestoreList testapi.List[Restore]
 
 // Export copies a CamundaCluster's data out. Its CRD is optional.
-type Export resource[JobSpec, JobStatus]
+type Export testapi.Object[JobSpec, JobStatus]
 
 // ExportList is a list of Exports.
-type ExportList list[Export]
+type ExportList testapi.List[Export]
 
 // DatabaseSpec names a logical database of a PostgreSQL system.
 type DatabaseSpec struct {
@@ -100,7 +82,7 @@ type DatabaseSpec struct {
 }
 
 // Database is a logical database an operator creates and owns.
-type Database resource[DatabaseSpec, DatabaseStatus]
+type Database testapi.Object[DatabaseSpec, DatabaseStatus]
 
 // DatabaseStatus carries the conditions.
 type DatabaseStatus struct {
@@ -108,7 +90,7 @@ type DatabaseStatus struct {
 }
 
 // DatabaseList is a list of Databases.
-type DatabaseList list[Database]
+type DatabaseList testapi.List[Database]
 
 // IdentityPlaneSpec names the Keycloak realm a plane configures.
 type IdentityPlaneSpec struct {
@@ -126,97 +108,98 @@ type IdentityPlaneStatus struct {
 }
 
 // IdentityPlane configures a Keycloak realm for the workloads it runs.
-type IdentityPlane resource[IdentityPlaneSpec, IdentityPlaneStatus]
+type IdentityPlane testapi.Object[IdentityPlaneSpec, IdentityPlaneStatus]
 
 // IdentityPlaneList is a list of IdentityPlanes.
-type IdentityPlaneList list[IdentityPlane]
+type IdentityPlaneList testapi.List[IdentityPlane]
 
 // Every spec and status field is a value apart from the status's
 // conditions, so a copy is the struct with its ObjectMeta and conditions
-// copied again: each status names its conditions, copyResource does the rest.
+// copied again: each spec deepens nothing, each status its conditions, and
+// testapi.CopyInto and testapi.CopyList do the rest.
 
-func (s *JobStatus) conditions() *[]metav1.Condition           { return &s.Conditions }
-func (s *DatabaseStatus) conditions() *[]metav1.Condition      { return &s.Conditions }
-func (s *IdentityPlaneStatus) conditions() *[]metav1.Condition { return &s.Conditions }
+// Deepen implements testapi.Part.
+func (*JobSpec) Deepen() {}
 
-// status is a pointer to a status of this package.
-type status[T any] interface {
-	*T
-	conditions() *[]metav1.Condition
-}
+// Deepen implements testapi.Part.
+func (*DatabaseSpec) Deepen() {}
 
-// copyResource returns a copy of r that shares no memory with it.
-func copyResource[Spec, Status any, P status[Status]](r *resource[Spec, Status]) *resource[Spec, Status] {
-	out := *r
-	r.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	if conds := P(&out.Status).conditions(); *conds != nil {
-		copied := make([]metav1.Condition, len(*conds))
-		for i := range *conds {
-			(*conds)[i].DeepCopyInto(&copied[i])
-		}
-		*conds = copied
-	}
-	return &out
-}
+// Deepen implements testapi.Part.
+func (*IdentityPlaneSpec) Deepen() {}
 
-// copyList returns a copy of l that shares no memory with it (its items
-// nil when there are none), copying each item with copyItem.
-func copyList[T any](l *list[T], copyItem func(*T) runtime.Object) *list[T] {
-	out := &list[T]{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy()}
-	for i := range l.Items {
-		out.Items = append(out.Items, *any(copyItem(&l.Items[i])).(*T))
-	}
-	return out
-}
+// Deepen implements testapi.Part.
+func (s *JobStatus) Deepen() { s.Conditions = testapi.Conditions(s.Conditions) }
+
+// Deepen implements testapi.Part.
+func (s *DatabaseStatus) Deepen() { s.Conditions = testapi.Conditions(s.Conditions) }
+
+// Deepen implements testapi.Part.
+func (s *IdentityPlaneStatus) Deepen() { s.Conditions = testapi.Conditions(s.Conditions) }
+
+// The shapes of the kinds.
+type (
+	job           = testapi.Object[JobSpec, JobStatus]
+	database      = testapi.Object[DatabaseSpec, DatabaseStatus]
+	identityPlane = testapi.Object[IdentityPlaneSpec, IdentityPlaneStatus]
+)
+
+// DeepCopyInto copies o into out.
+func (o *Backup) DeepCopyInto(out *Backup) { testapi.CopyInto((*job)(o), (*job)(out)) }
 
 // DeepCopyObject implements runtime.Object.
-func (o *Backup) DeepCopyObject() runtime.Object {
-	return (*Backup)(copyResource((*resource[JobSpec, JobStatus])(o)))
-}
+func (o *Backup) DeepCopyObject() runtime.Object { return (*Backup)(testapi.Copy((*job)(o))) }
 
 // DeepCopyObject implements runtime.Object.
-func (o *Restore) DeepCopyObject() runtime.Object {
-	return (*Restore)(copyResource((*resource[JobSpec, JobStatus])(o)))
+func (l *BackupList) DeepCopyObject() runtime.Object {
+	return (*BackupList)(testapi.CopyList((*testapi.List[Backup])(l), (*Backup).DeepCopyInto))
 }
 
-// DeepCopyObject implements runtime.Object.
-func (o *Export) DeepCopyObject() runtime.Object {
-	return (*Export)(copyResource((*resource[JobSpec, JobStatus])(o)))
-}
+// DeepCopyInto copies o into out.
+func (o *Restore) DeepCopyInto(out *Restore) { testapi.CopyInto((*job)(o), (*job)(out)) }
 
 // DeepCopyObject implements runtime.Object.
-func (o *Database) DeepCopyObject() runtime.Object {
-	return (*Database)(copyResource((*resource[DatabaseSpec, DatabaseStatus])(o)))
+func (o *Restore) DeepCopyObject() runtime.Object { return (*Restore)(testapi.Copy((*job)(o))) }
+
+// DeepCopyObject implements runtime.Object.
+func (l *RestoreList) DeepCopyObject() runtime.Object {
+	return (*RestoreList)(testapi.CopyList((*testapi.List[Restore])(l), (*Restore).DeepCopyInto))
+}
+
+// DeepCopyInto copies o into out.
+func (o *Export) DeepCopyInto(out *Export) { testapi.CopyInto((*job)(o), (*job)(out)) }
+
+// DeepCopyObject implements runtime.Object.
+func (o *Export) DeepCopyObject() runtime.Object { return (*Export)(testapi.Copy((*job)(o))) }
+
+// DeepCopyObject implements runtime.Object.
+func (l *ExportList) DeepCopyObject() runtime.Object {
+	return (*ExportList)(testapi.CopyList((*testapi.List[Export])(l), (*Export).DeepCopyInto))
+}
+
+// DeepCopyInto copies o into out.
+func (o *Database) DeepCopyInto(out *Database) { testapi.CopyInto((*database)(o), (*database)(out)) }
+
+// DeepCopyObject implements runtime.Object.
+func (o *Database) DeepCopyObject() runtime.Object { return (*Database)(testapi.Copy((*database)(o))) }
+
+// DeepCopyObject implements runtime.Object.
+func (l *DatabaseList) DeepCopyObject() runtime.Object {
+	return (*DatabaseList)(testapi.CopyList((*testapi.List[Database])(l), (*Database).DeepCopyInto))
+}
+
+// DeepCopyInto copies o into out.
+func (o *IdentityPlane) DeepCopyInto(out *IdentityPlane) {
+	testapi.CopyInto((*identityPlane)(o), (*identityPlane)(out))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (o *IdentityPlane) DeepCopyObject() runtime.Object {
-	return (*IdentityPlane)(copyResource((*resource[IdentityPlaneSpec, IdentityPlaneStatus])(o)))
-}
-
-// DeepCopyObject implements runtime.Object.
-func (l *BackupList) DeepCopyObject() runtime.Object {
-	return (*BackupList)(copyList((*list[Backup])(l), (*Backup).DeepCopyObject))
-}
-
-// DeepCopyObject implements runtime.Object.
-func (l *RestoreList) DeepCopyObject() runtime.Object {
-	return (*RestoreList)(copyList((*list[Restore])(l), (*Restore).DeepCopyObject))
-}
-
-// DeepCopyObject implements runtime.Object.
-func (l *ExportList) DeepCopyObject() runtime.Object {
-	return (*ExportList)(copyList((*list[Export])(l), (*Export).DeepCopyObject))
-}
-
-// DeepCopyObject implements runtime.Object.
-func (l *DatabaseList) DeepCopyObject() runtime.Object {
-	return (*DatabaseList)(copyList((*list[Database])(l), (*Database).DeepCopyObject))
+	return (*IdentityPlane)(testapi.Copy((*identityPlane)(o)))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *IdentityPlaneList) DeepCopyObject() runtime.Object {
-	return (*IdentityPlaneList)(copyList((*list[IdentityPlane])(l), (*IdentityPlane).DeepCopyObject))
+	return (*IdentityPlaneList)(testapi.CopyList((*testapi.List[IdentityPlane])(l), (*IdentityPlane).DeepCopyInto))
 }
 
 // The CRDs. Spec and status keep unknown fields: the schemas are not what
