@@ -691,3 +691,34 @@ func TestAKeyAnObjectKeptWithoutActingIsNotGivenToItsLaterPassesAfterItsUntoldRe
 		t.Error(r)
 	}
 }
+
+func TestAnObjectThatStopsNamingEveryKeyStillCountsAsActingForThemUntilItsToldPassSucceeded(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	w := recordWindows(f, "k")
+	// Given alpha holds k and acts for it, and bravo waits for it
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
+	if !w.waitActed("alpha", wakeWithin) {
+		t.Fatal("alpha never acted for k")
+	}
+	// And alpha's passes told to stop fail for a while
+	w.setFailTold("alpha", true)
+	// When alpha stops naming any key, and a person deletes k's record
+	// while alpha's told pass keeps failing
+	f.setKeys(t, "alpha")
+	eventually(t, wakeWithin, func() (bool, string) {
+		c := f.claimed(t, "alpha")
+		return c.Message != conditions.ForKeys(conditions.Claimed, []string{"k"}, 0).Message, fmt.Sprintf("alpha's condition never changed: %+v", c)
+	})
+	if err := f.deleteRecordOf(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	// Then bravo does not act for k while alpha may still act
+	w.noOverlap(t)
+	w.setFailTold("alpha", false)
+	eventually(t, wakeWithin, func() (bool, string) {
+		return w.acted("bravo"), fmt.Sprintf("bravo never acted for k once alpha's told pass succeeded: alpha %+v; bravo %+v", f.claimed(t, "alpha"), f.claimed(t, "bravo"))
+	})
+	w.noOverlap(t)
+}

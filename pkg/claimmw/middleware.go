@@ -580,6 +580,11 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		// acted for these keys.
 		changing := cond
 		changing.Message = strings.TrimSuffix(cond.Message, ".") + changingKeys
+		if cond.Reason != string(conditions.ReasonClaimed) {
+			// It names no key now: it still may act for those it held, and
+			// says so as a stopping object does.
+			changing.Reason, changing.Status = string(conditions.ReasonStopping), metav1.ConditionFalse
+		}
 		if _, err := m.setCondition(ctx, p.obj, changing); err != nil {
 			return reconcile.Result{}, err
 		}
