@@ -53,12 +53,17 @@ const (
 	// (a renewal) although nothing changed, and each write wakes the holder
 	// for another pass: a livelock that looks settled at every snapshot.
 	SteadyPassWrites Name = "SteadyPassWrites"
+	// EmptyKeySetNotActing: an object whose key set becomes empty says
+	// NoKeys before its told pass succeeded, a reason that does not say it
+	// may still act, so a waiter's predecessor check passes it by.
+	EmptyKeySetNotActing Name = "EmptyKeySetNotActing"
 )
 
 // All lists every mutant, in the order make chaos-mutants runs them.
 var All = []Name{
 	NotWokenByRecordEvents, LostKeyNeverTold, CachedHeldTrusted, DeletingHolderJudgedGone,
 	ReleaseBeforeInner, ReleaseAfterFailedInner, ReleaseWhateverRecord, MustTellInMemory, SteadyPassWrites,
+	EmptyKeySetNotActing,
 }
 
 // Env is the environment variable that switches a mutant on.

@@ -388,7 +388,7 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 		// stopped acting for it: that condition is written only after a
 		// pass for the current spec succeeded. One Claimed for an older spec,
 		// or Stopping, may still act for whatever it named before.
-		if keys, err := m.keysOf(ctx, obj); err == nil && m.claimedFor(c, obj, keys) && !slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == key }) {
+		if keys, err := m.keysOf(ctx, obj); err == nil && m.claimedFor(c, keys) && !slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == key }) {
 			continue
 		}
 		h, err := m.claimer.HolderOf(obj)

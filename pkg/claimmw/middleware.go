@@ -363,8 +363,8 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 	// earlier holder still does. So does one whose record was written in
 	// this pass: its condition is read from a cache that may still show
 	// Claimed from before it stopped.
-	p.stale = m.claimedFor(m.conditionOf(obj), obj, p.keys) && m.written.staleClaimed(req.NamespacedName)
-	acting := m.claimedFor(m.conditionOf(obj), obj, p.keys) && !p.stale
+	p.stale = m.claimedFor(m.conditionOf(obj), p.keys) && m.written.staleClaimed(req.NamespacedName)
+	acting := m.claimedFor(m.conditionOf(obj), p.keys) && !p.stale
 	for _, k := range p.keys {
 		if p.blocked != nil {
 			break
@@ -433,7 +433,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 		// said otherwise: judge as if it may act for everything.
 		cond = conditions.New(m.cfg.condType, conditions.ReasonStopping, "", gen)
 	}
-	if closed := m.closedWindows(cond, obj, p.keys, p.giveUp); len(closed) > 0 {
+	if closed := m.closedWindows(cond, p.keys, p.giveUp); len(closed) > 0 {
 		if p.untold, err = m.othersActFor(ctx, self, closed); err != nil {
 			return m.claimError(ctx, userCtx, req, p, err)
 		}
@@ -455,7 +455,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 // restricted by them, and a key the object stopped naming is found only by
 // this list, which the pass that tells it to stop must see whole.
 func (m *Middleware) holdingsOf(ctx context.Context, p *pass) (recs []claim.Record, cached bool, err error) {
-	if p.was.current && (!p.was.mayHaveHeld() || m.claimedFor(m.conditionOf(p.obj), p.obj, p.keys)) {
+	if p.was.current && (!p.was.mayHaveHeld() || m.claimedFor(m.conditionOf(p.obj), p.keys)) {
 		recs, err = m.claimer.CachedHoldings(ctx, p.self)
 		return recs, true, err
 	}
@@ -585,6 +585,7 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 			// says so as a stopping object does.
 			changing.Reason, changing.Status = string(conditions.ReasonStopping), metav1.ConditionFalse
 		}
+		mutant.Do(mutant.EmptyKeySetNotActing, func() { changing.Reason, changing.Status = cond.Reason, cond.Status })
 		if _, err := m.setCondition(ctx, p.obj, changing); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -968,7 +969,7 @@ func (m *Middleware) previous(obj client.Object) previous {
 // whose key set changes says so (changingKeys) before it acts for the new
 // set, so a condition for keys it acted for in a pass that then failed
 // never counts as current.
-func (m *Middleware) claimedFor(c metav1.Condition, _ client.Object, keys []namedKey) bool {
+func (m *Middleware) claimedFor(c metav1.Condition, keys []namedKey) bool {
 	if c.Reason != string(conditions.ReasonClaimed) {
 		return false
 	}
@@ -1084,7 +1085,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	}
 	var untold []claim.Record
 	named, _ := m.keysOf(ctx, obj)
-	if closed := m.closedWindows(was, obj, named, holdings); len(closed) > 0 {
+	if closed := m.closedWindows(was, named, holdings); len(closed) > 0 {
 		// Records it holds while its condition says it does not act for
 		// them, and another object may act for: it has not acted for them
 		// since that object started, and its cleanup must not touch what
@@ -1246,11 +1247,11 @@ func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, se
 // nothing, and, when c says Claimed for exactly the keys it names now
 // (written only after a pass that was told of every other key succeeded,
 // or before any pass when it acted for nothing), those it does not name.
-func (m *Middleware) closedWindows(c metav1.Condition, obj client.Object, named []namedKey, recs []claim.Record) []claim.Record {
+func (m *Middleware) closedWindows(c metav1.Condition, named []namedKey, recs []claim.Record) []claim.Record {
 	if !mayAct(c) {
 		return recs
 	}
-	if !m.claimedFor(c, obj, named) {
+	if !m.claimedFor(c, named) {
 		return nil
 	}
 	var out []claim.Record

@@ -209,7 +209,7 @@ func (m *Middleware) indexKeyValues(obj client.Object) []string {
 		return []string{unknownKeys}
 	}
 	keys := m.indexKeys(obj)
-	if c := m.conditionOf(obj); mayAct(c) && !m.claimedFor(c, obj, named) {
+	if c := m.conditionOf(obj); mayAct(c) && !m.claimedFor(c, named) {
 		keys = append(keys, unknownKeys)
 	}
 	return keys
