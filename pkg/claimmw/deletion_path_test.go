@@ -200,3 +200,47 @@ func TestAKeyAnObjectReleasedBeforeItsDeletionIsNotGivenToItsDeletionPassWhileAn
 	// k1 is used for) while bravo acts for it
 	w.noOverlap(t)
 }
+
+// The wake-up of a holder removed without its finalizer must not depend on
+// the keys its spec names at the end: a holder whose keys cannot be
+// computed keeps the record of the key it held (renewed, without acting),
+// and once it is gone without a deletion pass, nothing else changes that
+// record. Its waiter must be woken by the deletion all the same, and take
+// the key over, rather than wait for its parked requeue.
+func TestAHolderWithUnknownKeysDeletedWithoutItsFinalizerHandsTheKeyItKeptToTheWaiter(t *testing.T) {
+	f := start(t, setup{})
+	ctx := context.Background()
+	// Given alpha holds k and bravo waits for it
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
+	alpha, _ := f.widget(t, "alpha")
+	// And alpha's spec gets a reference its keys function cannot resolve:
+	// it keeps k's record without acting for it
+	f.setKeys(t, "alpha", "k", failKeysFuncKey)
+	f.waitForReason(t, "alpha", conditions.ReasonInvalidKey, wakeWithin)
+	if rec := f.record(t, "k"); !rec.Exists || rec.Holder.UID != alpha.UID {
+		t.Fatalf("record of k while alpha's keys are unknown: exists %t, holder %s; want alpha's", rec.Exists, rec.Holder)
+	}
+	// When a person strips alpha's finalizer and deletes it: no deletion
+	// pass runs, and k's record still names alpha
+	eventually(t, 5*time.Second, func() (bool, string) {
+		w, err := f.widget(t, "alpha")
+		if err != nil {
+			return false, err.Error()
+		}
+		w.Finalizers = nil
+		err = direct(t).Update(ctx, w)
+		return err == nil, fmt.Sprintf("stripping alpha's finalizer: %v", err)
+	})
+	if err := direct(t).Delete(ctx, alpha); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() (bool, string) {
+		_, err := f.widget(t, "alpha")
+		return apierrors.IsNotFound(err), fmt.Sprintf("alpha still exists: %v", err)
+	})
+	if rec := f.record(t, "k"); !rec.Exists || rec.Holder.UID != alpha.UID {
+		t.Fatalf("record of k after alpha is gone: exists %t, holder %s; want alpha's, untouched", rec.Exists, rec.Holder)
+	}
+	// Then bravo, woken by alpha's deletion, takes k over within seconds
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
