@@ -722,3 +722,51 @@ func TestAnObjectThatStopsNamingEveryKeyStillCountsAsActingForThemUntilItsToldPa
 	})
 	w.noOverlap(t)
 }
+
+// A key an object acted for is named in its State.Releasing (its reconciler
+// cleans up what the key was used for) before its record is released, even
+// when the object's cache still shows an older Claimed for exactly the keys
+// it names now and another object anywhere in the manager may act for any
+// key: that cached condition was written before the object acted for the
+// key, so it does not say the object stopped acting for it.
+func TestAKeyAnObjectActedForIsNamedInItsReleasingWhenItsCacheStillShowsAnOlderClaimedForTheKeysItNamesNow(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given alpha acts for j
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "j")
+	claimedForJ, err := f.widget(t, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And then for j and k: its pass granted k succeeded
+	f.setKeys(t, "alpha", "j", "k")
+	eventually(t, wakeWithin, func() (bool, string) {
+		c := f.claimed(t, "alpha")
+		return c.Message == conditions.ForKeys(conditions.Claimed, []string{"j", "k"}, 0).Message, fmt.Sprintf("alpha is not Claimed for j and k: %+v", c)
+	})
+	if !slices.ContainsFunc(f.inner.callsOf("alpha"), func(c call) bool { return c.state.Granted && grants(c.state, "k") }) {
+		t.Fatal("alpha never had a pass granted k")
+	}
+	// And delta, which holds z, may act for any key: its keys cannot be
+	// computed and its told passes fail, so it says Stopping
+	f.failToldPassesOf("delta")
+	f.createAndWait(t, "delta", conditions.ReasonClaimed, "z")
+	f.setKeys(t, "delta", "z", failKeysFuncKey)
+	f.waitForReason(t, "delta", conditions.ReasonStopping, wakeWithin)
+	// When alpha stops naming k, and its next pass reads alpha from a cache
+	// that still shows it as it was when Claimed for j alone
+	f.writes.staleWidget.Store(claimedForJ)
+	t.Cleanup(func() { f.writes.staleWidget.Store((*testcrd.Widget)(nil)) })
+	f.setKeys(t, "alpha", "j")
+	eventually(t, wakeWithin, func() (bool, string) {
+		return !f.leaseExists(t, "k"), "k's record was never released"
+	})
+	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+	// Then k was released only after a pass of alpha that named it in
+	// State.Releasing succeeded
+	if !slices.ContainsFunc(f.inner.callsOf("alpha"), func(c call) bool {
+		return slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "k" })
+	}) {
+		t.Errorf("k's record was released but no pass of alpha, which acted for k, named it in State.Releasing; alpha's condition now: %+v", f.claimed(t, "alpha"))
+	}
+}
