@@ -1058,3 +1058,52 @@ func TestAnObjectBeingDeletedCountsForAKeyItStillHoldsButNoLongerNamesAfterARest
 	failing.Store(false)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, 10*time.Second)
 }
+
+// A waiter that waits for a predecessor to stop (its record of k written,
+// the predecessor still Stopping) is woken when the predecessor's told pass
+// succeeds, whatever the predecessor says next: here that it waits for a
+// handover of another key, prepared for it by a holder of another kind.
+func TestAWaiterForAPredecessorIsWokenWhenThePredecessorStopsAndThenWaitsForAHandoverOfAnotherKey(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	ctx := context.Background()
+	// Given xray acts for a and k, and sierra waits for k
+	f.createAndWait(t, "xray", conditions.ReasonClaimed, "a", "k")
+	xray := f.holderOf(t, "xray")
+	f.createAndWait(t, "sierra", conditions.ReasonParked, "k")
+	// And xray's passes told to stop fail for a while
+	failing := f.failToldPassesOf("xray")
+	// When a's record is taken over for a ConfigMap tango (a live holder of
+	// another kind) that prepares a handover of a to xray: xray, blocked on
+	// a, says Stopping
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "tango"}}
+	if err := direct(t).Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	tango := claim.Holder{APIVersion: "v1", Kind: "ConfigMap", Namespace: f.ns, Name: "tango", UID: cm.UID}
+	expired := claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })
+	replica, err := claim.New(env.APIReader, direct(t), f.mw.Claimer().Config(), claim.WithBackend(lease.Backend), claim.WithLiveness(expired))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, o, err := replica.Acquire(ctx, "a", tango); err != nil || o.Reason != claim.ReasonTakenOver {
+		t.Fatalf("taking a over for tango: %+v, %v", o, err)
+	}
+	if _, err := replica.Prepare(ctx, "a", tango, xray); err != nil {
+		t.Fatalf("preparing the handover of a from tango to xray: %v", err)
+	}
+	f.waitForReason(t, "xray", conditions.ReasonStopping, wakeWithin)
+	// And a person deletes k's record: sierra writes its own and waits for
+	// xray, which may still act for k
+	f.deleteLease(t, "k")
+	f.waitForReason(t, "sierra", conditions.ReasonWaitingForHandover, wakeWithin)
+	// (its passes after its own condition write are done)
+	time.Sleep(time.Second)
+	// And then xray's told pass succeeds: it acts for nothing, and waits for
+	// the handover of a
+	failing.Store(false)
+	f.touch(t, "xray")
+	f.waitForReason(t, "xray", conditions.ReasonWaitingForHandover, wakeWithin)
+	// Then sierra, woken by xray's change, acts for k within seconds
+	f.waitForReason(t, "sierra", conditions.ReasonClaimed, wakeWithin)
+}
