@@ -129,10 +129,10 @@ chaos: envtest ## Randomized claims and middleware under injected faults, histor
 # only kind in which a mutant can be on) and TestMiddlewareChaos run until a
 # seed reports a violation, for at most MUTANT_SEEDS seeds; with a mutant
 # on, the test fails when no seed does. Fails unless every mutant is caught.
-MUTANT_SEEDS ?= 20
+MUTANT_SEEDS ?= 40
 MUTANTS ?= $(shell sed -n 's/^\t\([A-Za-z]*\) Name = ".*"$$/\1/p' internal/mutant/mutant.go)
 .PHONY: chaos-mutants
-chaos-mutants: envtest ## Put each known bug back (internal/mutant) and fail unless the middleware checker catches every one (MUTANT_SEEDS=20).
+chaos-mutants: envtest ## Put each known bug back (internal/mutant) and fail unless the middleware checker catches every one (MUTANT_SEEDS=40).
 	@failed=; for m in $(MUTANTS); do \
 	  echo "== mutant $$m"; \
 	  if CHAOS_MUTANT=$$m CHAOS_SEEDS=$(MUTANT_SEEDS) go test -tags chaosmutants -count=1 -timeout 60m -run '^TestMiddlewareChaos$$' -v ./internal/chaos/ | grep -E '^(---|ok|FAIL)|mutant|summary|^ +[a-z]+(-[a-z]+)+: '; \

@@ -433,10 +433,8 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 		// said otherwise: judge as if it may act for everything.
 		cond = conditions.New(m.cfg.condType, conditions.ReasonStopping, "", gen)
 	}
-	if closed := m.closedWindows(cond, p.keys, p.giveUp); len(closed) > 0 {
-		if p.untold, err = m.othersActFor(ctx, self, closed); err != nil {
-			return m.claimError(ctx, userCtx, req, p, err)
-		}
+	if p.untold, err = m.untoldOf(ctx, obj, cond, p.keys, p.giveUp, self); err != nil {
+		return m.claimError(ctx, userCtx, req, p, err)
 	}
 	if p.blocked != nil {
 		return m.parked(ctx, userCtx, req, p, conditions.ForOutcome(m.cfg.condType, *p.blocked, gen))
@@ -1085,15 +1083,13 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	}
 	var untold []claim.Record
 	named, _ := m.keysOf(ctx, obj)
-	if closed := m.closedWindows(was, named, holdings); len(closed) > 0 {
-		// Records it holds while its condition says it does not act for
-		// them, and another object may act for: it has not acted for them
-		// since that object started, and its cleanup must not touch what
-		// the other uses. Released after the pass, untold.
-		keys, err := m.othersActFor(ctx, self, closed)
-		if err != nil {
-			return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
-		}
+	// Records it holds while its condition says it does not act for them,
+	// and another object may act for: it has not acted for them since that
+	// object started, and its cleanup must not touch what the other uses.
+	// Released after the pass, untold.
+	if keys, err := m.untoldOf(ctx, obj, was, named, holdings, self); err != nil {
+		return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
+	} else if len(keys) > 0 {
 		holdings = slices.DeleteFunc(holdings, func(r claim.Record) bool {
 			if slices.Contains(keys, r.Key) {
 				untold = append(untold, r)
@@ -1240,6 +1236,38 @@ func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, se
 	}
 	slices.SortFunc(out, func(a, b claim.Record) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
+}
+
+// untoldOf returns the keys of recs that are released without telling the
+// inner pass: those whose keys the object's condition says it does not act
+// for (closedWindows) and that another object may act for (othersActFor).
+// cached is the condition as the cache shows it; before any key is
+// released untold, the condition is read again uncached, as a cache that
+// lags may show an older Claimed for the keys the object names now, though
+// it acted for more since; the keys it names are computed again from that
+// read too.
+func (m *Middleware) untoldOf(ctx context.Context, obj client.Object, cached metav1.Condition, named []namedKey, recs []claim.Record, self claim.Holder) ([]string, error) {
+	closed := m.closedWindows(cached, named, recs)
+	if len(closed) == 0 {
+		return nil, nil
+	}
+	keys, err := m.othersActFor(ctx, self, closed)
+	if err != nil || len(keys) == 0 {
+		return nil, err
+	}
+	fresh := newObject(m.cfg.prototype)
+	if err := m.cfg.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
+		return nil, fmt.Errorf("reading %s before it releases claims untold: %w", client.ObjectKeyFromObject(obj), err)
+	}
+	freshKeys, err := m.keysOf(ctx, fresh)
+	if err != nil {
+		// Its keys cannot be judged now: it may act for any, and is told.
+		return nil, nil
+	}
+	still := m.closedWindows(m.conditionOf(fresh), freshKeys, closed)
+	return slices.DeleteFunc(keys, func(k string) bool {
+		return !slices.ContainsFunc(still, func(r claim.Record) bool { return r.Key == k })
+	}), nil
 }
 
 // closedWindows returns the records of recs whose keys the object's

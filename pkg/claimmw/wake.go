@@ -451,10 +451,6 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 			switch {
 			case e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil:
 				woken(ctx, e.ObjectNew, q, true)
-			case is.Reason == string(conditions.ReasonWaitingForHandover) && !sameJudgement(was, is):
-				// It waits for a handover now, or for another one, or for its
-				// new spec: its predecessor may commit.
-				wake(ctx, e.ObjectNew, q)
 			case mayAct(was) && !mayAct(is),
 				// Claimed for its new spec now: it stopped acting for keys
 				// its older spec named.
@@ -467,16 +463,27 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 				// key it may have acted for asks again. Its keys may be
 				// unknown now, or another middleware's: every object
 				// waiting for a handover in this manager asks.
+				// Also when it waits for a handover itself now: that wake
+				// is among these.
 				wake(ctx, e.ObjectNew, q)
 				for _, other := range setUp.onManager(m.kind.mgr) {
 					for _, r := range other.waiting(ctx) {
 						q.Add(r)
 					}
 				}
+			case is.Reason == string(conditions.ReasonWaitingForHandover) && !sameJudgement(was, is):
+				// It waits for a handover now, or for another one, or for its
+				// new spec: its predecessor may commit.
+				wake(ctx, e.ObjectNew, q)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			wake(ctx, e.Object, q)
+			// Records it still holds for keys its last spec did not name
+			// (its keys changed, or could not be computed, and it was
+			// deleted without its deletion path): their waiters judge it
+			// gone now.
+			m.wakeHoldersWaiters(ctx, e.Object, q)
 			// It may have been the predecessor of objects waiting for keys it
 			// no longer named: they ask again.
 			for _, other := range setUp.onManager(m.kind.mgr) {
@@ -485,6 +492,26 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 				}
 			}
 		},
+	}
+}
+
+// wakeHoldersWaiters wakes the objects that name the key of a record obj
+// holds, as the manager's cache shows them.
+func (m *Middleware) wakeHoldersWaiters(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	self, err := m.claimer.HolderOf(obj)
+	if err != nil {
+		return
+	}
+	recs, err := m.claimer.CachedHoldings(ctx, self)
+	if err != nil {
+		return
+	}
+	for _, rec := range recs {
+		for _, r := range m.naming(ctx, m.keysIndex(), rec.Key) {
+			if r.NamespacedName != client.ObjectKeyFromObject(obj) {
+				q.Add(r)
+			}
+		}
 	}
 }
 
