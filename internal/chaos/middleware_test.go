@@ -818,10 +818,12 @@ func (h waitersOnly) Generic(ctx context.Context, e event.GenericEvent, q workqu
 // TestMiddlewareChaos is the randomized run at the middleware level: six
 // Claimants under real operator processes contend for three keys while
 // their key sets are edited, they are deleted and recreated, records are
-// deleted and taken over from outside, handovers are asked for and the
-// operator restarts, and the operators' API calls meet conflicts,
-// timeouts, throttling, lost responses, delays and refused status writes;
-// each seed draws its profiles (mwFeatures). The checker judges the acting
+// deleted (among them the record a holder made to wait keeps, while another
+// object waits for its key) and taken over from outside, handovers are
+// asked for and the operator restarts, and the operators' API calls meet
+// conflicts, timeouts, throttling, lost responses, delays and refused
+// status writes; each seed draws its profiles (mwFeatures). The checker
+// judges the acting
 // windows of the inner reconciler's workloads and the state after
 // quiescence. It runs 3 seeds by default; `make chaos SEEDS=N` runs N, and
 // -seed=N (or CHAOS_SEED=N) replays one.
