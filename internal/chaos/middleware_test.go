@@ -823,10 +823,9 @@ func (h waitersOnly) Generic(ctx context.Context, e event.GenericEvent, q workqu
 // asked for and the operator restarts, and the operators' API calls meet
 // conflicts, timeouts, throttling, lost responses, delays and refused
 // status writes; each seed draws its profiles (mwFeatures). The checker
-// judges the acting
-// windows of the inner reconciler's workloads and the state after
-// quiescence. It runs 3 seeds by default; `make chaos SEEDS=N` runs N, and
-// -seed=N (or CHAOS_SEED=N) replays one.
+// judges the acting windows of the inner reconciler's workloads and the
+// state after quiescence. It runs 3 seeds by default; `make chaos
+// SEEDS=N` runs N, and -seed=N (or CHAOS_SEED=N) replays one.
 //
 // With a mutant switched on (CHAOS_MUTANT, see internal/mutant) the test
 // expects the opposite: it stops at the first seed that reports a
