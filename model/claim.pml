@@ -397,6 +397,39 @@ byte trv[NKEY];       /* the bug's token: the count of grants of the record */
  * (Middleware.claimedFor): the object acts for them already and asks no
  * predecessor again. */
 #define claimedFor (was == CCLAIMED && wascur)
+/* staleOwn: the condition the middleware last wrote for the object did not
+ * say Claimed (writtenConditions.staleClaimed), so a cache showing Claimed
+ * has not caught up. In the model the one operator process writes every
+ * condition, so what it last wrote is cst[me], which no step changes between
+ * a pass's dequeue and its own first condition write; a restart would empty
+ * that memory (staleClaimed is then false), and no world has both switches.
+ * Without STALECOND a pass reads its condition as it is: never stale. */
+#ifdef STALECOND
+#if RESTART > 0
+#error "STALECOND with RESTART: the middleware's memory of its condition writes (staleOwn) would outlive the restart"
+#endif
+#define staleOwn (cst[me] != CCLAIMED)
+#else
+#define staleOwn false
+#endif
+/* actsAlready: the pass counts the object as acting for its keys already
+ * (Middleware.reconcile's acting): Claimed for exactly them, unless that
+ * Claimed is stale. freshSelf: the granted step reads the object uncached
+ * before it says it acts: the cached Claimed is stale, or a record was
+ * written for it in this pass (wrote). A key whose record this pass wrote
+ * is post-checked whatever the pass counts. MUT_CACHED_OWN_CONDITION puts
+ * back the bug: the cached condition decides all three (a stale Claimed
+ * skips the post-check of a new record and the Claimed write, and the
+ * object acts while the server says Parked). */
+#ifdef MUT_CACHED_OWN_CONDITION
+#define actsAlready claimedFor
+#define postChecked(k) (!claimedFor)
+#define freshSelf false
+#else
+#define actsAlready (claimedFor && !staleOwn)
+#define postChecked(k) (!actsAlready || (wrote & bit(k)) != 0)
+#define freshSelf (claimedFor && staleOwn || wrote != 0)
+#endif
 #if NOBJ > 2
 #define postPred(k) (pred(0, k) && notGone(0) || pred(1, k) && notGone(1) || pred(2, k) && notGone(2))
 #else
@@ -466,7 +499,7 @@ inline acquire(k) {
 					trCreate(k);
 #endif
 					grant(k, TOKC(k)); written(k, bit(me)); remember(k, me);
-					res = GRANTED; setTok(k, TOKC(k));
+					res = GRANTED; setTok(k, TOKC(k)); wrote = wrote | bit(k);
 					loseResponse(res)
 				fi
 			}
@@ -494,7 +527,7 @@ inline acquire(k) {
 						trTake(k);
 #endif
 						grant(k, TOKT(k)); written(k, bit(me)); remember(k, me);
-						res = GRANTED; setTok(k, TOKT(k));
+						res = GRANTED; setTok(k, TOKT(k)); wrote = wrote | bit(k);
 						loseResponse(res)
 					:: else -> rrv = 0   /* conflict: read again below */
 					fi
@@ -781,6 +814,7 @@ proctype Obj(byte me) {
 	byte listed; byte luid[NKEY]; byte lrv[NKEY];
 	byte gone;    /* the holder a takeover replaced, + 1; 0 for none */
 	byte kept;    /* the key it holds but does not act for (a predecessor may) */
+	byte wrote;   /* the keys whose record this pass wrote (Create, takeover) */
 
 end_idle:
 	do
@@ -837,12 +871,13 @@ end_idle:
 				kk = ORD(k);
 				acquire(kk);
 #ifndef MUT_NO_POSTCHECK
-				/* an object that starts acting for kk in this pass asks again,
-				 * now that it holds the record and before its Claimed write,
-				 * whether another object may still act for it; if one may, it
-				 * keeps the record without acting for it: WaitingForHandover */
+				/* an object that starts acting for kk in this pass, or whose
+				 * record of kk this pass wrote, asks again, now that it holds
+				 * the record and before its Claimed write, whether another
+				 * object may still act for it; if one may, it keeps the record
+				 * without acting for it: WaitingForHandover */
 				if
-				:: res == GRANTED && !claimedFor ->
+				:: res == GRANTED && postChecked(kk) ->
 					atomic {
 						remember(kk, me);
 						if
@@ -909,17 +944,29 @@ end_idle:
 				 * keys: unchanged, nothing is written; for an older spec:
 				 * written after the inner pass succeeded); an object that
 				 * starts acting reads its records again after that write
-				 * (folded), and acts only if it still holds them */
+				 * (folded), and acts only if it still holds them. A pass
+				 * whose record was written in it, or whose cached Claimed is
+				 * stale, first reads the object uncached (folded): the
+				 * server's condition decides the write; a newer spec
+				 * requeues the pass */
 				atomic {
 					if
-					:: was == CCLAIMED -> skip
-					:: was != CCLAIMED && (ks != keys[me] || judgedStale) ->
+					:: freshSelf && ks != keys[me] ->
+						res = FAILED;
+						printf("obj%d: its uncached read finds a newer spec: not acting, requeued\n", me)
+					:: freshSelf && ks == keys[me] -> was = cst[me]
+					:: else -> skip
+					fi;
+					if
+					:: res != 0 -> skip
+					:: res == 0 && was == CCLAIMED -> skip
+					:: res == 0 && was != CCLAIMED && (ks != keys[me] || judgedStale) ->
 						/* the write meets a newer spec (or a condition it
 						 * did not judge from): refused, the pass
 						 * ends in an error before its inner pass */
 						res = FAILED;
 						printf("obj%d: its Claimed write meets a newer spec (or a condition it did not judge from) and is refused\n", me)
-					:: else ->
+					:: res == 0 && was != CCLAIMED && !(ks != keys[me] || judgedStale) ->
 						cst[me] = CCLAIMED; setCur(me, (ks == keys[me]));
 						if
 						:: was != CCLAIMED && ((ks & 1) != 0 && !mine(0) || (ks & 2) != 0 && !mine(1)) ->
@@ -1031,7 +1078,7 @@ end_idle:
 			:: res == FAILED || held != ks -> mode[me] = REQUEUED
 			:: else -> mode[me] = IDLE
 			fi;
-			ks = 0; del = false; held = 0; res = 0; was = 0; wascur = false; kept = 0;
+			ks = 0; del = false; held = 0; res = 0; was = 0; wascur = false; kept = 0; wrote = 0;
 			tok[0] = 0; tok[1] = 0
 		}
 	od

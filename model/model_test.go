@@ -209,6 +209,22 @@ var worlds = []world{
 		optimize: true,
 	},
 	{
+		// A cache that has not shown the object its own Parked write, and
+		// records deleted from outside: both objects name k0. The pass
+		// whose record it wrote asks the post-check and reads itself
+		// uncached before it says it acts. A safety search: as a liveness
+		// search it passes too (2.83 M states) but costs 30 CPU-seconds
+		// more than make model has; stale-condition and external-deletion
+		// keep the liveness of each switch.
+		name:  "stale-condition-external-deletion",
+		model: "claim.pml",
+		defs:  []string{"STALECOND", "EXTDEL=2", "EDITS=0", "DELS=0", "LOST=0", "STALE=0", "INIT1=1"},
+		mutations: []mutation{
+			{define: "MUT_CACHED_OWN_CONDITION", want: "assertion violated (cst[me]!=0)",
+				why: "the cached condition decides whether the object acts already: a cache still showing Claimed after its own Parked write skips the post-check of the record it created and the Claimed write, and it acts while its condition says Parked"},
+		},
+	},
+	{
 		// No edit: deletion-stale-read has the edits with a deletion.
 		name:  "deletion-lost-response",
 		model: "claim.pml",

@@ -94,13 +94,15 @@ type mwResult struct {
 // mwCounts counts what the world did and how often the inner acted.
 type mwCounts struct {
 	edits, deletions, creations, recordDeletions, takeovers, handovers int
-	passes, grantedPasses, grants, windows, failedTold                 int
-	restarts, overlaps, crashes, crashesAfterClaimWrite                int
+	// keptErased counts the records deleted by eraseKept.
+	keptErased                                          int
+	passes, grantedPasses, grants, windows, failedTold  int
+	restarts, overlaps, crashes, crashesAfterClaimWrite int
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
-		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.takeovers, c.handovers,
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
+		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.takeovers, c.handovers,
 		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite)
 }
 
@@ -109,6 +111,7 @@ func (c *mwCounts) add(o mwCounts) {
 	c.deletions += o.deletions
 	c.creations += o.creations
 	c.recordDeletions += o.recordDeletions
+	c.keptErased += o.keptErased
 	c.takeovers += o.takeovers
 	c.passes += o.passes
 	c.grantedPasses += o.grantedPasses
@@ -433,7 +436,13 @@ func (w *mwWorld) deleteRecord(ctx context.Context, t *testing.T, ofClaimed bool
 	if len(ours) == 0 {
 		return
 	}
-	l := ours[w.rng.IntN(len(ours))]
+	w.erase(ctx, t, ours[w.rng.IntN(len(ours))])
+}
+
+// erase deletes the record l, fenced on the version read, and notes the
+// deletion as a fault from outside.
+func (w *mwWorld) erase(ctx context.Context, t *testing.T, l coordinationv1.Lease) {
+	t.Helper()
 	invoked := time.Now()
 	err := w.admin.Delete(ctx, &l, client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion})
 	switch {
@@ -445,6 +454,188 @@ func (w *mwWorld) deleteRecord(ctx context.Context, t *testing.T, ofClaimed bool
 		w.outside = append(w.outside, outside{kind: outsideDelete, key: l.Annotations[backends.DefaultKeyAnnotation], lease: l.UID, invoked: invoked, returned: time.Now()})
 		w.counts.recordDeletions++
 	}
+}
+
+// eraseKept deletes, while another object waits for it, the record of a
+// key a holder keeps without acting for it any more: the loss the checker
+// excuses nothing for. The holder names the kept key alone and acts for it
+// (after naming nothing first, so that its told pass ends every workload
+// it ran, if the key was ever taken over from outside: no expiry takeover
+// may excuse what follows); a live object holds a key sorted after it (one
+// is made to name that key alone, if none does); the waiter names the kept
+// key alone. Then the holder is made to name both keys: it parks keeping
+// the record it holds and gives none up, so only its condition says it
+// acted, and its reconciler must be told to stop all the same. Once its
+// condition says, for that spec, that it acts for nothing, the kept record
+// is deleted, again each time the holder creates it anew (keptTries); the
+// waiter, woken by the deletion, may create it and act. Had the holder not
+// been told, its workload would still run: an overlap.
+func (w *mwWorld) eraseKept(ctx context.Context, t *testing.T) {
+	t.Helper()
+	live := map[types.UID]*Claimant{}
+	var free []*Claimant // live objects the move may edit
+	for _, name := range w.names {
+		if obj := w.get(ctx, t, name); obj != nil && obj.DeletionTimestamp == nil {
+			live[obj.UID] = obj
+			if !w.touched[obj.UID] {
+				free = append(free, obj)
+			}
+		}
+	}
+	holder := map[string]types.UID{}
+	for _, k := range w.keys {
+		if recs := w.records(ctx, t, k); len(recs) > 0 {
+			holder[k] = types.UID(recs[0].Annotations[backends.DefaultHolderUIDAnnotation])
+		}
+	}
+	keys := slices.Sorted(slices.Values(w.keys))
+	i := w.rng.IntN(len(keys) - 1)
+	kept, extra := keys[i], keys[i+1+w.rng.IntN(len(keys)-i-1)]
+	take := func(o *Claimant) *Claimant {
+		free = slices.DeleteFunc(free, func(x *Claimant) bool { return x.UID == o.UID })
+		w.touch(o)
+		return o
+	}
+	pick := func() *Claimant {
+		if len(free) == 0 {
+			return nil
+		}
+		return take(free[w.rng.IntN(len(free))])
+	}
+	// The holder: the kept key's live holder, or any object if none.
+	var h *Claimant
+	switch j := slices.IndexFunc(free, func(o *Claimant) bool { return o.UID == holder[kept] }); {
+	case j >= 0:
+		h = take(free[j])
+	case live[holder[kept]] == nil:
+		h = pick()
+	}
+	if h == nil {
+		return
+	}
+	if slices.ContainsFunc(w.outside, func(o outside) bool { return o.kind == outsideTakeover && o.key == kept }) {
+		w.setKeys(ctx, t, h, nil)
+		if !w.heldBy(ctx, t, h, "", false) {
+			return
+		}
+	}
+	if !slices.Equal(h.Spec.Keys, []string{kept}) || !w.heldBy(ctx, t, h, kept, true) {
+		w.setKeys(ctx, t, h, []string{kept})
+		if !w.heldBy(ctx, t, h, kept, true) {
+			return
+		}
+	}
+	// A live holder of the key after it.
+	if o := live[holder[extra]]; o == nil || o.UID == h.UID {
+		other := pick()
+		if other == nil {
+			return
+		}
+		w.setKeys(ctx, t, other, []string{extra})
+		if !w.heldBy(ctx, t, other, extra, true) {
+			return
+		}
+	}
+	waiter := pick()
+	if waiter == nil {
+		return
+	}
+	if !slices.Equal(waiter.Spec.Keys, []string{kept}) {
+		w.setKeys(ctx, t, waiter, []string{kept})
+	}
+	w.setKeys(ctx, t, h, []string{kept, extra})
+	// The holder and the waiter, both woken by the deletion, race to create
+	// the record again: while the holder wins, it is deleted again.
+	for range keptTries {
+		if !w.waitParked(ctx, t, h) {
+			return
+		}
+		recs := w.records(ctx, t, kept)
+		i := slices.IndexFunc(recs, func(l coordinationv1.Lease) bool {
+			return types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == h.UID
+		})
+		if i < 0 {
+			return
+		}
+		w.erase(ctx, t, recs[i])
+		w.counts.keptErased++
+		for deadline := time.Now().Add(keptWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if len(w.records(ctx, t, kept)) > 0 {
+				break
+			}
+		}
+	}
+}
+
+// keptTries bounds how often eraseKept deletes the kept record.
+const keptTries = 8
+
+// heldBy waits, at most keptWait, until o holds the record of key and says
+// Claimed=True for its current spec (held true), or holds no record at all
+// (key empty, held false); it reports whether that came to be.
+func (w *mwWorld) heldBy(ctx context.Context, t *testing.T, o *Claimant, key string, held bool) bool {
+	t.Helper()
+	for deadline := time.Now().Add(keptWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var list coordinationv1.LeaseList
+		if err := w.admin.List(ctx, &list, client.InNamespace(w.ns)); err != nil {
+			t.Fatalf("listing records: %v", err)
+		}
+		has := slices.ContainsFunc(list.Items, func(l coordinationv1.Lease) bool {
+			return types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == o.UID &&
+				(key == "" || l.Annotations[backends.DefaultKeyAnnotation] == key)
+		})
+		if has != held {
+			continue
+		}
+		if !held {
+			return true
+		}
+		if obj := w.get(ctx, t, o.Name); obj != nil && obj.UID == o.UID && claimedTrue(obj) &&
+			meta.FindStatusCondition(obj.Status.Conditions, string(conditions.Claimed)).ObservedGeneration == obj.Generation {
+			return true
+		}
+	}
+	return false
+}
+
+// waitParked waits, at most keptWait, until h's condition says, for its
+// current spec, that it acts for nothing (False, not Stopping): the pass
+// that judged the spec eraseKept set has ended. It reports whether that
+// came to be; the record is erased only then, when the holder was to have
+// been told.
+func (w *mwWorld) waitParked(ctx context.Context, t *testing.T, h *Claimant) bool {
+	t.Helper()
+	for deadline := time.Now().Add(keptWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		obj := w.get(ctx, t, h.Name)
+		if obj == nil || obj.UID != h.UID || obj.DeletionTimestamp != nil {
+			return false
+		}
+		if c := meta.FindStatusCondition(obj.Status.Conditions, string(conditions.Claimed)); c != nil && c.ObservedGeneration == obj.Generation &&
+			c.Status != metav1.ConditionTrue && c.Reason != string(conditions.ReasonStopping) {
+			return true
+		}
+	}
+	return false
+}
+
+// records reads the records of key, uncached.
+func (w *mwWorld) records(ctx context.Context, t *testing.T, key string) []coordinationv1.Lease {
+	t.Helper()
+	var list coordinationv1.LeaseList
+	if err := w.admin.List(ctx, &list, client.InNamespace(w.ns)); err != nil {
+		t.Fatalf("listing records: %v", err)
+	}
+	return slices.DeleteFunc(list.Items, func(l coordinationv1.Lease) bool { return l.Annotations[backends.DefaultKeyAnnotation] != key })
+}
+
+// keptWait bounds how long eraseKept waits for the holder to park, and
+// for the record to be created again.
+const keptWait = 3 * time.Second
+
+// claimedTrue reports whether obj's condition says Claimed=True.
+func claimedTrue(obj *Claimant) bool {
+	c := meta.FindStatusCondition(obj.Status.Conditions, string(conditions.Claimed))
+	return c != nil && c.Status == metav1.ConditionTrue
 }
 
 // takeOver acquires a key a random object names through a Claimer whose
@@ -627,13 +818,14 @@ func (h waitersOnly) Generic(ctx context.Context, e event.GenericEvent, q workqu
 // TestMiddlewareChaos is the randomized run at the middleware level: six
 // Claimants under real operator processes contend for three keys while
 // their key sets are edited, they are deleted and recreated, records are
-// deleted and taken over from outside, handovers are asked for and the
-// operator restarts, and the operators' API calls meet conflicts,
-// timeouts, throttling, lost responses, delays and refused status writes;
-// each seed draws its profiles (mwFeatures). The checker judges the acting
-// windows of the inner reconciler's workloads and the state after
-// quiescence. It runs 3 seeds by default; `make chaos SEEDS=N` runs N, and
-// -seed=N (or CHAOS_SEED=N) replays one.
+// deleted (among them the record a holder made to wait keeps, while another
+// object waits for its key) and taken over from outside, handovers are
+// asked for and the operator restarts, and the operators' API calls meet
+// conflicts, timeouts, throttling, lost responses, delays and refused
+// status writes; each seed draws its profiles (mwFeatures). The checker
+// judges the acting windows of the inner reconciler's workloads and the
+// state after quiescence. It runs 3 seeds by default; `make chaos
+// SEEDS=N` runs N, and -seed=N (or CHAOS_SEED=N) replays one.
 //
 // With a mutant switched on (CHAOS_MUTANT, see internal/mutant) the test
 // expects the opposite: it stops at the first seed that reports a
@@ -662,7 +854,7 @@ func TestMiddlewareChaos(t *testing.T) {
 				t.Logf("mutant %s caught at seed %d (seed %d of at most %d): %s", m, seed, i+1, len(list), res.report())
 				return
 			}
-			t.Logf("mutant %s: seed %d reports nothing (profile %s)", m, seed, res.features)
+			t.Logf("mutant %s: seed %d reports nothing (profile %s: %s)", m, seed, res.features, res.counts)
 			continue
 		}
 		// Then every promise of the middleware holds

@@ -714,9 +714,10 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 		}()
 	}
 
-	// When the world edits, deletes and recreates objects, deletes records,
-	// takes keys over, asks for handovers and restarts the operator, for
-	// the seed's steps
+	// When the world edits, deletes and recreates objects, deletes records
+	// (among them records a holder made to wait keeps while another object
+	// waits), takes keys over, asks for handovers and restarts the
+	// operator, for the seed's steps
 	for range r.steps {
 		time.Sleep(time.Duration(w.rng.IntN(30)) * time.Millisecond)
 		name := w.names[w.rng.IntN(len(w.names))]
@@ -733,25 +734,26 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 			w.deleteRecord(ctx, t, false)
 		case p < 0.83:
 			w.takeOver(ctx, t)
-		case p < 0.90:
-			if f.handover {
-				w.askHandover(ctx, t)
+		case p < 0.90 && f.handover:
+			w.askHandover(ctx, t)
+		case p >= 0.90 && p < 0.94 && f.restarts:
+			overlap := time.Duration(0)
+			if w.rng.IntN(3) == 0 {
+				overlap = time.Duration(50+w.rng.IntN(150)) * time.Millisecond
 			}
-		case p < 0.94:
-			if f.restarts {
-				overlap := time.Duration(0)
-				if w.rng.IntN(3) == 0 {
-					overlap = time.Duration(50+w.rng.IntN(150)) * time.Millisecond
-				}
-				fl.roll(overlap)
-			}
+			fl.roll(overlap)
+		default:
+			// The rest, and the steps of a profile that is off: a holder
+			// made to wait loses the record it keeps.
+			w.eraseKept(ctx, t)
 		}
 	}
 
 	// The last moves are those most likely to leave damage behind, each
 	// on objects the next ones leave alone: a key taken over, a key swap
 	// between two holders, a held key dropped from a Claimed object's
-	// keys, and the record of a Claimed holder deleted.
+	// keys, the record of a Claimed holder deleted, and the record a
+	// holder made to wait keeps deleted while another object waits.
 	// They need holders: every object exists again and had a moment to
 	// acquire.
 	for _, name := range w.names {
@@ -769,6 +771,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	w.swap(ctx, t)
 	w.drop(ctx, t)
 	w.deleteRecord(ctx, t, true)
+	w.eraseKept(ctx, t)
 
 	// And then everything stops: no faults, no edits, no restarts, and
 	// time stands still
