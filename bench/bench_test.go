@@ -145,7 +145,7 @@ func parkedClaimant(t *testing.T, s sizes, rep *report, res *results) {
 	scen := fmt.Sprintf("2 Parked claimant, %d passes", s.passes)
 	rep.add(row{scen, "API requests per pass", d.byVerb(s.passes), "", "0 writes", verdict(d.writes() == 0, fmt.Sprintf("%.2f writes per pass", res.parkedWritesPerPass))})
 	rep.add(row{scen, "server: Lease writes of every client (rejected)", fmt.Sprintf("%d (%d)", srvTotal, srvRejected), "", "0 rejected", verdict(srvRejected == 0, "see the counts")})
-	rep.note("A parked pass reads the Lease and then the holder (the default liveness), both uncached: 2 reads per pass.")
+	rep.note("A parked pass whose manager cache shows the key's Lease and its holder decides to wait from the cache (claim.WithCachedLiveness, which the middleware sets for its own kind): no request. Anything else — a free key, its own record, a holder the cache does not show — is read uncached.")
 	rep.note("The server's own Lease counts include kube-apiserver's identity Lease in kube-system, which it renews every 10 s; the metric has no namespace label, so the per-process counts (\"API requests per pass\") are the figure the targets judge.")
 }
 

@@ -57,13 +57,18 @@ const (
 	// NoKeys before its told pass succeeded, a reason that does not say it
 	// may still act, so a waiter's predecessor check passes it by.
 	EmptyKeySetNotActing Name = "EmptyKeySetNotActing"
+	// CachedConditionTrusted: a granted pass whose records were all held
+	// before it decides from its cached condition whether it must say it
+	// acts before it acts: a cache still showing Stopping after the told
+	// pass succeeded and said so lets it act without saying Claimed first.
+	CachedConditionTrusted Name = "CachedConditionTrusted"
 )
 
 // All lists every mutant, in the order make chaos-mutants runs them.
 var All = []Name{
 	NotWokenByRecordEvents, LostKeyNeverTold, CachedHeldTrusted, DeletingHolderJudgedGone,
 	ReleaseBeforeInner, ReleaseAfterFailedInner, ReleaseWhateverRecord, MustTellInMemory, SteadyPassWrites,
-	EmptyKeySetNotActing,
+	EmptyKeySetNotActing, CachedConditionTrusted,
 }
 
 // Env is the environment variable that switches a mutant on.

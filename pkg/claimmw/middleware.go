@@ -553,12 +553,17 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	// may still act for keys no spec it has now names (their records may be
 	// gone, deleted from outside): its condition keeps saying it may act,
 	// which tells a waiter so, until a pass for the current spec succeeded.
-	if p.stale || slices.ContainsFunc(p.granted, func(h heldKey) bool { return h.o.Reason != claim.ReasonHeld }) {
-		// A record was written for it in this pass: it may start acting
-		// now, and what decides whether it says so first is its condition
-		// as the API server has it. A lagging cache may still show Claimed
-		// from before it stopped, which would skip the write a waiter
-		// reads. Once per grant, not per pass.
+	written := slices.ContainsFunc(p.granted, func(h heldKey) bool { return h.o.Reason != claim.ReasonHeld })
+	confirm := p.stale || !m.claimedFor(m.conditionOf(p.obj), p.keys) || written
+	mutant.Do(mutant.CachedConditionTrusted, func() { confirm = p.stale || written })
+	if confirm {
+		// It may start acting for a key now (it is not Claimed for exactly
+		// these keys, or a record was written for it in this pass), and what
+		// decides whether it says so first is its condition as the API
+		// server has it. A lagging cache may still show Claimed from before
+		// it stopped, or Stopping from before its told pass succeeded and it
+		// said so: either would skip the write a waiter reads. Once per
+		// grant, not per pass.
 		fresh := newObject(m.cfg.prototype)
 		if err := m.cfg.apiReader.Get(ctx, req.NamespacedName, fresh); err != nil {
 			return reconcile.Result{}, fmt.Errorf("reading %s before it acts for a new grant: %w", req.NamespacedName, err)
@@ -567,6 +572,9 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
 		}
 		p.obj, p.was = fresh, m.previous(fresh)
+		// What the object says is known again, whatever the answer to an
+		// earlier write of it was.
+		m.written.note(req.NamespacedName, m.conditionOf(fresh))
 	}
 	delay := p.was.stopping || p.was.claimed && p.was.message != cond.Message
 	if delay && !p.was.stopping {
@@ -1358,6 +1366,9 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 		return false, err
 	}
 	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+	// Until the answer says otherwise, the write may or may not apply: an
+	// error can come after the server wrote it.
+	m.written.unsure(client.ObjectKeyFromObject(obj))
 	err = m.cfg.client.Status().Patch(ctx, obj, patch)
 	if apierrors.IsConflict(err) && m.cfg.apiReader != nil {
 		// Another writer (the inner pass, a tool) wrote the object since the
@@ -1397,33 +1408,59 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 // or tell more, never less; a restarted process starts from a synced cache.
 type writtenConditions struct {
 	mu      sync.Mutex
-	claimed map[types.NamespacedName]bool
+	claimed map[types.NamespacedName]written
 }
 
-func (w *writtenConditions) note(obj types.NamespacedName, cond metav1.Condition) {
+// written is what the last condition written here for an object said.
+type written int8
+
+const (
+	wroteOther   written = iota + 1 // a condition that does not say Claimed
+	wroteClaimed                    // Claimed
+	// wroteUnsure: a write whose answer was an error, which may have been
+	// applied all the same (a timeout after the server wrote it): the
+	// object may say either until a read of the API server shows which.
+	wroteUnsure
+)
+
+func (w *writtenConditions) set(obj types.NamespacedName, v written) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.claimed == nil {
-		w.claimed = map[types.NamespacedName]bool{}
+		w.claimed = map[types.NamespacedName]written{}
 	}
-	w.claimed[obj] = cond.Reason == string(conditions.ReasonClaimed) && cond.Status == metav1.ConditionTrue
+	w.claimed[obj] = v
 }
 
+// note records cond as what obj says in the API server: written here, or
+// read uncached.
+func (w *writtenConditions) note(obj types.NamespacedName, cond metav1.Condition) {
+	v := wroteOther
+	if cond.Reason == string(conditions.ReasonClaimed) && cond.Status == metav1.ConditionTrue {
+		v = wroteClaimed
+	}
+	w.set(obj, v)
+}
+
+// unsure records a write of obj's condition whose outcome is not known.
+func (w *writtenConditions) unsure(obj types.NamespacedName) { w.set(obj, wroteUnsure) }
+
 // staleClaimed reports whether the last condition written here for obj did
-// not say Claimed.
+// not say Claimed, or may not have.
 func (w *writtenConditions) staleClaimed(obj types.NamespacedName) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	claimed, ok := w.claimed[obj]
-	return ok && !claimed
+	v := w.claimed[obj]
+	return v == wroteOther || v == wroteUnsure
 }
 
 // saidClaimed reports whether the last condition written here for obj said
-// Claimed.
+// Claimed, or may have.
 func (w *writtenConditions) saidClaimed(obj types.NamespacedName) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.claimed[obj]
+	v := w.claimed[obj]
+	return v == wroteClaimed || v == wroteUnsure
 }
 
 func (w *writtenConditions) forget(obj types.NamespacedName) {

@@ -1,0 +1,49 @@
+package claimmw
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// TestAConditionWriteWithAnUnknownOutcomeCountsAsEitherAnswer pins the
+// memory of the last condition written: after a write whose answer was an
+// error (it may have been applied all the same), a pass judges as if the
+// object may say Claimed (it is told to stop) and as if it may not (a
+// cached Claimed is read again uncached), until a write succeeds or an
+// uncached read shows what it says.
+func TestAConditionWriteWithAnUnknownOutcomeCountsAsEitherAnswer(t *testing.T) {
+	obj := types.NamespacedName{Namespace: "ns", Name: "alpha"}
+	claimed := conditions.ForKeys(conditions.Claimed, []string{"k"}, 1)
+	parked := conditions.New(conditions.Claimed, conditions.ReasonParked, "Key k is held elsewhere.", 1)
+	type judged struct{ StaleClaimed, SaidClaimed bool }
+	for _, tc := range []struct {
+		name  string
+		steps func(w *writtenConditions)
+		want  judged
+	}{
+		{"given nothing written then neither", func(*writtenConditions) {}, judged{}},
+		{"given Claimed written then it said Claimed", func(w *writtenConditions) { w.note(obj, claimed) }, judged{SaidClaimed: true}},
+		{"given Parked written then a cached Claimed is stale", func(w *writtenConditions) { w.note(obj, parked) }, judged{StaleClaimed: true}},
+		{"given a write whose answer was an error then both", func(w *writtenConditions) { w.note(obj, claimed); w.unsure(obj) }, judged{true, true}},
+		{"given an unsure write and then an uncached read of Claimed then it said Claimed", func(w *writtenConditions) { w.unsure(obj); w.note(obj, claimed) }, judged{SaidClaimed: true}},
+		{"given a forgotten object then neither", func(w *writtenConditions) { w.unsure(obj); w.forget(obj) }, judged{}},
+		{"given a Claimed condition that is False then it did not say Claimed", func(w *writtenConditions) {
+			c := claimed
+			c.Status = metav1.ConditionFalse
+			w.note(obj, c)
+		}, judged{StaleClaimed: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &writtenConditions{}
+			tc.steps(w)
+			if diff := cmp.Diff(tc.want, judged{w.staleClaimed(obj), w.saidClaimed(obj)}); diff != "" {
+				t.Errorf("judged (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
