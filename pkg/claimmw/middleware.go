@@ -1368,7 +1368,7 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 	// Until the answer says otherwise, the write may or may not apply: an
 	// error can come after the server wrote it.
-	m.written.unsure(client.ObjectKeyFromObject(obj))
+	m.written.attempt(client.ObjectKeyFromObject(obj), cond)
 	err = m.cfg.client.Status().Patch(ctx, obj, patch)
 	if apierrors.IsConflict(err) && m.cfg.apiReader != nil {
 		// Another writer (the inner pass, a tool) wrote the object since the
@@ -1407,66 +1407,65 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 // tells it to stop before it may say so. Memory that only makes a pass check
 // or tell more, never less; a restarted process starts from a synced cache.
 type writtenConditions struct {
-	mu      sync.Mutex
-	claimed map[types.NamespacedName]written
+	mu sync.Mutex
+	m  map[types.NamespacedName]written
 }
 
-// written is what the last condition written here for an object said.
-type written int8
+// written is what an object may say in the API server, by the conditions
+// written here for it: one after a write that succeeded (or a read
+// uncached), either of two after a write answered with an error, which may
+// have been applied all the same (a timeout after the server wrote it).
+type written struct{ claimed, other bool }
 
-const (
-	wroteOther   written = iota + 1 // a condition that does not say Claimed
-	wroteClaimed                    // Claimed
-	// wroteUnsure: a write whose answer was an error, which may have been
-	// applied all the same (a timeout after the server wrote it): the
-	// object may say either until a read of the API server shows which.
-	wroteUnsure
-)
-
-func (w *writtenConditions) set(obj types.NamespacedName, v written) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.claimed == nil {
-		w.claimed = map[types.NamespacedName]written{}
-	}
-	w.claimed[obj] = v
+func isClaimed(cond metav1.Condition) bool {
+	return cond.Reason == string(conditions.ReasonClaimed) && cond.Status == metav1.ConditionTrue
 }
 
 // note records cond as what obj says in the API server: written here, or
 // read uncached.
 func (w *writtenConditions) note(obj types.NamespacedName, cond metav1.Condition) {
-	v := wroteOther
-	if cond.Reason == string(conditions.ReasonClaimed) && cond.Status == metav1.ConditionTrue {
-		v = wroteClaimed
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[types.NamespacedName]written{}
 	}
-	w.set(obj, v)
+	w.m[obj] = written{claimed: isClaimed(cond), other: !isClaimed(cond)}
 }
 
-// unsure records a write of obj's condition whose outcome is not known.
-func (w *writtenConditions) unsure(obj types.NamespacedName) { w.set(obj, wroteUnsure) }
+// attempt records a write of cond whose answer is not known yet: obj may
+// say it, or what it said before.
+func (w *writtenConditions) attempt(obj types.NamespacedName, cond metav1.Condition) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[types.NamespacedName]written{}
+	}
+	v := w.m[obj]
+	v.claimed = v.claimed || isClaimed(cond)
+	v.other = v.other || !isClaimed(cond)
+	w.m[obj] = v
+}
 
-// staleClaimed reports whether the last condition written here for obj did
-// not say Claimed, or may not have.
+// staleClaimed reports whether obj may say something other than Claimed by
+// the conditions written here: a cached Claimed is then read again.
 func (w *writtenConditions) staleClaimed(obj types.NamespacedName) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	v := w.claimed[obj]
-	return v == wroteOther || v == wroteUnsure
+	return w.m[obj].other
 }
 
-// saidClaimed reports whether the last condition written here for obj said
-// Claimed, or may have.
+// saidClaimed reports whether obj may say Claimed by the conditions written
+// here.
 func (w *writtenConditions) saidClaimed(obj types.NamespacedName) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	v := w.claimed[obj]
-	return v == wroteClaimed || v == wroteUnsure
+	return w.m[obj].claimed
 }
 
 func (w *writtenConditions) forget(obj types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.claimed, obj)
+	delete(w.m, obj)
 }
 
 // sameJudgement reports whether two readings of a claim condition say the

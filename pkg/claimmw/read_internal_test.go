@@ -3,6 +3,7 @@ package claimmw
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -48,14 +49,14 @@ func TestReadingObjectsAgainAnswersAsTheAPIServerAndListsWhenManyAreRead(t *test
 					server = append(server, obj(i, "server"))
 				}
 			}
-			gets, lists := 0, 0
+			var gets, lists atomic.Int32
 			apiReader := fake.NewClientBuilder().WithObjects(server...).WithInterceptorFuncs(interceptor.Funcs{
 				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					gets++
+					gets.Add(1)
 					return c.Get(ctx, key, obj, opts...)
 				},
 				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-					lists++
+					lists.Add(1)
 					return c.List(ctx, list, opts...)
 				},
 			}).Build()
@@ -89,8 +90,8 @@ func TestReadingObjectsAgainAnswersAsTheAPIServerAndListsWhenManyAreRead(t *test
 			if diff := cmp.Diff(want, views); diff != "" {
 				t.Errorf("objects read (-want +got):\n%s", diff)
 			}
-			if gets != tc.wantGets || lists != tc.wantLists {
-				t.Errorf("read with %d Gets and %d Lists; want %d and %d", gets, lists, tc.wantGets, tc.wantLists)
+			if int(gets.Load()) != tc.wantGets || int(lists.Load()) != tc.wantLists {
+				t.Errorf("read with %d Gets and %d Lists; want %d and %d", gets.Load(), lists.Load(), tc.wantGets, tc.wantLists)
 			}
 		})
 	}

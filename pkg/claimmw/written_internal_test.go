@@ -12,10 +12,11 @@ import (
 
 // TestAConditionWriteWithAnUnknownOutcomeCountsAsEitherAnswer pins the
 // memory of the last condition written: after a write whose answer was an
-// error (it may have been applied all the same), a pass judges as if the
-// object may say Claimed (it is told to stop) and as if it may not (a
-// cached Claimed is read again uncached), until a write succeeds or an
-// uncached read shows what it says.
+// error (it may have been applied all the same), the object may say what
+// was written or what it said before: a pass judges as if it may say
+// Claimed when either does (it is told to stop) and as if it may not when
+// either does not (a cached Claimed is read again uncached), until a write
+// succeeds or an uncached read shows what it says.
 func TestAConditionWriteWithAnUnknownOutcomeCountsAsEitherAnswer(t *testing.T) {
 	obj := types.NamespacedName{Namespace: "ns", Name: "alpha"}
 	claimed := conditions.ForKeys(conditions.Claimed, []string{"k"}, 1)
@@ -29,9 +30,11 @@ func TestAConditionWriteWithAnUnknownOutcomeCountsAsEitherAnswer(t *testing.T) {
 		{"given nothing written then neither", func(*writtenConditions) {}, judged{}},
 		{"given Claimed written then it said Claimed", func(w *writtenConditions) { w.note(obj, claimed) }, judged{SaidClaimed: true}},
 		{"given Parked written then a cached Claimed is stale", func(w *writtenConditions) { w.note(obj, parked) }, judged{StaleClaimed: true}},
-		{"given a write whose answer was an error then both", func(w *writtenConditions) { w.note(obj, claimed); w.unsure(obj) }, judged{true, true}},
-		{"given an unsure write and then an uncached read of Claimed then it said Claimed", func(w *writtenConditions) { w.unsure(obj); w.note(obj, claimed) }, judged{SaidClaimed: true}},
-		{"given a forgotten object then neither", func(w *writtenConditions) { w.unsure(obj); w.forget(obj) }, judged{}},
+		{"given Claimed and then a Parked write whose answer was an error then both", func(w *writtenConditions) { w.note(obj, claimed); w.attempt(obj, parked) }, judged{true, true}},
+		{"given Parked and then a Claimed write whose answer was an error then both", func(w *writtenConditions) { w.note(obj, parked); w.attempt(obj, claimed) }, judged{true, true}},
+		{"given Parked and then a Parked write whose answer was an error then it did not say Claimed", func(w *writtenConditions) { w.note(obj, parked); w.attempt(obj, parked) }, judged{StaleClaimed: true}},
+		{"given an unanswered write and then an uncached read of Claimed then it said Claimed", func(w *writtenConditions) { w.attempt(obj, parked); w.note(obj, claimed) }, judged{SaidClaimed: true}},
+		{"given a forgotten object then neither", func(w *writtenConditions) { w.attempt(obj, claimed); w.forget(obj) }, judged{}},
 		{"given a Claimed condition that is False then it did not say Claimed", func(w *writtenConditions) {
 			c := claimed
 			c.Status = metav1.ConditionFalse
