@@ -37,10 +37,13 @@ type conflicter struct {
 	// then, so that the conflict is a real one and only a re-read sees the
 	// other writer's condition. Guarded by mu.
 	interject func(ctx context.Context, obj client.Object)
-	mu        sync.Mutex
-	failed    map[string]bool // verb/namespace/name: the last write of that verb was refused here
-	injected  atomic.Int64
-	answered  atomic.Int64
+	// interjecting counts the interjections under way: one that took the
+	// function before the test cleared it still writes after.
+	interjecting sync.WaitGroup
+	mu           sync.Mutex
+	failed       map[string]bool // verb/namespace/name: the last write of that verb was refused here
+	injected     atomic.Int64
+	answered     atomic.Int64
 }
 
 func (f *conflicter) refuse(verb string, obj client.Object) bool {
@@ -75,9 +78,13 @@ func (f *conflicter) funcs() interceptor.Funcs {
 			if sub == "status" && f.refuse("update", obj) {
 				f.mu.Lock()
 				interject := f.interject
+				if interject != nil {
+					f.interjecting.Add(1)
+				}
 				f.mu.Unlock()
 				if interject != nil {
 					interject(ctx, obj)
+					f.interjecting.Done()
 				}
 				return f.conflict(obj)
 			}
@@ -323,6 +330,8 @@ func TestConditionsSurviveForcedStatusConflictsAndAConcurrentWriter(t *testing.T
 	f.mu.Lock()
 	f.interject = nil // the manager stops with the test: no review after this
 	f.mu.Unlock()
+	// A review that began before is watched too.
+	f.interjecting.Wait()
 	stopBumping()
 	nBumps := <-bumped
 	stopWatching()
