@@ -159,6 +159,17 @@ func (w *windows) noOverlap(t *testing.T) {
 	}
 }
 
+// noReleasingWhileAnotherActs fails the test for every pass that was told
+// to release the key while another Widget's window was open.
+func (w *windows) noReleasingWhileAnotherActs(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range w.releasing {
+		t.Error(r)
+	}
+}
+
 // waitActed waits until name acted for the key, for at most within.
 func (w *windows) waitActed(name string, within time.Duration) bool {
 	for deadline := time.Now().Add(within); !w.acted(name); time.Sleep(10 * time.Millisecond) {
@@ -615,16 +626,9 @@ func TestAKeyAnObjectGaveUpIsNotNamedInItsReleasingAgainWhileAnotherObjectActsFo
 	t.Parallel()
 	f := start(t, setup{})
 	w := recordWindows(f, "k1")
-	// Given alpha holds k1 and bravo waits for it
-	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k1")
-	f.createAndWait(t, "bravo", conditions.ReasonParked, "k1")
-	heldByAlpha := f.leaseVersion(t, "k1")
-	// And alpha moved to k2: its pass told to give k1 up succeeded, k1 was
-	// released, and bravo acts for it
-	f.setKeys(t, "alpha", "k2")
-	if !w.waitActed("bravo", 10*time.Second) {
-		t.Fatalf("bravo never acted for k1 after alpha gave it up; alpha: %+v", f.claimed(t, "alpha"))
-	}
+	// Given alpha held k1 while bravo waited, and moved to k2: its pass
+	// told to give k1 up succeeded, k1 was released, and bravo acts for it
+	heldByAlpha := f.alphaGaveK1UpToBravo(t, w)
 	eventually(t, 10*time.Second, func() (bool, string) {
 		calls := f.inner.callsOf("alpha")
 		last := calls[len(calls)-1].state
@@ -640,11 +644,7 @@ func TestAKeyAnObjectGaveUpIsNotNamedInItsReleasingAgainWhileAnotherObjectActsFo
 	})
 	// Then it is not told to release k1 (its reconciler drops what k1 is
 	// used for) while bravo acts for k1
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, r := range w.releasing {
-		t.Error(r)
-	}
+	w.noReleasingWhileAnotherActs(t)
 }
 
 func TestAKeyAnObjectKeptWithoutActingIsNotGivenToItsLaterPassesAfterItsUntoldReleaseFailedWhileItsPredecessorMayStillAct(t *testing.T) {
@@ -685,11 +685,7 @@ func TestAKeyAnObjectKeptWithoutActingIsNotGivenToItsLaterPassesAfterItsUntoldRe
 	// bravo is given k, while alpha may still act for it: bravo never acted
 	// for k, and its cleanup would touch what alpha uses
 	w.noOverlap(t)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, r := range w.releasing {
-		t.Error(r)
-	}
+	w.noReleasingWhileAnotherActs(t)
 }
 
 func TestAnObjectThatStopsNamingEveryKeyStillCountsAsActingForThemUntilItsToldPassSucceeded(t *testing.T) {
@@ -769,4 +765,19 @@ func TestAKeyAnObjectActedForIsNamedInItsReleasingWhenItsCacheStillShowsAnOlderC
 	}) {
 		t.Errorf("k's record was released but no pass of alpha, which acted for k, named it in State.Releasing; alpha's condition now: %+v", f.claimed(t, "alpha"))
 	}
+}
+
+// alphaGaveK1UpToBravo creates alpha holding k1 and bravo waiting for it,
+// then moves alpha to k2 and waits until bravo acts for k1. It returns the
+// resourceVersion of k1's Lease while alpha held it.
+func (f *fixture) alphaGaveK1UpToBravo(t *testing.T, w *windows) string {
+	t.Helper()
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k1")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k1")
+	heldByAlpha := f.leaseVersion(t, "k1")
+	f.setKeys(t, "alpha", "k2")
+	if !w.waitActed("bravo", 10*time.Second) {
+		t.Fatalf("bravo never acted for k1 after alpha gave it up; alpha: %+v", f.claimed(t, "alpha"))
+	}
+	return heldByAlpha
 }

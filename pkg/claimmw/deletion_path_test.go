@@ -182,16 +182,9 @@ func TestAKeyAnObjectReleasedBeforeItsDeletionIsNotGivenToItsDeletionPassWhileAn
 	lag := &watchCacheLag{}
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithAPIReader(lag.reader(t))}})
 	w := recordWindows(f, "k1")
-	// Given alpha holds k1 and bravo waits for it
-	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k1")
-	f.createAndWait(t, "bravo", conditions.ReasonParked, "k1")
-	heldByAlpha := f.leaseVersion(t, "k1")
-	// And alpha moved to k2: its pass told to give k1 up succeeded, k1 was
-	// released, and bravo acts for it
-	f.setKeys(t, "alpha", "k2")
-	if !w.waitActed("bravo", 10*time.Second) {
-		t.Fatalf("bravo never acted for k1 after alpha gave it up; alpha: %+v", f.claimed(t, "alpha"))
-	}
+	// Given alpha held k1 while bravo waited, and moved to k2: its pass
+	// told to give k1 up succeeded, k1 was released, and bravo acts for it
+	heldByAlpha := f.alphaGaveK1UpToBravo(t, w)
 	// When alpha is deleted while the API server's watch cache still shows
 	// the Leases as they were when alpha held k1
 	lag.at.Store(heldByAlpha)
