@@ -697,6 +697,11 @@ func (c *Claimer) Release(ctx context.Context, self Holder, keep ...string) erro
 }
 
 // mine reports whether rec is a record of self in the Claimer's set.
+// Mine reports whether rec, as read, is self's record in this Claimer's
+// claim set (or a former one, or none): the ownership rule Acquire, Holds
+// and releases decide by.
+func (c *Claimer) Mine(rec Record, self Holder) bool { return c.mine(rec, self) }
+
 func (c *Claimer) mine(rec Record, self Holder) bool {
 	return rec.Ours() && rec.Holder.Is(self) && ownSet(rec.Set, c.cfg.sets())
 }

@@ -1238,7 +1238,7 @@ func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, se
 		if err != nil {
 			return nil, err
 		}
-		if m.heldBy(rec, self) {
+		if m.claimer.Mine(rec, self) {
 			out = append(out, rec)
 		}
 	}
@@ -1299,13 +1299,6 @@ func (m *Middleware) closedWindows(c metav1.Condition, named []namedKey, recs []
 	return out
 }
 
-// heldBy reports whether rec, read now, is self's record in this
-// middleware's claim set (or a former one, or none).
-func (m *Middleware) heldBy(rec claim.Record, self claim.Holder) bool {
-	set := m.claimer.Config()
-	return rec.Ours() && rec.Holder.Is(self) && (rec.Set == "" || rec.Set == set.Set || slices.Contains(set.FormerSets, rec.Set))
-}
-
 // stillHeld reads each of recs again uncached and returns those self still
 // holds, as they are now.
 func (m *Middleware) stillHeld(ctx context.Context, self claim.Holder, recs []claim.Record) ([]claim.Record, error) {
@@ -1315,7 +1308,7 @@ func (m *Middleware) stillHeld(ctx context.Context, self claim.Holder, recs []cl
 		if err != nil {
 			return nil, fmt.Errorf("reading claim %q again: %w", claim.Redact(r.Key), err)
 		}
-		if m.heldBy(rec, self) {
+		if m.claimer.Mine(rec, self) {
 			out = append(out, rec)
 		}
 	}
