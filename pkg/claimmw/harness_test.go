@@ -135,6 +135,10 @@ type writes struct {
 	// yet seen the writes since. The answer is the API server's own, read
 	// at that exact resourceVersion.
 	leaseListsAt atomic.Value
+	// beforeWidgetGet, when it holds a func(client.ObjectKey), runs before
+	// each read of a Widget through the manager's client, which waits for
+	// it: a pass of that Widget does not begin until it returns.
+	beforeWidgetGet atomic.Value
 }
 
 // holdStatus runs the beforeStatus hook for obj.
@@ -193,6 +197,11 @@ func (w *writes) snapshot() map[string]int {
 func (w *writes) funcs() interceptor.Funcs {
 	return interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if hook, _ := w.beforeWidgetGet.Load().(func(client.ObjectKey)); hook != nil {
+				if _, ok := obj.(*testcrd.Widget); ok {
+					hook(key)
+				}
+			}
 			if stale, _ := w.staleWidget.Load().(*testcrd.Widget); stale != nil && stale.Name == key.Name && stale.Namespace == key.Namespace {
 				if out, ok := obj.(*testcrd.Widget); ok {
 					stale.DeepCopyInto(out)
@@ -288,6 +297,9 @@ type setup struct {
 	// failStatusOf, when set, refuses the status writes of the Widget of
 	// that name from the manager's start (writes.failStatusOf).
 	failStatusOf string
+	// beforeWidgetGet, when set, runs before each read of a Widget through
+	// the manager's client from the manager's start (writes.beforeWidgetGet).
+	beforeWidgetGet func(client.ObjectKey)
 	// statusChangesWakeNobody reconciles a Widget only when its generation
 	// changes, as many operators filter their primary kind: a Widget's own
 	// status write does not reconcile it again.
@@ -329,6 +341,9 @@ func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
 	f := &fixture{ns: ns, inner: &inner{fail: s.innerFail}, writes: &writes{}}
 	if s.failStatusOf != "" {
 		f.writes.failStatusOf.Store(s.failStatusOf)
+	}
+	if s.beforeWidgetGet != nil {
+		f.writes.beforeWidgetGet.Store(s.beforeWidgetGet)
 	}
 	cfg := env.Config
 	if s.config != nil {

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -184,10 +185,50 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 // Start blocks until ctx ends, then stops every renewal of [WithRenewal] and
 // refuses new ones. [FromManager] adds it to the manager; a middleware built
 // without one runs it itself, or its renewals end only with their claims.
+// With [WithRenewal] and [FromManager], it first resumes the renewals of
+// every record the objects of its kind in the manager's cache hold, without
+// waiting for their passes: a process that starts (a restart, a new leader)
+// renews what its objects hold although its queue may reach an object only
+// after a contender's count of the lease duration has run out.
 func (m *Middleware) Start(ctx context.Context) error {
+	if m.renew != nil && m.cfg.manager != nil {
+		go m.resumeRenewals(ctx)
+	}
 	<-ctx.Done()
 	m.renew.close()
 	return nil
+}
+
+// resumeRenewals starts a hold for every record an object of m's kind
+// holds, as the manager's caches show them. Each is renewed once first,
+// which proves it is still held; a record found lost is skipped.
+func (m *Middleware) resumeRenewals(ctx context.Context) {
+	list, err := m.newList()
+	if err != nil {
+		logError(ctx, err, "resuming the renewals of held claims")
+		return
+	}
+	if err := m.cfg.client.List(ctx, list); err != nil {
+		logError(ctx, err, "resuming the renewals of held claims: listing the objects")
+		return
+	}
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		obj, ok := o.(client.Object)
+		if !ok || ctx.Err() != nil {
+			return nil
+		}
+		self, err := m.claimer.HolderOf(obj)
+		if err != nil {
+			return nil
+		}
+		recs, err := m.claimer.CachedHoldings(ctx, self)
+		if err != nil {
+			logError(ctx, err, "resuming the renewals of held claims", "object", client.ObjectKeyFromObject(obj))
+			return nil
+		}
+		m.renew.keep(ctx, client.ObjectKeyFromObject(obj), self, recs)
+		return nil
+	})
 }
 
 // Claimer returns the Claimer the middleware acquires with, for code that

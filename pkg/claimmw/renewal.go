@@ -123,18 +123,41 @@ func (r *renewals) ensure(ctx context.Context, obj types.NamespacedName, self cl
 		// The hold outlives this pass: it renews until the claim is released,
 		// lost, handed over, or the object deleted, each of which stops it.
 		hctx, stop := r.keeper.Hold(context.WithoutCancel(ctx), g.raw, o)
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
-			stop()
+		hctx, ok = r.install(hk, self.UID, hctx, stop)
+		if !ok {
 			return nil, errStopped
 		}
-		r.holds[hk] = &hold{uid: self.UID, ctx: hctx, stop: stop}
-		r.mu.Unlock()
-		r.watch(obj, hctx)
 		out[o.Key] = hctx
 	}
 	return out, nil
+}
+
+// install makes a new hold of hk the one the renewals keep, and returns the
+// context of the hold in effect; false once the renewals are closed (the
+// new hold is stopped). A live hold of the same holder installed meanwhile
+// (a pass and the renewals resumed at start both found none) stays, and the
+// new one is stopped: two holds of one record would leave one that nothing
+// stops.
+func (r *renewals) install(hk holdKey, uid types.UID, hctx context.Context, stop func()) (context.Context, bool) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		stop()
+		return nil, false
+	}
+	old, ok := r.holds[hk]
+	if ok && old.uid == uid && old.ctx.Err() == nil {
+		r.mu.Unlock()
+		stop()
+		return old.ctx, true
+	}
+	r.holds[hk] = &hold{uid: uid, ctx: hctx, stop: stop}
+	r.mu.Unlock()
+	if ok {
+		old.stop()
+	}
+	r.watch(hk.obj, hctx)
+	return hctx, true
 }
 
 // keep starts a hold, where none is live, for every record of recs that self
@@ -177,15 +200,10 @@ func (r *renewals) keep(ctx context.Context, obj types.NamespacedName, self clai
 			continue
 		}
 		hctx, stop := claimhook.HoldNormalized(r.keeper, context.WithoutCancel(ctx), rec.Key, renewed)
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
-			stop()
+		hctx, ok = r.install(hk, self.UID, hctx, stop)
+		if !ok {
 			return out
 		}
-		r.holds[hk] = &hold{uid: self.UID, ctx: hctx, stop: stop}
-		r.mu.Unlock()
-		r.watch(obj, hctx)
 		out[rec.Key] = hctx
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -198,4 +199,52 @@ func TestAParkedObjectWhoseStatusWritesFailKeepsItsHeldKeyRenewedAcrossARestart(
 		got := f.renewTimeOf(t, "a")
 		return got.After(restarted), fmt.Sprintf("a was last renewed at %v, before the restart at %v", got, restarted)
 	})
+}
+
+// A process that starts renews what its objects hold before any of their
+// passes: its queue may reach a holder only after a contender's count of
+// the lease duration has run out (thousands of objects, a slow API server),
+// and the holder, whose workloads outlived the old process, must not expire
+// meanwhile. Its record expires only once no process renews it.
+func TestARestartedOperatorRenewsWhatItsObjectsHoldBeforeTheirFirstPass(t *testing.T) {
+	ns := env.Namespace(t)
+	s := shortRenewal(t)
+	f, stop := startIn(t, ns, s)
+	// Given a holds k on time-based liveness and b waits for it
+	f.holdsAndWaits(t, "a", "k", "b")
+
+	// When the operator restarts, and the new process does not get to a's
+	// first pass for longer than a lease
+	stop()
+	released := make(chan struct{})
+	s.workers = 2
+	s.beforeWidgetGet = func(key client.ObjectKey) {
+		if key.Name == "a" {
+			<-released
+		}
+	}
+	restarted := time.Now()
+	f, _ = startIn(t, ns, s)
+	t.Cleanup(func() { close(released) }) // before the manager stops: cleanups run last first
+
+	// Then the new process renews k all the same
+	eventually(t, 2*time.Second, func() (bool, string) {
+		got := f.renewTimeOf(t, "k")
+		return got.After(restarted), fmt.Sprintf("k was last renewed at %v, before the restart at %v", got, restarted)
+	})
+	// And b does not take k over, though more than a lease passes
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		if c := f.claimed(t, "b"); c.Reason == string(conditions.ReasonClaimed) {
+			t.Fatalf("b took k over while a's renewals were due from the restarted operator: %+v", c)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rec, err := f.mw.Claimer().Current(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := f.holderOf(t, "a"); !rec.Exists || !rec.Holder.Is(a) {
+		t.Fatalf("k's record is %+v, want it held by a", rec)
+	}
 }
