@@ -1107,3 +1107,45 @@ func TestAWaiterForAPredecessorIsWokenWhenThePredecessorStopsAndThenWaitsForAHan
 	// Then sierra, woken by xray's change, acts for k within seconds
 	f.waitForReason(t, "sierra", conditions.ReasonClaimed, wakeWithin)
 }
+
+// A waiter that waits for a predecessor to stop is woken when the
+// predecessor stops acting for the key, also when it does so by a granted
+// pass for the keys it names now (Stopping, then Claimed for them, within
+// one generation), not only when it says it acts for nothing.
+func TestAWaiterForAPredecessorIsWokenWhenThePredecessorStopsByAGrantedPassForItsOtherKeys(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 3})
+	// Given charlie holds j, papa holds k, and whiskey waits for k
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "j")
+	f.holdsAndWaits(t, "papa", "k", "whiskey")
+	// And papa moves to j, held by charlie: it gives k up and says Stopping,
+	// and its told passes fail for now
+	failing := f.failToldPassesOf("papa")
+	f.setKeys(t, "papa", "j")
+	f.waitForReason(t, "papa", conditions.ReasonStopping, wakeWithin)
+	// And a person deletes k's record: whiskey waits for papa, which may
+	// still act for k
+	f.deleteLease(t, "k")
+	f.waitForReason(t, "whiskey", conditions.ReasonWaitingForHandover, wakeWithin)
+	// When charlie is deleted, and papa acts for j in a granted pass that
+	// no longer names k, whose condition write comes after the passes
+	// charlie's deletion woke
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		w, ok := obj.(*testcrd.Widget)
+		if !ok || w.Name != "papa" || !strings.Contains(fmt.Sprint(w.Status.Conditions), `Holds key "j"`) {
+			return
+		}
+		time.Sleep(2 * time.Second)
+	})
+	f.deleteWidgetAsync(t, "charlie")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := f.claimed(t, "papa")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("papa: %+v", c)
+	})
+	if !failing.Load() {
+		t.Fatal("papa's told passes were let succeed")
+	}
+	// Then whiskey, whose predecessor acts for j only now, acts for k within
+	// seconds
+	f.waitForReason(t, "whiskey", conditions.ReasonClaimed, wakeWithin)
+}
