@@ -446,3 +446,41 @@ func TestAKeyIsNotGrantedByARestoredRecordOfAnEarlierHandoverWhileTheObjectItWas
 		t.Errorf("bravo is Claimed for k while alpha's told passes fail: %+v; alpha: %+v", c, f.claimed(t, "alpha"))
 	}
 }
+
+// A handover is committed only to a successor that waits for that very key
+// (docs/middleware.md, Planned handover, step 3): one that holds the record
+// of an earlier key it names but waits, without acting for it, for that
+// key's previous holder to stop, waits for another key first. Committed to
+// it, the key is given up at once, its holder acquires it again and hands it
+// over again, for as long as the earlier key's previous holder is stopping.
+func TestAHandoverIsNotCommittedToASuccessorThatWaitsForItsPredecessorOnAnEarlierKey(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHandover(handTo)}, workers: 2})
+	// Given papa holds j, alpha holds k, and sierra names j and k
+	f.createAndWait(t, "papa", conditions.ReasonClaimed, "j")
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "sierra", conditions.ReasonParked, "j", "k")
+	// And papa hands j over to sierra, whose workloads of j take time to
+	// stop: sierra holds j's record and waits for papa's told pass
+	failing := f.failToldPassesOf("papa")
+	f.edit(t, "papa", func(w *testcrd.Widget) { w.Spec.HandTo = "sierra" })
+	f.waitForReason(t, "papa", conditions.ReasonStopping, wakeWithin)
+	f.waitsForHandoverFrom(t, "sierra", "papa")
+	alpha := f.holderOf(t, "alpha")
+	// When alpha names sierra as the successor of k
+	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "sierra" })
+	// Then alpha keeps k while sierra waits for papa
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if rec := f.record(t, "k"); !rec.Exists || rec.Holder.UID != alpha.UID {
+			t.Fatalf("k's record while sierra waits for papa on j: %+v, want it alpha's; sierra: %+v", rec, f.claimed(t, "sierra"))
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if !failing.Load() {
+		t.Fatal("papa's told passes were let succeed")
+	}
+	if f.hasEvent(t, "alpha", string(claimmw.EventHandedOver)) {
+		t.Errorf("alpha handed k over to sierra, which waits for papa on j")
+	}
+}
