@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -213,8 +214,10 @@ func TestAHolderWithUnknownKeysDeletedWithoutItsFinalizerHandsTheKeyItKeptToTheW
 	if rec := f.record(t, "k"); !rec.Exists || rec.Holder.UID != alpha.UID {
 		t.Fatalf("record of k while alpha's keys are unknown: exists %t, holder %s; want alpha's", rec.Exists, rec.Holder)
 	}
+	kept := f.leaseUID(t, "k")
 	// When a person strips alpha's finalizer and deletes it: no deletion
-	// pass runs, and k's record still names alpha
+	// pass runs, and k's record is never released (bravo, woken by the
+	// deletion, may already have taken the same Lease over)
 	eventually(t, 5*time.Second, func() (bool, string) {
 		w, err := f.widget(t, "alpha")
 		if err != nil {
@@ -231,9 +234,23 @@ func TestAHolderWithUnknownKeysDeletedWithoutItsFinalizerHandsTheKeyItKeptToTheW
 		_, err := f.widget(t, "alpha")
 		return apierrors.IsNotFound(err), fmt.Sprintf("alpha still exists: %v", err)
 	})
-	if rec := f.record(t, "k"); !rec.Exists || rec.Holder.UID != alpha.UID {
-		t.Fatalf("record of k after alpha is gone: exists %t, holder %s; want alpha's, untouched", rec.Exists, rec.Holder)
+	if got := f.leaseUID(t, "k"); got != kept {
+		t.Fatalf("k's Lease after alpha is gone: UID %q, want %q: the record alpha kept was released, not taken over", got, kept)
 	}
 	// Then bravo, woken by alpha's deletion, takes k over within seconds
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+// leaseUID returns the UID of key's Lease, "" when there is none.
+func (f *fixture) leaseUID(t *testing.T, key string) types.UID {
+	t.Helper()
+	l := &coordinationv1.Lease{}
+	err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: f.mw.Claimer().Config().NameFunc(key)}, l)
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.UID
 }

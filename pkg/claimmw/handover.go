@@ -109,8 +109,9 @@ func (m *Middleware) successorOf(ctx context.Context, obj client.Object, self cl
 // successorReady reads succ uncached and reports whether it exists with its
 // UID and is not being deleted (there), and whether it waits for key now
 // (ready): its claim condition, for its current spec, is WaitingForHandover,
-// it names key, and it holds every key it names before key, so that key is
-// the one it waits for. why says, when it does not wait, why not.
+// it names key, and it is granted every key it names before key (it holds
+// the record, and no earlier holder may still act for the key), so that key
+// is the one it waits for. why says, when it does not wait, why not.
 func (m *Middleware) successorReady(ctx context.Context, key string, succ claim.Holder) (there, ready bool, why string, err error) {
 	obj := newObject(m.cfg.prototype)
 	if err := m.cfg.apiReader.Get(ctx, succ.NamespacedName(), obj); err != nil {
@@ -139,6 +140,13 @@ func (m *Middleware) successorReady(ctx context.Context, key string, succ claim.
 			return true, false, "", fmt.Errorf("reading claim %q of successor %s before the commit: %w", claim.Redact(k.norm), succ, err)
 		}
 		if !held {
+			return true, false, fmt.Sprintf("it waits for key %q first", claim.Redact(k.norm)), nil
+		}
+		// Holding the record is not being granted the key: it may wait,
+		// without acting for it, for an earlier holder of that key to stop.
+		if _, _, waits, err := m.predecessor(confirmingContext(ctx), k.norm, succ, claim.Holder{}); err != nil {
+			return true, false, "", fmt.Errorf("asking whether successor %s waits for claim %q before the commit: %w", succ, claim.Redact(k.norm), err)
+		} else if waits {
 			return true, false, fmt.Sprintf("it waits for key %q first", claim.Redact(k.norm)), nil
 		}
 	}

@@ -451,7 +451,7 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 			switch {
 			case e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil:
 				woken(ctx, e.ObjectNew, q, true)
-			case mayAct(was) && !mayAct(is),
+			case mayAct(was) && !sameJudgement(was, is),
 				// Claimed for its new spec now: it stopped acting for keys
 				// its older spec named.
 				mayAct(is) && was.ObservedGeneration != is.ObservedGeneration,
@@ -459,8 +459,11 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 				strings.HasSuffix(was.Message, changingKeys) && !strings.HasSuffix(is.Message, changingKeys),
 				// Its deletion pass succeeded, whatever it said before.
 				!saysReleased(was) && saysReleased(is):
-				// It stopped acting for its keys: an object waiting for a
-				// key it may have acted for asks again. Its keys may be
+				// It stopped acting for its keys, or for some of them (any
+				// change of a condition that says it may act: Stopping to
+				// Claimed for its other keys is its told pass succeeding):
+				// an object waiting for a key it may have acted for asks
+				// again. Its keys may be
 				// unknown now, or another middleware's: every object
 				// waiting for a handover in this manager asks.
 				// Also when it waits for a handover itself now: that wake
