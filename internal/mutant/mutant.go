@@ -62,13 +62,18 @@ const (
 	// acts before it acts: a cache still showing Stopping after the told
 	// pass succeeded and said so lets it act without saying Claimed first.
 	CachedConditionTrusted Name = "CachedConditionTrusted"
+	// FreshCacheAssumed: the check a granted pass makes before it starts
+	// acting trusts the manager's cache without waiting for it to show the
+	// pass's own write: a lagging cache that still shows an earlier holder
+	// acting for nothing lets the pass act beside it.
+	FreshCacheAssumed Name = "FreshCacheAssumed"
 )
 
 // All lists every mutant, in the order make chaos-mutants runs them.
 var All = []Name{
 	NotWokenByRecordEvents, LostKeyNeverTold, CachedHeldTrusted, DeletingHolderJudgedGone,
 	ReleaseBeforeInner, ReleaseAfterFailedInner, ReleaseWhateverRecord, MustTellInMemory, SteadyPassWrites,
-	EmptyKeySetNotActing, CachedConditionTrusted,
+	EmptyKeySetNotActing, CachedConditionTrusted, FreshCacheAssumed,
 }
 
 // Env is the environment variable that switches a mutant on.

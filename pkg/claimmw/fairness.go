@@ -280,6 +280,26 @@ func confirmingContext(ctx context.Context) context.Context {
 
 func confirming(ctx context.Context) bool { return ctx.Value(confirmKey{}) != nil }
 
+// freshKey marks a context in which the manager's cache of a middleware's
+// kind is known to hold, for one namespace, every write made before the
+// pass's own last write: the cache showed that write.
+type freshKey struct{}
+
+type freshCache struct {
+	m  *Middleware
+	ns string
+}
+
+func freshCacheContext(ctx context.Context, m *Middleware, ns string) context.Context {
+	return context.WithValue(ctx, freshKey{}, freshCache{m: m, ns: ns})
+}
+
+// freshIn reports whether ctx says m's cache is fresh for namespace ns.
+func freshIn(ctx context.Context, m *Middleware, ns string) bool {
+	f, ok := ctx.Value(freshKey{}).(freshCache)
+	return ok && f.m == m && f.ns == ns
+}
+
 // predecessorDetail is the Detail of an Outcome that waits for a
 // predecessor.
 const predecessorDetail = "the key's record no longer names it, but it may still be acting for the key until its reconciler, told to stop, succeeds"
@@ -337,6 +357,17 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 			hinted := o.GetResourceVersion() == ""
 			return !hinted && !mayAct(m.conditionOf(o))
 		})
+	} else {
+		// Asked after the object's own write that says it may act, once the
+		// cache showed that write: whatever a candidate of the same
+		// namespace wrote before it (a Claimed an earlier holder wrote
+		// before its record was deleted from outside) the cache shows too.
+		// One that the cache shows acting for nothing there is not read;
+		// one it shows acting is, as its condition may have changed since.
+		candidates = slices.DeleteFunc(candidates, func(o client.Object) bool {
+			hinted := o.GetResourceVersion() == ""
+			return !hinted && freshIn(ctx, m, o.GetNamespace()) && !m.mayActFor(ctx, o, key)
+		})
 	}
 	slices.SortStableFunc(candidates, func(a, b client.Object) int {
 		switch actA, actB := mayAct(m.conditionOf(a)), mayAct(m.conditionOf(b)); {
@@ -372,23 +403,12 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 			}
 			return claim.Holder{}, "", false, fmt.Errorf("reading %s, which may still act for claim key %q: %w", client.ObjectKeyFromObject(cached), claim.Redact(key), err)
 		}
-		c := m.conditionOf(obj)
 		if obj.GetUID() != cached.GetUID() {
 			// The name now stands for another object: the one remembered is gone.
 			m.lastHolders.forget(cached.GetUID())
 			continue
 		}
-		// An object being deleted counts like any other: a deletion pass
-		// given records says Stopping before it acts for them, unless its
-		// condition already says it may act.
-		if !mayAct(c) {
-			continue
-		}
-		// An object Claimed for its current spec that no longer names key
-		// stopped acting for it: that condition is written only after a
-		// pass for the current spec succeeded. One Claimed for an older spec,
-		// or Stopping, may still act for whatever it named before.
-		if keys, err := m.keysOf(ctx, obj); err == nil && m.claimedFor(c, keys) && !slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == key }) {
+		if !m.mayActFor(ctx, obj, key) {
 			continue
 		}
 		h, err := m.claimer.HolderOf(obj)
@@ -398,6 +418,22 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 		return h, predecessorDetail, true, nil
 	}
 	return claim.Holder{}, "", false, nil
+}
+
+// mayActFor reports whether obj, as given, may act for key by what it says
+// of itself. An object being deleted counts like any other: a deletion pass
+// given records says Stopping before it acts for them, unless its condition
+// already says it may act. An object Claimed for its current spec that no
+// longer names key stopped acting for it: that condition is written only
+// after a pass for the current spec succeeded. One Claimed for an older
+// spec, or Stopping, may still act for whatever it named before.
+func (m *Middleware) mayActFor(ctx context.Context, obj client.Object, key string) bool {
+	c := m.conditionOf(obj)
+	if !mayAct(c) {
+		return false
+	}
+	keys, err := m.keysOf(ctx, obj)
+	return err != nil || !m.claimedFor(c, keys) || slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == key })
 }
 
 // lastHolders remembers, per normalized key, the holders its record named

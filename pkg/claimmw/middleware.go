@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -293,6 +294,10 @@ type pass struct {
 	// for: released without telling its reconciler, whose cleanup would
 	// touch what the other uses.
 	untold []string
+	// unconfirmed are the outcomes (as the Claimer gave them, unredacted)
+	// of the granted keys the object may start acting for in this pass:
+	// before it does, it asks whether an earlier holder still may.
+	unconfirmed []claim.Outcome
 }
 
 // told returns the records given up that the inner reconciler is told of.
@@ -424,7 +429,13 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 			// says so is written): a waiter of this process that finds the
 			// key erased later reads this object, however far its caches lag.
 			m.lastHolders.add(o.Key, req.NamespacedName, self.UID)
-			w, wait, err := m.claimer.Predecessor(confirmingContext(ctx), o, self)
+			// Asked first about the objects the cache shows acting and the
+			// holders remembered, so that the pass stops at the first key an
+			// earlier holder may still act for, and a waiter that keeps a
+			// record for one does not say Claimed in every pass; asked about
+			// every object once the condition that says it may act is written,
+			// before it acts (confirmGrants).
+			w, wait, err := m.claimer.Predecessor(ctx, o, self)
 			if err != nil {
 				return m.claimError(ctx, userCtx, req, p, err)
 			}
@@ -434,6 +445,8 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 				// the key held by another, is told to stop.
 				p.kept = append(p.kept, o.Record)
 				o = w
+			} else {
+				p.unconfirmed = append(p.unconfirmed, o)
 			}
 		}
 		o = redact(m.cfg.disclosure, o, self)
@@ -618,6 +631,7 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		m.written.note(req.NamespacedName, m.conditionOf(fresh))
 	}
 	delay := p.was.stopping || p.was.claimed && p.was.message != cond.Message
+	wrote := false // a claim condition of p.obj written in this pass
 	if delay && !p.was.stopping {
 		// Claimed for other keys than these: before it acts for keys that
 		// condition does not name, it says so, in a form that no key set
@@ -633,7 +647,7 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 			changing.Reason, changing.Status = string(conditions.ReasonStopping), metav1.ConditionFalse
 		}
 		mutant.Do(mutant.EmptyKeySetNotActing, func() { changing.Reason, changing.Status = cond.Reason, cond.Status })
-		if _, err := m.setCondition(ctx, p.obj, changing); err != nil {
+		if wrote, err = m.setCondition(ctx, p.obj, changing); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -642,6 +656,7 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		if err != nil {
 			return reconcile.Result{}, err
 		}
+		wrote = wrote || changed
 		if changed && !p.was.claimed {
 			// It starts acting now. A waiter that read its condition before
 			// this write may have found the key free (its record deleted
@@ -657,6 +672,9 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 				}
 			}
 		}
+	}
+	if res, blocked, err := m.confirmGrants(ctx, userCtx, req, p, wrote); blocked || err != nil {
+		return res, err
 	}
 	m.grantEvents(p.obj, p.granted)
 	if (p.was.claimed || p.was.failed) && p.was.current {
@@ -709,6 +727,73 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	}
 	return m.release(ctx, p, res, "which it no longer names")
 }
+
+// confirmGrants asks, for each key of p.unconfirmed, whether an earlier
+// holder may still act for it, once the object holds its record and its
+// condition says it may act, and before it acts: of two objects that both
+// found the key free, one always sees the other. When one may, the object
+// keeps the record (renewed) without acting for it and the pass goes on as
+// a parked one waiting for that holder (blocked); the holder, finding the
+// key held by another, is told to stop. wrote says the pass wrote p.obj's
+// claim condition: once the manager's cache shows that write, the cache
+// holds every earlier write of the kind in the object's namespace, and the
+// objects it shows there acting for nothing need no uncached read.
+func (m *Middleware) confirmGrants(ctx, userCtx context.Context, req reconcile.Request, p *pass, wrote bool) (reconcile.Result, bool, error) {
+	if len(p.unconfirmed) == 0 {
+		return reconcile.Result{}, false, nil
+	}
+	cctx := confirmingContext(ctx)
+	fresh := wrote && m.cacheShows(ctx, p.obj)
+	mutant.Do(mutant.FreshCacheAssumed, func() { fresh = true })
+	if fresh {
+		cctx = freshCacheContext(cctx, m, p.obj.GetNamespace())
+	}
+	for _, o := range p.unconfirmed {
+		w, wait, err := m.claimer.Predecessor(cctx, o, p.self)
+		if err != nil {
+			res, err := m.claimError(ctx, userCtx, req, p, err)
+			return res, true, err
+		}
+		if !wait {
+			continue
+		}
+		p.kept = append(p.kept, o.Record)
+		p.granted = slices.DeleteFunc(p.granted, func(h heldKey) bool { return h.o.Key == o.Key })
+		blocked := redact(m.cfg.disclosure, w, p.self)
+		p.blocked = &blocked
+		m.metrics.setHeld(req.NamespacedName, len(p.granted))
+		res, err := m.parked(ctx, userCtx, req, p, conditions.ForOutcome(m.cfg.condType, blocked, p.obj.GetGeneration()))
+		return res, true, err
+	}
+	return reconcile.Result{}, false, nil
+}
+
+// cacheShows reports whether the manager's cache shows obj at its
+// resourceVersion or a later one, waiting a moment for it.
+func (m *Middleware) cacheShows(ctx context.Context, obj client.Object) bool {
+	want := obj.GetResourceVersion()
+	cached := newObject(m.cfg.prototype)
+	for wait := time.Millisecond; wait <= cacheShowsWait; wait *= 2 {
+		if err := m.cfg.client.Get(ctx, client.ObjectKeyFromObject(obj), cached); err != nil {
+			return false
+		}
+		if cmp, err := resourceversion.CompareResourceVersion(cached.GetResourceVersion(), want); err != nil {
+			return false
+		} else if cmp >= 0 {
+			return cached.GetUID() == obj.GetUID()
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
+	return false
+}
+
+// cacheShowsWait bounds the wait of cacheShows (the sum of its sleeps is
+// about twice as much); a cache slower than that costs uncached reads.
+const cacheShowsWait = 256 * time.Millisecond
 
 // recordedHolder is the holder rec names, zero when there is no record.
 func recordedHolder(rec claim.Record) claim.Holder {
