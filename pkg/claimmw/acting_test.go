@@ -43,14 +43,12 @@ var errNotStopped = errors.New("workloads not stopped yet")
 func (f *fixture) failPassesOf(name string, fails func(claimmw.State) bool) *atomic.Bool {
 	var failing atomic.Bool
 	failing.Store(true)
-	f.inner.mu.Lock()
-	f.inner.fail = func(n string, c call) error {
+	f.inner.setFail(func(n string, c call) error {
 		if n == name && fails(c.state) && failing.Load() {
 			return errNotStopped
 		}
 		return nil
-	}
-	f.inner.mu.Unlock()
+	})
 	return &failing
 }
 
@@ -91,14 +89,27 @@ func (f *fixture) holderOf(t *testing.T, name string) claim.Holder {
 // judging the holder expired would: one write fenced on the record's version.
 func (f *fixture) takeOverFor(t *testing.T, key, to string) {
 	t.Helper()
-	h := f.holderOf(t, to)
+	takeOver(t, f.expiredReplica(t), key, f.holderOf(t, to))
+}
+
+// expiredReplica is another replica of f's claimer that judges every holder
+// expired, as one whose expiry.Liveness saw no renewal would.
+func (f *fixture) expiredReplica(t *testing.T) *claim.Claimer {
+	t.Helper()
 	expired := claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })
 	replica, err := claim.New(env.APIReader, direct(t), f.mw.Claimer().Config(), claim.WithBackend(lease.Backend), claim.WithLiveness(expired))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return replica
+}
+
+// takeOver makes replica take key over for h and fails t unless that is a
+// takeover.
+func takeOver(t *testing.T, replica *claim.Claimer, key string, h claim.Holder) {
+	t.Helper()
 	if _, o, err := replica.Acquire(context.Background(), key, h); err != nil || o.Reason != claim.ReasonTakenOver {
-		t.Fatalf("taking %s over for %s: %+v, %v", key, to, o, err)
+		t.Fatalf("taking %s over for %s: %+v, %v", key, h.Name, o, err)
 	}
 }
 
@@ -885,14 +896,12 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileALaterDeletionPassGivenItAgainHa
 	// deletion pass fails.
 	f.writes.failLeaseDeletes.Store(true)
 	var deletionPasses atomic.Int32
-	f.inner.mu.Lock()
-	f.inner.fail = func(n string, c call) error {
+	f.inner.setFail(func(n string, c call) error {
 		if n == "holder" && c.state.Deleting && deletionPasses.Add(1) > 1 {
 			return errNotStopped
 		}
 		return nil
-	}
-	f.inner.mu.Unlock()
+	})
 	f.deleteWidgetAsync(t, "holder")
 	// Its first deletion pass succeeded (the condition said Released, which
 	// the next pass, given a again, replaces at once) and a later one is
@@ -931,8 +940,7 @@ func TestAKeyWhoseRecordIsOverwrittenFromOutsideWithAGoneHolderIsNotTakenOverWhi
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	t.Cleanup(func() { close(release) })
-	f.inner.mu.Lock()
-	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
 		if name == "holder" && c.state.Granted {
 			once.Do(func() { close(entered) })
 			select {
@@ -941,8 +949,7 @@ func TestAKeyWhoseRecordIsOverwrittenFromOutsideWithAGoneHolderIsNotTakenOverWhi
 			}
 		}
 		return reconcile.Result{}, nil
-	}
-	f.inner.mu.Unlock()
+	})
 	f.touch(t, "holder")
 	select {
 	case <-entered:
@@ -1081,14 +1088,8 @@ func TestAWaiterForAPredecessorIsWokenWhenThePredecessorStopsAndThenWaitsForAHan
 		t.Fatal(err)
 	}
 	tango := claim.Holder{APIVersion: "v1", Kind: "ConfigMap", Namespace: f.ns, Name: "tango", UID: cm.UID}
-	expired := claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })
-	replica, err := claim.New(env.APIReader, direct(t), f.mw.Claimer().Config(), claim.WithBackend(lease.Backend), claim.WithLiveness(expired))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, o, err := replica.Acquire(ctx, "a", tango); err != nil || o.Reason != claim.ReasonTakenOver {
-		t.Fatalf("taking a over for tango: %+v, %v", o, err)
-	}
+	replica := f.expiredReplica(t)
+	takeOver(t, replica, "a", tango)
 	if _, err := replica.Prepare(ctx, "a", tango, xray); err != nil {
 		t.Fatalf("preparing the handover of a from tango to xray: %v", err)
 	}

@@ -59,9 +59,7 @@ type windows struct {
 // recordWindows installs the recorder as f's inner hook.
 func recordWindows(f *fixture, key string) *windows {
 	w := &windows{key: key, open: map[string]bool{}, failTold: map[string]bool{}, failAll: map[string]bool{}, requeue: map[string]time.Duration{}, onActs: map[string]func(){}}
-	f.inner.mu.Lock()
-	f.inner.hook = w.pass
-	f.inner.mu.Unlock()
+	f.inner.setHook(w.pass)
 	return w
 }
 
@@ -299,14 +297,12 @@ func aKeyNobodyActsForReachesItsWaiter(t *testing.T, deltaKeys []string, deltaSa
 	// computed) and is deleted, with no grants in its deletion passes
 	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "k")
 	if deletionFails {
-		f.inner.mu.Lock()
-		f.inner.fail = func(name string, c call) error {
+		f.inner.setFail(func(name string, c call) error {
 			if name == "delta" && c.state.Deleting {
 				return errNotStopped
 			}
 			return nil
-		}
-		f.inner.mu.Unlock()
+		})
 		f.createWidget(t, "delta", deltaKeys...)
 	} else {
 		f.createKeptWidget(t, "delta", deltaKeys...)

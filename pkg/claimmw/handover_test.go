@@ -79,8 +79,7 @@ func TestPlannedHandoverWaitsForTheHoldersPassThenGrantsTheSuccessorANewerToken(
 	// has not yet moved its workloads off k (it asks to be requeued)
 	var moved atomic.Bool
 	var sawHandover atomic.Int32
-	f.inner.mu.Lock()
-	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
 		if name != "a" || len(c.state.Handovers) == 0 {
 			return reconcile.Result{}, nil
 		}
@@ -89,8 +88,7 @@ func TestPlannedHandoverWaitsForTheHoldersPassThenGrantsTheSuccessorANewerToken(
 			return reconcile.Result{RequeueAfter: time.Hour}, nil
 		}
 		return reconcile.Result{}, nil
-	}
-	f.inner.mu.Unlock()
+	})
 	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	before := f.record(t, "k")
 	f.createAndWait(t, "c", conditions.ReasonParked, "k")
@@ -174,8 +172,7 @@ func TestADeposedHolderCannotOverwriteWhatItsSuccessorWroteThroughTheFencedClien
 	// Given inner reconcilers that write the shared object through the
 	// fenced client, and a that keeps the client of its last pass
 	var stale atomic.Pointer[fence.Client]
-	f.inner.mu.Lock()
-	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
 		if !c.state.Granted {
 			return reconcile.Result{}, nil
 		}
@@ -187,8 +184,7 @@ func TestADeposedHolderCannotOverwriteWhatItsSuccessorWroteThroughTheFencedClien
 			stale.Store(fc)
 		}
 		return reconcile.Result{}, write(ctx, fc, name)
-	}
-	f.inner.mu.Unlock()
+	})
 	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	// Then a, holding k, can write
 	writer := func() string {
@@ -259,14 +255,12 @@ func TestAHandoverIsNotCommittedToASuccessorDeletedDuringThePass(t *testing.T) {
 	var blocking atomic.Bool
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
-	f.inner.mu.Lock()
-	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
 		if name == "a" && len(c.state.Handovers) > 0 && blocking.Load() {
 			enterAndWait(entered, release)
 		}
 		return reconcile.Result{}, nil
-	}
-	f.inner.mu.Unlock()
+	})
 	// Given a holds k and b waits for it
 	f.aHoldsKAndBWaits(t)
 	// And a's pass that hands k to b is under way
@@ -297,20 +291,27 @@ func TestAHandoverIsNotCommittedToASuccessorDeletedDuringThePass(t *testing.T) {
 	}
 }
 
+// holdHandedOverWorkloads makes the inner reconciler of name keep the
+// workloads of the keys it hands over (its handover passes ask to be
+// requeued in an hour) until the returned flag is set: its reconciler has
+// moved them.
+func (f *fixture) holdHandedOverWorkloads(name string) *atomic.Bool {
+	moved := new(atomic.Bool)
+	f.inner.setHook(func(_ context.Context, n string, c call) (reconcile.Result, error) {
+		if n == name && len(c.state.Handovers) > 0 && !moved.Load() {
+			return reconcile.Result{RequeueAfter: time.Hour}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	return moved
+}
+
 func TestASuccessorThatGetsOneKeyByHandoverAndThenWaitsForAnotherHandedToItGetsItWithoutARequeue(t *testing.T) {
 	t.Parallel()
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
 	// Given charlie holds a and its reconciler holds a's workloads until
 	// released, alpha holds k, and bravo names a and k
-	var moved atomic.Bool
-	f.inner.mu.Lock()
-	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		if name == "charlie" && len(c.state.Handovers) > 0 && !moved.Load() {
-			return reconcile.Result{RequeueAfter: time.Hour}, nil
-		}
-		return reconcile.Result{}, nil
-	}
-	f.inner.mu.Unlock()
+	moved := f.holdHandedOverWorkloads("charlie")
 	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "a")
 	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	f.createAndWait(t, "bravo", conditions.ReasonParked, "a", "k")
@@ -348,15 +349,7 @@ func TestASuccessorWhoseSpecChangesWhileItsPredecessorCommitsStillGetsTheKeyWith
 	f := start(t, setup{workers: 2, opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
 	// Given alpha holds k and hands it to bravo, which waits for it, and
 	// alpha's reconciler has not yet moved k's workloads
-	var moved atomic.Bool
-	f.inner.mu.Lock()
-	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		if name == "alpha" && len(c.state.Handovers) > 0 && !moved.Load() {
-			return reconcile.Result{RequeueAfter: time.Hour}, nil
-		}
-		return reconcile.Result{}, nil
-	}
-	f.inner.mu.Unlock()
+	moved := f.holdHandedOverWorkloads("alpha")
 	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
 	f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)

@@ -50,8 +50,7 @@ func TestAHolderThatCannotRenewStopsActingAndAnExpiryContenderWaitsTheWholeDurat
 	// Given a holds k on time-based liveness, and its inner pass acts until
 	// its context ends
 	passes := make(chan context.Context, 1)
-	f.inner.mu.Lock()
-	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
 		if name != "a" || !c.state.Granted {
 			return reconcile.Result{}, nil
 		}
@@ -65,8 +64,7 @@ func TestAHolderThatCannotRenewStopsActingAndAnExpiryContenderWaitsTheWholeDurat
 		case <-time.After(20 * time.Second):
 			return reconcile.Result{}, errors.New("a's pass was never cancelled")
 		}
-	}
-	f.inner.mu.Unlock()
+	})
 	f.createWidget(t, "a", "k")
 	var pass context.Context
 	select {
