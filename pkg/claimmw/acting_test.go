@@ -85,6 +85,19 @@ func (f *fixture) holderOf(t *testing.T, name string) claim.Holder {
 	return h
 }
 
+// parksKeepingItsFirstKey is the Given "name, naming first and then, is
+// parked on then's holder and keeps the record of first": it creates
+// Widget name and fails t unless name is Parked within wakeWithin and
+// first's record exists.
+func (f *fixture) parksKeepingItsFirstKey(t *testing.T, name, first, then string) {
+	t.Helper()
+	f.createWidget(t, name, first, then)
+	f.waitForReason(t, name, conditions.ReasonParked, wakeWithin)
+	if !f.leaseExists(t, first) {
+		t.Fatalf("the parked %s does not keep %s, the first of its keys", name, first)
+	}
+}
+
 // takeOverFor takes key over for the Widget named to, as another replica
 // judging the holder expired would: one write fenced on the record's version.
 func (f *fixture) takeOverFor(t *testing.T, key, to string) {
@@ -866,11 +879,7 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileAParkedObjectsDeletionPassGivenI
 	f := start(t, setup{})
 	f.createWidget(t, "blocker", "z")
 	f.waitForReason(t, "blocker", conditions.ReasonClaimed, wakeWithin)
-	f.createWidget(t, "holder", "a", "z")
-	f.waitForReason(t, "holder", conditions.ReasonParked, wakeWithin)
-	if !f.leaseExists(t, "a") {
-		t.Fatal("the parked holder does not keep a, the first of its keys")
-	}
+	f.parksKeepingItsFirstKey(t, "holder", "a", "z")
 	f.createWidget(t, "waiter", "a")
 	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
 

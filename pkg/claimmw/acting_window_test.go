@@ -408,14 +408,8 @@ func TestAWaiterKeepingARecordItNeverActedForIsNotToldToReleaseItWhileItsPredece
 	// whose keys the reconciler stops using and cleans up, as the
 	// documentation's example drops the key's data) while alpha still
 	// might act for k: bravo never acted for it
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, r := range w.releasing {
-		t.Error(r)
-	}
-	for _, o := range w.overlaps {
-		t.Error(o)
-	}
+	w.noReleasingWhileAnotherActs(t)
+	w.noOverlap(t)
 }
 
 // handJTo is a HandoverFunc that hands key j, and only j, to the Widget

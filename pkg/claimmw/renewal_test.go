@@ -176,11 +176,7 @@ func TestAParkedObjectWhoseStatusWritesFailKeepsItsHeldKeyRenewedAcrossARestart(
 	f.waitForReason(t, "first", conditions.ReasonClaimed, wakeWithin)
 	f.createWidget(t, "second", "z")
 	f.waitForReason(t, "second", conditions.ReasonParked, wakeWithin)
-	f.createWidget(t, "holder", "a", "z")
-	f.waitForReason(t, "holder", conditions.ReasonParked, wakeWithin)
-	if !f.leaseExists(t, "a") {
-		t.Fatal("the parked holder does not keep a, the first of its keys")
-	}
+	f.parksKeepingItsFirstKey(t, "holder", "a", "z")
 
 	// While the operator is down, z moves to second: the holder's condition
 	// changes in its first pass after the restart, and that write fails.
