@@ -227,11 +227,7 @@ func TestAHolderParkedOnAnotherKeyStillHandsOverTheKeyItKeeps(t *testing.T) {
 	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "i", "k")
 	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "j")
 	f.createAndWait(t, "bravo", conditions.ReasonParked, "i", "j")
-	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
-	eventually(t, wakeWithin, func() (bool, string) {
-		rec := f.record(t, "j")
-		return rec.Successor != nil, "the handover of j to bravo is never prepared"
-	})
+	f.handsOverAndPrepares(t, "alpha", "j", "bravo")
 	// When alpha comes to wait for k, keeping j, and then bravo gets i and
 	// waits for the handover of j
 	f.setKeys(t, "alpha", "j", "k")
@@ -291,6 +287,17 @@ func TestAHandoverIsNotCommittedToASuccessorDeletedDuringThePass(t *testing.T) {
 	}
 }
 
+// handsOverAndPrepares sets holder's spec.handTo to successor and waits up
+// to wakeWithin for the handover of key to be prepared in its record.
+func (f *fixture) handsOverAndPrepares(t *testing.T, holder, key, successor string) {
+	t.Helper()
+	f.edit(t, holder, func(w *testcrd.Widget) { w.Spec.HandTo = successor })
+	eventually(t, wakeWithin, func() (bool, string) {
+		rec := f.record(t, key)
+		return rec.Successor != nil, fmt.Sprintf("the handover of %s to %s is never prepared", key, successor)
+	})
+}
+
 // holdHandedOverWorkloads makes the inner reconciler of name keep the
 // workloads of the keys it hands over (its handover passes ask to be
 // requeued in an hour) until the returned flag is set: its reconciler has
@@ -316,11 +323,7 @@ func TestASuccessorThatGetsOneKeyByHandoverAndThenWaitsForAnotherHandedToItGetsI
 	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	f.createAndWait(t, "bravo", conditions.ReasonParked, "a", "k")
 	// And alpha hands k to bravo, which waits for a first, so alpha keeps k
-	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
-	eventually(t, wakeWithin, func() (bool, string) {
-		rec := f.record(t, "k")
-		return rec.Successor != nil, "the handover of k to bravo is never prepared"
-	})
+	f.handsOverAndPrepares(t, "alpha", "k", "bravo")
 	// And charlie hands a to bravo, which now waits for that handover
 	f.edit(t, "charlie", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
 	f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
