@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -49,8 +50,8 @@ var env *envtest.Env
 
 func TestMain(m *testing.M) {
 	envtest.Main(m, &env, envtest.Options{
-		AddToScheme: []func(*runtime.Scheme) error{addToScheme},
-		CRDs:        []*apiextensionsv1.CustomResourceDefinition{claimantCRD()},
+		AddToScheme: []func(*runtime.Scheme) error{testclaimant.AddToScheme},
+		CRDs:        []*apiextensionsv1.CustomResourceDefinition{testclaimant.CRD()},
 	})
 }
 
@@ -331,7 +332,7 @@ func newRig(t *testing.T, ns string, o rigOptions) *rig {
 	}
 	r.mw, err = claimmw.Wrap(r.inner,
 		claimmw.FromManager(mgr),
-		claimmw.For(&Claimant{}),
+		claimmw.For(&testclaimant.Claimant{}),
 		claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
 		claimmw.WithKeys(specKeys),
 		claimmw.WithRequeue(requeue, time.Hour),
@@ -342,7 +343,7 @@ func newRig(t *testing.T, ns string, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	if o.controller {
-		b := ctrl.NewControllerManagedBy(mgr).For(&Claimant{}).
+		b := ctrl.NewControllerManagedBy(mgr).For(&testclaimant.Claimant{}).
 			WithOptions(controller.Options{MaxConcurrentReconciles: max(o.workers, 1)}).
 			WithLogConstructor(r.passes.logConstructor(mgr.GetLogger().WithName("claimant")))
 		var err error
@@ -363,7 +364,7 @@ func newRig(t *testing.T, ns string, o rigOptions) *rig {
 }
 
 func specKeys(_ context.Context, obj client.Object) ([]string, error) {
-	return obj.(*Claimant).Spec.Keys, nil
+	return obj.(*testclaimant.Claimant).Spec.Keys, nil
 }
 
 // reconcileOnce runs one pass of the middleware for name.
@@ -391,7 +392,7 @@ func (r *rig) settle(t *testing.T, name string, reason conditions.Reason) {
 // conditionReason reads name's claim condition reason, uncached.
 func conditionReason(t *testing.T, ns, name string) string {
 	t.Helper()
-	c := &Claimant{}
+	c := &testclaimant.Claimant{}
 	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
 		return ""
 	}
@@ -401,8 +402,8 @@ func conditionReason(t *testing.T, ns, name string) string {
 	return ""
 }
 
-func newClaimant(ns, name string, keys ...string) *Claimant {
-	return &Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: ClaimantSpec{Keys: keys}}
+func newClaimant(ns, name string, keys ...string) *testclaimant.Claimant {
+	return &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: testclaimant.ClaimantSpec{Keys: keys}}
 }
 
 func newConfigMap(ns, name string) *corev1.ConfigMap {

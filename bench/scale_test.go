@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
@@ -34,7 +35,7 @@ func scale(t *testing.T, s sizes, rep *report) {
 		}
 		deadline := time.Now().Add(5 * time.Minute)
 		for {
-			list := &ClaimantList{}
+			list := &testclaimant.ClaimantList{}
 			if err := r.client.List(ctx, list, client.InNamespace(ns)); err != nil {
 				t.Fatal(err)
 			}

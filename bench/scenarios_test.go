@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -37,7 +38,7 @@ func pairs(t *testing.T, r *rig, n, workers int) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		list := &ClaimantList{}
+		list := &testclaimant.ClaimantList{}
 		if err := env.APIReader.List(ctx, list, client.InNamespace(r.ns)); err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +58,7 @@ func pairs(t *testing.T, r *rig, n, workers int) {
 	}
 }
 
-func conditionOf(c *Claimant) string {
+func conditionOf(c *testclaimant.Claimant) string {
 	for _, cond := range c.Status.Conditions {
 		if cond.Type == string(conditions.Claimed) {
 			return cond.Reason

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -160,7 +161,7 @@ func waitParkedBehind(t *testing.T, r *rig, n int, holder string, within time.Du
 	for {
 		// Read-only, and polled every 20 ms: without copying, so that the
 		// observer does not take the CPU of the process it measures.
-		list := &ClaimantList{}
+		list := &testclaimant.ClaimantList{}
 		if err := r.client.List(context.Background(), list, client.InNamespace(r.ns), client.UnsafeDisableDeepCopy); err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +261,7 @@ func lossToParked(t *testing.T, s sizes, rep *report) {
 	var takenOver latencies
 	for i := n; i < 2*n; i++ {
 		holder, successor := fmt.Sprintf("holder-%d", i), fmt.Sprintf("successor-%d", i)
-		w := &Claimant{}
+		w := &testclaimant.Claimant{}
 		if err := dc.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: successor}, w); err != nil {
 			t.Fatal(err)
 		}
@@ -365,7 +366,7 @@ func nonHolderChurn(t *testing.T, s sizes, rep *report) {
 		}
 		deadline := time.Now().Add(time.Minute)
 		for {
-			got := &Claimant{}
+			got := &testclaimant.Claimant{}
 			if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: a, Name: name}, got); err != nil {
 				t.Fatal(err)
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/internal/chaos"
 	"github.com/ocf-claim/claim/internal/history"
+	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -35,8 +36,8 @@ var env *envtest.Env
 
 func TestMain(m *testing.M) {
 	envtest.Main(m, &env, envtest.Options{
-		AddToScheme: []func(*runtime.Scheme) error{addClaimant},
-		CRDs:        []*apiextensionsv1.CustomResourceDefinition{claimantCRD()},
+		AddToScheme: []func(*runtime.Scheme) error{testclaimant.AddToScheme},
+		CRDs:        []*apiextensionsv1.CustomResourceDefinition{testclaimant.CRD()},
 	})
 }
 

@@ -27,6 +27,7 @@ import (
 
 	"github.com/ocf-claim/claim/internal/chaos"
 	"github.com/ocf-claim/claim/internal/mutant"
+	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -151,7 +152,7 @@ func (r mwResult) caught(rule error) bool {
 
 // claimantKeys is the run's keys function: a Claimant's spec.keys.
 func claimantKeys(_ context.Context, obj client.Object) ([]string, error) {
-	return obj.(*Claimant).Spec.Keys, nil
+	return obj.(*testclaimant.Claimant).Spec.Keys, nil
 }
 
 // faultyWrites injects s's faults into c's writes only. The manager's reads
@@ -216,7 +217,7 @@ type mwWorld struct {
 }
 
 // describe words the objects and records, one a line.
-func describe(objs []Claimant, leases []coordinationv1.Lease) string {
+func describe(objs []testclaimant.Claimant, leases []coordinationv1.Lease) string {
 	var b strings.Builder
 	for _, o := range objs {
 		fmt.Fprintf(&b, "\n  %s %s keys=%q deleting=%t", o.Name, o.UID, o.Spec.Keys, o.DeletionTimestamp != nil)
@@ -246,9 +247,9 @@ func (w *mwWorld) randomKeys() []string {
 	return out
 }
 
-func (w *mwWorld) get(ctx context.Context, t *testing.T, name string) *Claimant {
+func (w *mwWorld) get(ctx context.Context, t *testing.T, name string) *testclaimant.Claimant {
 	t.Helper()
-	obj := &Claimant{}
+	obj := &testclaimant.Claimant{}
 	err := w.admin.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: name}, obj)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -261,7 +262,7 @@ func (w *mwWorld) get(ctx context.Context, t *testing.T, name string) *Claimant 
 
 func (w *mwWorld) create(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
-	obj := &Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: ClaimantSpec{Keys: w.randomKeys()}}
+	obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: testclaimant.ClaimantSpec{Keys: w.randomKeys()}}
 	err := w.admin.Create(ctx, obj)
 	switch {
 	case apierrors.IsAlreadyExists(err):
@@ -284,7 +285,7 @@ func (w *mwWorld) edit(ctx context.Context, t *testing.T, name string) {
 // setKeys sets the keys of obj (that incarnation: a UID precondition),
 // reading it again when the middleware's own writes (the finalizer) moved
 // it on, as a person's kubectl edit would.
-func (w *mwWorld) setKeys(ctx context.Context, t *testing.T, obj *Claimant, keys []string) {
+func (w *mwWorld) setKeys(ctx context.Context, t *testing.T, obj *testclaimant.Claimant, keys []string) {
 	t.Helper()
 	uid := obj.UID
 	for {
@@ -322,7 +323,7 @@ func (w *mwWorld) swap(ctx context.Context, t *testing.T) {
 			held[uid] = append(held[uid], key)
 		}
 	}
-	var objs []*Claimant
+	var objs []*testclaimant.Claimant
 	for _, name := range w.names {
 		if obj := w.get(ctx, t, name); obj != nil && obj.DeletionTimestamp == nil && len(held[obj.UID]) > 0 {
 			objs = append(objs, obj)
@@ -336,7 +337,7 @@ func (w *mwWorld) swap(ctx context.Context, t *testing.T) {
 	w.touch(a)
 	w.touch(b)
 	x, y := held[a.UID][w.rng.IntN(len(held[a.UID]))], held[b.UID][w.rng.IntN(len(held[b.UID]))]
-	for _, obj := range []*Claimant{a, b} {
+	for _, obj := range []*testclaimant.Claimant{a, b} {
 		w.setKeys(ctx, t, obj, []string{x, y})
 	}
 }
@@ -351,7 +352,7 @@ func (w *mwWorld) drop(ctx context.Context, t *testing.T) {
 	}
 	claimed := w.claimed(ctx, t)
 	type held struct {
-		obj *Claimant
+		obj *testclaimant.Claimant
 		key string
 	}
 	var candidates []held
@@ -384,16 +385,16 @@ func (w *mwWorld) deleteObject(ctx context.Context, t *testing.T, name string) {
 }
 
 // touch notes that obj's own pass will run again, during the last moves.
-func (w *mwWorld) touch(obj *Claimant) {
+func (w *mwWorld) touch(obj *testclaimant.Claimant) {
 	if w.touched != nil {
 		w.touched[obj.UID] = true
 	}
 }
 
 // claimed returns the live objects that say Claimed=True, by UID.
-func (w *mwWorld) claimed(ctx context.Context, t *testing.T) map[types.UID]*Claimant {
+func (w *mwWorld) claimed(ctx context.Context, t *testing.T) map[types.UID]*testclaimant.Claimant {
 	t.Helper()
-	out := map[types.UID]*Claimant{}
+	out := map[types.UID]*testclaimant.Claimant{}
 	for _, name := range w.names {
 		obj := w.get(ctx, t, name)
 		if obj == nil || obj.DeletionTimestamp != nil {
@@ -415,7 +416,7 @@ func (w *mwWorld) deleteRecord(ctx context.Context, t *testing.T, ofClaimed bool
 	if err := w.admin.List(ctx, &list, client.InNamespace(w.ns)); err != nil {
 		t.Fatalf("listing records: %v", err)
 	}
-	var claimed map[types.UID]*Claimant
+	var claimed map[types.UID]*testclaimant.Claimant
 	if ofClaimed {
 		claimed = w.claimed(ctx, t)
 	}
@@ -472,8 +473,8 @@ func (w *mwWorld) erase(ctx context.Context, t *testing.T, l coordinationv1.Leas
 // been told, its workload would still run: an overlap.
 func (w *mwWorld) eraseKept(ctx context.Context, t *testing.T) {
 	t.Helper()
-	live := map[types.UID]*Claimant{}
-	var free []*Claimant // live objects the move may edit
+	live := map[types.UID]*testclaimant.Claimant{}
+	var free []*testclaimant.Claimant // live objects the move may edit
 	for _, name := range w.names {
 		if obj := w.get(ctx, t, name); obj != nil && obj.DeletionTimestamp == nil {
 			live[obj.UID] = obj
@@ -491,20 +492,20 @@ func (w *mwWorld) eraseKept(ctx context.Context, t *testing.T) {
 	keys := slices.Sorted(slices.Values(w.keys))
 	i := w.rng.IntN(len(keys) - 1)
 	kept, extra := keys[i], keys[i+1+w.rng.IntN(len(keys)-i-1)]
-	take := func(o *Claimant) *Claimant {
-		free = slices.DeleteFunc(free, func(x *Claimant) bool { return x.UID == o.UID })
+	take := func(o *testclaimant.Claimant) *testclaimant.Claimant {
+		free = slices.DeleteFunc(free, func(x *testclaimant.Claimant) bool { return x.UID == o.UID })
 		w.touch(o)
 		return o
 	}
-	pick := func() *Claimant {
+	pick := func() *testclaimant.Claimant {
 		if len(free) == 0 {
 			return nil
 		}
 		return take(free[w.rng.IntN(len(free))])
 	}
 	// The holder: the kept key's live holder, or any object if none.
-	var h *Claimant
-	switch j := slices.IndexFunc(free, func(o *Claimant) bool { return o.UID == holder[kept] }); {
+	var h *testclaimant.Claimant
+	switch j := slices.IndexFunc(free, func(o *testclaimant.Claimant) bool { return o.UID == holder[kept] }); {
 	case j >= 0:
 		h = take(free[j])
 	case live[holder[kept]] == nil:
@@ -573,7 +574,7 @@ const keptTries = 8
 // heldBy waits, at most keptWait, until o holds the record of key and says
 // Claimed=True for its current spec (held true), or holds no record at all
 // (key empty, held false); it reports whether that came to be.
-func (w *mwWorld) heldBy(ctx context.Context, t *testing.T, o *Claimant, key string, held bool) bool {
+func (w *mwWorld) heldBy(ctx context.Context, t *testing.T, o *testclaimant.Claimant, key string, held bool) bool {
 	t.Helper()
 	for deadline := time.Now().Add(keptWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		var list coordinationv1.LeaseList
@@ -603,7 +604,7 @@ func (w *mwWorld) heldBy(ctx context.Context, t *testing.T, o *Claimant, key str
 // that judged the spec eraseKept set has ended. It reports whether that
 // came to be; the record is erased only then, when the holder was to have
 // been told.
-func (w *mwWorld) waitParked(ctx context.Context, t *testing.T, h *Claimant) bool {
+func (w *mwWorld) waitParked(ctx context.Context, t *testing.T, h *testclaimant.Claimant) bool {
 	t.Helper()
 	for deadline := time.Now().Add(keptWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		obj := w.get(ctx, t, h.Name)
@@ -633,7 +634,7 @@ func (w *mwWorld) records(ctx context.Context, t *testing.T, key string) []coord
 const keptWait = 3 * time.Second
 
 // claimedTrue reports whether obj's condition says Claimed=True.
-func claimedTrue(obj *Claimant) bool {
+func claimedTrue(obj *testclaimant.Claimant) bool {
 	c := meta.FindStatusCondition(obj.Status.Conditions, string(conditions.Claimed))
 	return c != nil && c.Status == metav1.ConditionTrue
 }
@@ -711,11 +712,11 @@ func (w *mwWorld) seedRecords(ctx context.Context, t *testing.T, cfg claim.Confi
 func (w *mwWorld) askHandover(ctx context.Context, t *testing.T) {
 	t.Helper()
 	claimed := w.claimed(ctx, t)
-	var holders []*Claimant
+	var holders []*testclaimant.Claimant
 	for _, o := range claimed {
 		holders = append(holders, o)
 	}
-	slices.SortFunc(holders, func(a, b *Claimant) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(holders, func(a, b *testclaimant.Claimant) int { return strings.Compare(a.Name, b.Name) })
 	if len(holders) == 0 {
 		return
 	}
@@ -753,9 +754,9 @@ func (w *mwWorld) askHandover(ctx context.Context, t *testing.T) {
 }
 
 // state reads every object and record, uncached.
-func (w *mwWorld) state(ctx context.Context, t *testing.T) ([]Claimant, []coordinationv1.Lease) {
+func (w *mwWorld) state(ctx context.Context, t *testing.T) ([]testclaimant.Claimant, []coordinationv1.Lease) {
 	t.Helper()
-	var objs ClaimantList
+	var objs testclaimant.ClaimantList
 	if err := w.admin.List(ctx, &objs, client.InNamespace(w.ns)); err != nil {
 		t.Fatalf("listing objects: %v", err)
 	}
@@ -786,7 +787,7 @@ type waiterQueue struct {
 }
 
 func (q waiterQueue) Add(req reconcile.Request) {
-	obj := &Claimant{}
+	obj := &testclaimant.Claimant{}
 	if err := q.reader.Get(q.ctx, req.NamespacedName, obj); err == nil {
 		if c := meta.FindStatusCondition(obj.Status.Conditions, string(conditions.Claimed)); c != nil && c.Status == metav1.ConditionTrue {
 			return
@@ -941,7 +942,7 @@ type keepsWhileParked struct {
 }
 
 func (b keepsWhileParked) Delete(ctx context.Context, prev claim.Record) error {
-	obj := &Claimant{}
+	obj := &testclaimant.Claimant{}
 	if err := b.reader.Get(ctx, prev.Holder.NamespacedName(), obj); err == nil && obj.UID == prev.Holder.UID && obj.DeletionTimestamp == nil {
 		if c := meta.FindStatusCondition(obj.Status.Conditions, string(conditions.Claimed)); c == nil || c.Status != metav1.ConditionTrue {
 			return nil

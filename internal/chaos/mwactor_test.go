@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 )
@@ -144,7 +145,7 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	op := a.ops[pass]
 	reader := a.readers[op]
 	a.mu.Unlock()
-	obj := &Claimant{}
+	obj := &testclaimant.Claimant{}
 	// The cache of the process running the pass holds the incarnation the
 	// pass is about: a recreated object replaces it only after the
 	// finalizer of the old one came off, which waits for this pass.

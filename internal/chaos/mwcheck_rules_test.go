@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ocf-claim/claim/internal/history"
+	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -260,11 +261,11 @@ func TestMiddlewareCheckerHistoryRules(t *testing.T) {
 	}
 }
 
-func claimant(name string, gen int64, keys []string, status metav1.ConditionStatus, reason conditions.Reason, observed int64) Claimant {
-	return Claimant{
+func claimant(name string, gen int64, keys []string, status metav1.ConditionStatus, reason conditions.Reason, observed int64) testclaimant.Claimant {
+	return testclaimant.Claimant{
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Generation: gen},
-		Spec:       ClaimantSpec{Keys: keys},
-		Status: ClaimantStatus{Conditions: []metav1.Condition{{
+		Spec:       testclaimant.ClaimantSpec{Keys: keys},
+		Status: testclaimant.ClaimantStatus{Conditions: []metav1.Condition{{
 			Type: string(conditions.Claimed), Status: status, Reason: string(reason), ObservedGeneration: observed}}},
 	}
 }
@@ -281,45 +282,45 @@ func TestMiddlewareCheckerQuiescentRules(t *testing.T) {
 	both := []string{"k1", "k2"}
 	for _, tc := range []struct {
 		name   string
-		objs   []Claimant
+		objs   []testclaimant.Claimant
 		leases []coordinationv1.Lease
 		want   []error
 	}{{
 		name:   "a holds both keys, b is parked behind it",
-		objs:   []Claimant{claimant("a", 1, both, T, conditions.ReasonClaimed, 1), claimant("b", 1, both, F, conditions.ReasonParked, 1)},
+		objs:   []testclaimant.Claimant{claimant("a", 1, both, T, conditions.ReasonClaimed, 1), claimant("b", 1, both, F, conditions.ReasonParked, 1)},
 		leases: []coordinationv1.Lease{record("k1", "a"), record("k2", "a")},
 	}, {
 		name:   "a record of an object that is gone",
-		objs:   []Claimant{claimant("a", 1, nil, T, conditions.ReasonNoKeys, 1)},
+		objs:   []testclaimant.Claimant{claimant("a", 1, nil, T, conditions.ReasonNoKeys, 1)},
 		leases: []coordinationv1.Lease{record("k1", "x")},
 		want:   []error{errLeak},
 	}, {
 		name:   "a record of a key its holder no longer names",
-		objs:   []Claimant{claimant("a", 2, []string{"k2"}, T, conditions.ReasonClaimed, 2)},
+		objs:   []testclaimant.Claimant{claimant("a", 2, []string{"k2"}, T, conditions.ReasonClaimed, 2)},
 		leases: []coordinationv1.Lease{record("k1", "a"), record("k2", "a")},
 		want:   []error{errLeak},
 	}, {
 		name:   "Claimed without its record",
-		objs:   []Claimant{claimant("a", 1, both, T, conditions.ReasonClaimed, 1)},
+		objs:   []testclaimant.Claimant{claimant("a", 1, both, T, conditions.ReasonClaimed, 1)},
 		leases: []coordinationv1.Lease{record("k1", "a")},
 		want:   []error{errClaimedNotHeld},
 	}, {
 		name:   "a key swap: each holds what the other waits for",
-		objs:   []Claimant{claimant("a", 1, both, F, conditions.ReasonParked, 1), claimant("b", 1, both, F, conditions.ReasonParked, 1)},
+		objs:   []testclaimant.Claimant{claimant("a", 1, both, F, conditions.ReasonParked, 1), claimant("b", 1, both, F, conditions.ReasonParked, 1)},
 		leases: []coordinationv1.Lease{record("k1", "a"), record("k2", "b")},
 		want:   []error{errHoldsWhileWaiting, errDeadlock},
 	}, {
 		name:   "parked behind a holder that no longer names the key",
-		objs:   []Claimant{claimant("a", 2, nil, T, conditions.ReasonNoKeys, 2), claimant("b", 1, []string{"k1"}, F, conditions.ReasonParked, 1)},
+		objs:   []testclaimant.Claimant{claimant("a", 2, nil, T, conditions.ReasonNoKeys, 2), claimant("b", 1, []string{"k1"}, F, conditions.ReasonParked, 1)},
 		leases: []coordinationv1.Lease{record("k1", "a")},
 		want:   []error{errLeak, errNotConverged},
 	}, {
 		name: "a condition of an older generation",
-		objs: []Claimant{claimant("a", 2, []string{"k1"}, T, conditions.ReasonClaimed, 1)},
+		objs: []testclaimant.Claimant{claimant("a", 2, []string{"k1"}, T, conditions.ReasonClaimed, 1)},
 		want: []error{errNotConverged},
 	}, {
 		name: "an object still being deleted",
-		objs: []Claimant{func() Claimant {
+		objs: []testclaimant.Claimant{func() testclaimant.Claimant {
 			c := claimant("a", 1, nil, T, conditions.ReasonNoKeys, 1)
 			c.DeletionTimestamp = &metav1.Time{Time: at(0)}
 			return c

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ocf-claim/claim/internal/history"
+	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -223,11 +223,7 @@ func checkHistory(h mwHistory) []error {
 			}
 		}
 	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(byKey))
 	for _, key := range keys {
 		ivs := byKey[key]
 		for i, a := range ivs {
@@ -457,9 +453,9 @@ func (h mwHistory) deleters(version string) []int64 {
 // errNotConverged. Records are read by the default key and holder-UID
 // annotations; a Lease without a key annotation (the watch sentinel) is not
 // a record.
-func checkQuiescent(objs []Claimant, leases []coordinationv1.Lease) []error {
+func checkQuiescent(objs []testclaimant.Claimant, leases []coordinationv1.Lease) []error {
 	var out []error
-	live := map[types.UID]*Claimant{}
+	live := map[types.UID]*testclaimant.Claimant{}
 	for i := range objs {
 		o := &objs[i]
 		if o.DeletionTimestamp != nil {

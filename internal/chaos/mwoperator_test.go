@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/ocf-claim/claim/internal/chaos"
+	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -308,7 +309,7 @@ func (fl *fleet) start() (*operator, error) {
 	opts := []claimmw.Option{
 		claimmw.FromManager(mgr),
 		claimmw.WithAPIReader(apiReader),
-		claimmw.For(&Claimant{}),
+		claimmw.For(&testclaimant.Claimant{}),
 		claimmw.WithClaim(cfg, claimOpts...),
 		claimmw.WithKeys(claimantKeys),
 		// Long intervals: a parked object moves only when it is woken.
@@ -335,7 +336,7 @@ func (fl *fleet) start() (*operator, error) {
 	}
 	op.mw = mw
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&Claimant{}).
+		For(&testclaimant.Claimant{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		WithLogConstructor(fl.a.passBegins(op))
 	if fl.r.wakeOnlyWaiters {
@@ -352,14 +353,14 @@ func (fl *fleet) start() (*operator, error) {
 	}
 	if fl.f.second {
 		second, err := claimmw.Wrap(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }),
-			claimmw.FromManager(mgr), claimmw.WithAPIReader(apiReader), claimmw.For(&Claimant{}), claimmw.WithName("second"),
+			claimmw.FromManager(mgr), claimmw.WithAPIReader(apiReader), claimmw.For(&testclaimant.Claimant{}), claimmw.WithName("second"),
 			claimmw.WithConditionType(secondCondition), claimmw.WithFinalizer(secondFinalizer),
 			claimmw.WithClaim(claim.Config{Namespace: fl.ns}, claim.WithBackend(lease.Backend)),
 			claimmw.WithKeys(func(context.Context, client.Object) ([]string, error) { return nil, nil }), claimmw.WithMetrics(false))
 		if err != nil {
 			return nil, err
 		}
-		if err := second.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&Claimant{}).WithLogConstructor(fl.a.passBegins(nil))); err != nil {
+		if err := second.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testclaimant.Claimant{}).WithLogConstructor(fl.a.passBegins(nil))); err != nil {
 			return nil, err
 		}
 	}
@@ -668,7 +669,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	}
 	setName := ""
 	{
-		probe, err := claimmw.Wrap(a, claimmw.WithClient(admin), claimmw.WithAPIReader(admin), claimmw.For(&Claimant{}),
+		probe, err := claimmw.Wrap(a, claimmw.WithClient(admin), claimmw.WithAPIReader(admin), claimmw.For(&testclaimant.Claimant{}),
 			claimmw.WithClaim(claim.Config{Namespace: ns}), claimmw.WithKeys(claimantKeys), claimmw.WithMetrics(false))
 		if err != nil {
 			t.Fatal(err)
@@ -869,7 +870,7 @@ func watchGone(ctx context.Context, ns string) (*goneRecorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	wi, err := c.Watch(ctx, &ClaimantList{}, client.InNamespace(ns))
+	wi, err := c.Watch(ctx, &testclaimant.ClaimantList{}, client.InNamespace(ns))
 	if err != nil {
 		return nil, fmt.Errorf("watching objects: %w", err)
 	}
@@ -877,7 +878,7 @@ func watchGone(ctx context.Context, ns string) (*goneRecorder, error) {
 	go func() {
 		defer wi.Stop()
 		for ev := range wi.ResultChan() {
-			if o, ok := ev.Object.(*Claimant); ok && ev.Type == watch.Deleted {
+			if o, ok := ev.Object.(*testclaimant.Claimant); ok && ev.Type == watch.Deleted {
 				g.mu.Lock()
 				g.gone[o.UID] = time.Now()
 				g.mu.Unlock()

@@ -26,8 +26,8 @@ package history
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -210,11 +210,7 @@ func Check(ops []Op, versions []Version, left []Version) (Summary, []Violation) 
 		}
 	}
 
-	keys := make([]string, 0, len(epochs))
-	for k := range epochs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(epochs))
 	for _, key := range keys {
 		es := epochs[key]
 		s.Epochs += len(es)

@@ -43,14 +43,12 @@ var errNotStopped = errors.New("workloads not stopped yet")
 func (f *fixture) failPassesOf(name string, fails func(claimmw.State) bool) *atomic.Bool {
 	var failing atomic.Bool
 	failing.Store(true)
-	f.inner.mu.Lock()
-	f.inner.fail = func(n string, c call) error {
+	f.inner.setFail(func(n string, c call) error {
 		if n == name && fails(c.state) && failing.Load() {
 			return errNotStopped
 		}
 		return nil
-	}
-	f.inner.mu.Unlock()
+	})
 	return &failing
 }
 
@@ -87,18 +85,44 @@ func (f *fixture) holderOf(t *testing.T, name string) claim.Holder {
 	return h
 }
 
+// parksKeepingItsFirstKey is the Given "name, naming first and then, is
+// parked on then's holder and keeps the record of first": it creates
+// Widget name and fails t unless name is Parked within wakeWithin and
+// first's record exists.
+func (f *fixture) parksKeepingItsFirstKey(t *testing.T, name, first, then string) {
+	t.Helper()
+	f.createWidget(t, name, first, then)
+	f.waitForReason(t, name, conditions.ReasonParked, wakeWithin)
+	if !f.leaseExists(t, first) {
+		t.Fatalf("the parked %s does not keep %s, the first of its keys", name, first)
+	}
+}
+
 // takeOverFor takes key over for the Widget named to, as another replica
 // judging the holder expired would: one write fenced on the record's version.
 func (f *fixture) takeOverFor(t *testing.T, key, to string) {
 	t.Helper()
-	h := f.holderOf(t, to)
+	takeOver(t, f.expiredReplica(t), key, f.holderOf(t, to))
+}
+
+// expiredReplica is another replica of f's claimer that judges every holder
+// expired, as one whose expiry.Liveness saw no renewal would.
+func (f *fixture) expiredReplica(t *testing.T) *claim.Claimer {
+	t.Helper()
 	expired := claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })
 	replica, err := claim.New(env.APIReader, direct(t), f.mw.Claimer().Config(), claim.WithBackend(lease.Backend), claim.WithLiveness(expired))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return replica
+}
+
+// takeOver makes replica take key over for h and fails t unless that is a
+// takeover.
+func takeOver(t *testing.T, replica *claim.Claimer, key string, h claim.Holder) {
+	t.Helper()
 	if _, o, err := replica.Acquire(context.Background(), key, h); err != nil || o.Reason != claim.ReasonTakenOver {
-		t.Fatalf("taking %s over for %s: %+v, %v", key, to, o, err)
+		t.Fatalf("taking %s over for %s: %+v, %v", key, h.Name, o, err)
 	}
 }
 
@@ -855,11 +879,7 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileAParkedObjectsDeletionPassGivenI
 	f := start(t, setup{})
 	f.createWidget(t, "blocker", "z")
 	f.waitForReason(t, "blocker", conditions.ReasonClaimed, wakeWithin)
-	f.createWidget(t, "holder", "a", "z")
-	f.waitForReason(t, "holder", conditions.ReasonParked, wakeWithin)
-	if !f.leaseExists(t, "a") {
-		t.Fatal("the parked holder does not keep a, the first of its keys")
-	}
+	f.parksKeepingItsFirstKey(t, "holder", "a", "z")
 	f.createWidget(t, "waiter", "a")
 	f.waitForReason(t, "waiter", conditions.ReasonParked, wakeWithin)
 
@@ -885,14 +905,12 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileALaterDeletionPassGivenItAgainHa
 	// deletion pass fails.
 	f.writes.failLeaseDeletes.Store(true)
 	var deletionPasses atomic.Int32
-	f.inner.mu.Lock()
-	f.inner.fail = func(n string, c call) error {
+	f.inner.setFail(func(n string, c call) error {
 		if n == "holder" && c.state.Deleting && deletionPasses.Add(1) > 1 {
 			return errNotStopped
 		}
 		return nil
-	}
-	f.inner.mu.Unlock()
+	})
 	f.deleteWidgetAsync(t, "holder")
 	// Its first deletion pass succeeded (the condition said Released, which
 	// the next pass, given a again, replaces at once) and a later one is
@@ -931,8 +949,7 @@ func TestAKeyWhoseRecordIsOverwrittenFromOutsideWithAGoneHolderIsNotTakenOverWhi
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	t.Cleanup(func() { close(release) })
-	f.inner.mu.Lock()
-	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
 		if name == "holder" && c.state.Granted {
 			once.Do(func() { close(entered) })
 			select {
@@ -941,8 +958,7 @@ func TestAKeyWhoseRecordIsOverwrittenFromOutsideWithAGoneHolderIsNotTakenOverWhi
 			}
 		}
 		return reconcile.Result{}, nil
-	}
-	f.inner.mu.Unlock()
+	})
 	f.touch(t, "holder")
 	select {
 	case <-entered:
@@ -1081,14 +1097,8 @@ func TestAWaiterForAPredecessorIsWokenWhenThePredecessorStopsAndThenWaitsForAHan
 		t.Fatal(err)
 	}
 	tango := claim.Holder{APIVersion: "v1", Kind: "ConfigMap", Namespace: f.ns, Name: "tango", UID: cm.UID}
-	expired := claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })
-	replica, err := claim.New(env.APIReader, direct(t), f.mw.Claimer().Config(), claim.WithBackend(lease.Backend), claim.WithLiveness(expired))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, o, err := replica.Acquire(ctx, "a", tango); err != nil || o.Reason != claim.ReasonTakenOver {
-		t.Fatalf("taking a over for tango: %+v, %v", o, err)
-	}
+	replica := f.expiredReplica(t)
+	takeOver(t, replica, "a", tango)
 	if _, err := replica.Prepare(ctx, "a", tango, xray); err != nil {
 		t.Fatalf("preparing the handover of a from tango to xray: %v", err)
 	}

@@ -59,9 +59,7 @@ type windows struct {
 // recordWindows installs the recorder as f's inner hook.
 func recordWindows(f *fixture, key string) *windows {
 	w := &windows{key: key, open: map[string]bool{}, failTold: map[string]bool{}, failAll: map[string]bool{}, requeue: map[string]time.Duration{}, onActs: map[string]func(){}}
-	f.inner.mu.Lock()
-	f.inner.hook = w.pass
-	f.inner.mu.Unlock()
+	f.inner.setHook(w.pass)
 	return w
 }
 
@@ -299,14 +297,12 @@ func aKeyNobodyActsForReachesItsWaiter(t *testing.T, deltaKeys []string, deltaSa
 	// computed) and is deleted, with no grants in its deletion passes
 	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "k")
 	if deletionFails {
-		f.inner.mu.Lock()
-		f.inner.fail = func(name string, c call) error {
+		f.inner.setFail(func(name string, c call) error {
 			if name == "delta" && c.state.Deleting {
 				return errNotStopped
 			}
 			return nil
-		}
-		f.inner.mu.Unlock()
+		})
 		f.createWidget(t, "delta", deltaKeys...)
 	} else {
 		f.createKeptWidget(t, "delta", deltaKeys...)
@@ -412,14 +408,8 @@ func TestAWaiterKeepingARecordItNeverActedForIsNotToldToReleaseItWhileItsPredece
 	// whose keys the reconciler stops using and cleans up, as the
 	// documentation's example drops the key's data) while alpha still
 	// might act for k: bravo never acted for it
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, r := range w.releasing {
-		t.Error(r)
-	}
-	for _, o := range w.overlaps {
-		t.Error(o)
-	}
+	w.noReleasingWhileAnotherActs(t)
+	w.noOverlap(t)
 }
 
 // handJTo is a HandoverFunc that hands key j, and only j, to the Widget

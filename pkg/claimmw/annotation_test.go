@@ -90,14 +90,12 @@ func TestADeletionPassIsToldAnAnnotationRecordWhoseLabelsAnotherWriterReplaced(t
 	// alpha's cleanup of k (a deletion pass given k) keeps failing
 	f, c, cm := startAnnotationHeld(t, "bravo")
 	ctx := context.Background()
-	f.inner.mu.Lock()
-	f.inner.fail = func(name string, cl call) error {
+	f.inner.setFail(func(name string, cl call) error {
 		if name == "alpha" && cl.state.Deleting && len(cl.state.Grants) > 0 {
 			return errNotStopped
 		}
 		return nil
-	}
-	f.inner.mu.Unlock()
+	})
 	alpha, _ := f.widget(t, "alpha")
 	if err := direct(t).Delete(ctx, alpha); err != nil {
 		t.Fatal(err)

@@ -58,14 +58,12 @@ func TestTheDeletionPathWithoutOurFinalizerStillReportsAndReleasesHeldKeys(t *te
 	f := start(t, setup{})
 	ctx := context.Background()
 	var failing atomic.Bool
-	f.inner.mu.Lock()
-	f.inner.fail = func(name string, c call) error {
+	f.inner.setFail(func(name string, c call) error {
 		if c.state.Deleting && failing.Load() {
 			return errors.New("injected: cleanup not done yet")
 		}
 		return nil
-	}
-	f.inner.mu.Unlock()
+	})
 	// Given a holds k, with another controller's finalizer as well
 	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	f.edit(t, "a", func(w *testcrd.Widget) { w.Finalizers = append(w.Finalizers, "example.com/other") })
@@ -104,8 +102,7 @@ func TestFencedClientWorksOnTheDeletionPath(t *testing.T) {
 	f := start(t, setup{})
 	var mu sync.Mutex
 	var errs []error
-	f.inner.mu.Lock()
-	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
 		// A cleanup that writes only for the keys it still holds: the
 		// deletion path may run more than once, and later passes hold none
 		if !c.state.Deleting || len(c.state.Grants) == 0 {
@@ -120,8 +117,7 @@ func TestFencedClientWorksOnTheDeletionPath(t *testing.T) {
 		errs = append(errs, err)
 		mu.Unlock()
 		return reconcile.Result{}, err
-	}
-	f.inner.mu.Unlock()
+	})
 	// Given a holds k
 	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	// When a is deleted

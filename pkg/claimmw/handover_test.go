@@ -79,8 +79,7 @@ func TestPlannedHandoverWaitsForTheHoldersPassThenGrantsTheSuccessorANewerToken(
 	// has not yet moved its workloads off k (it asks to be requeued)
 	var moved atomic.Bool
 	var sawHandover atomic.Int32
-	f.inner.mu.Lock()
-	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
 		if name != "a" || len(c.state.Handovers) == 0 {
 			return reconcile.Result{}, nil
 		}
@@ -89,8 +88,7 @@ func TestPlannedHandoverWaitsForTheHoldersPassThenGrantsTheSuccessorANewerToken(
 			return reconcile.Result{RequeueAfter: time.Hour}, nil
 		}
 		return reconcile.Result{}, nil
-	}
-	f.inner.mu.Unlock()
+	})
 	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	before := f.record(t, "k")
 	f.createAndWait(t, "c", conditions.ReasonParked, "k")
@@ -174,8 +172,7 @@ func TestADeposedHolderCannotOverwriteWhatItsSuccessorWroteThroughTheFencedClien
 	// Given inner reconcilers that write the shared object through the
 	// fenced client, and a that keeps the client of its last pass
 	var stale atomic.Pointer[fence.Client]
-	f.inner.mu.Lock()
-	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
 		if !c.state.Granted {
 			return reconcile.Result{}, nil
 		}
@@ -187,8 +184,7 @@ func TestADeposedHolderCannotOverwriteWhatItsSuccessorWroteThroughTheFencedClien
 			stale.Store(fc)
 		}
 		return reconcile.Result{}, write(ctx, fc, name)
-	}
-	f.inner.mu.Unlock()
+	})
 	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	// Then a, holding k, can write
 	writer := func() string {
@@ -231,11 +227,7 @@ func TestAHolderParkedOnAnotherKeyStillHandsOverTheKeyItKeeps(t *testing.T) {
 	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "i", "k")
 	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "j")
 	f.createAndWait(t, "bravo", conditions.ReasonParked, "i", "j")
-	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
-	eventually(t, wakeWithin, func() (bool, string) {
-		rec := f.record(t, "j")
-		return rec.Successor != nil, "the handover of j to bravo is never prepared"
-	})
+	f.handsOverAndPrepares(t, "alpha", "j", "bravo")
 	// When alpha comes to wait for k, keeping j, and then bravo gets i and
 	// waits for the handover of j
 	f.setKeys(t, "alpha", "j", "k")
@@ -259,14 +251,12 @@ func TestAHandoverIsNotCommittedToASuccessorDeletedDuringThePass(t *testing.T) {
 	var blocking atomic.Bool
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
-	f.inner.mu.Lock()
-	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
 		if name == "a" && len(c.state.Handovers) > 0 && blocking.Load() {
 			enterAndWait(entered, release)
 		}
 		return reconcile.Result{}, nil
-	}
-	f.inner.mu.Unlock()
+	})
 	// Given a holds k and b waits for it
 	f.aHoldsKAndBWaits(t)
 	// And a's pass that hands k to b is under way
@@ -297,29 +287,43 @@ func TestAHandoverIsNotCommittedToASuccessorDeletedDuringThePass(t *testing.T) {
 	}
 }
 
+// handsOverAndPrepares sets holder's spec.handTo to successor and waits up
+// to wakeWithin for the handover of key to be prepared in its record.
+func (f *fixture) handsOverAndPrepares(t *testing.T, holder, key, successor string) {
+	t.Helper()
+	f.edit(t, holder, func(w *testcrd.Widget) { w.Spec.HandTo = successor })
+	eventually(t, wakeWithin, func() (bool, string) {
+		rec := f.record(t, key)
+		return rec.Successor != nil, fmt.Sprintf("the handover of %s to %s is never prepared", key, successor)
+	})
+}
+
+// holdHandedOverWorkloads makes the inner reconciler of name keep the
+// workloads of the keys it hands over (its handover passes ask to be
+// requeued in an hour) until the returned flag is set: its reconciler has
+// moved them.
+func (f *fixture) holdHandedOverWorkloads(name string) *atomic.Bool {
+	moved := new(atomic.Bool)
+	f.inner.setHook(func(_ context.Context, n string, c call) (reconcile.Result, error) {
+		if n == name && len(c.state.Handovers) > 0 && !moved.Load() {
+			return reconcile.Result{RequeueAfter: time.Hour}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	return moved
+}
+
 func TestASuccessorThatGetsOneKeyByHandoverAndThenWaitsForAnotherHandedToItGetsItWithoutARequeue(t *testing.T) {
 	t.Parallel()
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
 	// Given charlie holds a and its reconciler holds a's workloads until
 	// released, alpha holds k, and bravo names a and k
-	var moved atomic.Bool
-	f.inner.mu.Lock()
-	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		if name == "charlie" && len(c.state.Handovers) > 0 && !moved.Load() {
-			return reconcile.Result{RequeueAfter: time.Hour}, nil
-		}
-		return reconcile.Result{}, nil
-	}
-	f.inner.mu.Unlock()
+	moved := f.holdHandedOverWorkloads("charlie")
 	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "a")
 	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	f.createAndWait(t, "bravo", conditions.ReasonParked, "a", "k")
 	// And alpha hands k to bravo, which waits for a first, so alpha keeps k
-	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
-	eventually(t, wakeWithin, func() (bool, string) {
-		rec := f.record(t, "k")
-		return rec.Successor != nil, "the handover of k to bravo is never prepared"
-	})
+	f.handsOverAndPrepares(t, "alpha", "k", "bravo")
 	// And charlie hands a to bravo, which now waits for that handover
 	f.edit(t, "charlie", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
 	f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
@@ -348,15 +352,7 @@ func TestASuccessorWhoseSpecChangesWhileItsPredecessorCommitsStillGetsTheKeyWith
 	f := start(t, setup{workers: 2, opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
 	// Given alpha holds k and hands it to bravo, which waits for it, and
 	// alpha's reconciler has not yet moved k's workloads
-	var moved atomic.Bool
-	f.inner.mu.Lock()
-	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		if name == "alpha" && len(c.state.Handovers) > 0 && !moved.Load() {
-			return reconcile.Result{RequeueAfter: time.Hour}, nil
-		}
-		return reconcile.Result{}, nil
-	}
-	f.inner.mu.Unlock()
+	moved := f.holdHandedOverWorkloads("alpha")
 	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	f.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.HandTo = "bravo" })
 	f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)

@@ -106,6 +106,20 @@ func (r *inner) callsOf(name string) []call {
 	return append([]call(nil), r.calls[name]...)
 }
 
+// setFail makes fail decide whether each later pass fails before its hook.
+func (r *inner) setFail(fail func(name string, c call) error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fail = fail
+}
+
+// setHook makes hook decide the result of each later pass.
+func (r *inner) setHook(hook func(ctx context.Context, name string, c call) (reconcile.Result, error)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hook = hook
+}
+
 // writes counts the writes the manager's client sends, by "verb Kind", and
 // can make Lease deletes fail.
 type writes struct {

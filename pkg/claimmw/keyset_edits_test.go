@@ -66,9 +66,8 @@ func TestKeySetEditsConvergeWithSiblingFairness(t *testing.T) {
 func TestRandomKeySetEditsWithConcurrentWorkersConvergeWithoutOverlap(t *testing.T) {
 	f := start(t, setup{workers: 3})
 	actors := &atkActors{}
-	f.inner.mu.Lock()
 	// Each granted pass acts for 30 ms.
-	f.inner.hook = func(_ context.Context, name string, c call) (reconcile.Result, error) {
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
 		if c.state.Granted {
 			for _, g := range c.state.Grants {
 				actors.enter(g.Key, name)
@@ -79,8 +78,7 @@ func TestRandomKeySetEditsWithConcurrentWorkersConvergeWithoutOverlap(t *testing
 			}
 		}
 		return reconcile.Result{}, nil
-	}
-	f.inner.mu.Unlock()
+	})
 	names := []string{"o0", "o1", "o2", "o3", "o4"}
 	keys := []string{"k0", "k1", "k2"}
 	rng := rand.New(rand.NewPCG(13, 13))

@@ -88,27 +88,14 @@ func TestAHolderWhoseRecordIsDeletedFromOutsideStopsClaimingWithinTwoSeconds(t *
 
 func TestAHolderThatLosesItsKeyIsToldByAnEventAndItsInnerPassRunsParked(t *testing.T) {
 	f := start(t, setup{})
-	ctx := context.Background()
 	// Given alpha holds k (skip mode: its inner runs only when it must)
 	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	before := len(f.inner.callsOf("alpha"))
 	// When another replica judging alpha expired takes k over for the
 	// parked object other (a takeover
 	// fenced on the Lease's version, as expiry.Liveness would allow)
-	other := f.createWidget(t, "other", "k")
-	f.waitForReason(t, "other", conditions.ReasonParked, 10*time.Second)
-	otherHolder, err := f.mw.Claimer().HolderOf(other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expired := claim.LivenessFunc(func(context.Context, claim.Record) (bool, error) { return false, nil })
-	replica, err := claim.New(env.APIReader, direct(t), f.mw.Claimer().Config(), claim.WithBackend(lease.Backend), claim.WithLiveness(expired))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, o, err := replica.Acquire(ctx, "k", otherHolder); err != nil || o.Reason != claim.ReasonTakenOver {
-		t.Fatalf("taking k over for other: %+v, %v", o, err)
-	}
+	f.createAndWait(t, "other", conditions.ReasonParked, "k")
+	f.takeOverFor(t, "k", "other")
 	// Then alpha is Parked within two seconds, naming other, which is Claimed
 	cond := f.waitForReason(t, "alpha", conditions.ReasonParked, lossWithin)
 	mustContain(t, "alpha's message", cond.Message, "other")
@@ -190,14 +177,12 @@ func TestAKeyAcquiredInAPassThatFailedIsReleasedOnceNoLongerNamed(t *testing.T) 
 	// Given x holds A, with a successful pass
 	f.createAndWait(t, "x", conditions.ReasonClaimed, "A")
 	// And x then names A and B, but its inner passes fail
-	f.inner.mu.Lock()
-	f.inner.fail = func(name string, c call) error {
+	f.inner.setFail(func(name string, c call) error {
 		if name == "x" && len(c.state.Grants) == 2 {
 			return errors.New("injected: inner pass failed")
 		}
 		return nil
-	}
-	f.inner.mu.Unlock()
+	})
 	f.setKeys(t, "x", "A", "B")
 	eventually(t, 10*time.Second, func() (bool, string) { return f.leaseExists(t, "B"), "Lease of B missing" })
 	// When x goes back to naming only A (the set its last successful pass kept)
@@ -263,14 +248,12 @@ func TestTheDeletionPathTellsTheInnerReconcilerWhichKeysTheObjectStillHolds(t *t
 	// Given alpha holds k and bravo is parked on it
 	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	var fencedErr error
-	f.inner.mu.Lock()
-	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
 		if name == "alpha" && c.state.Deleting && len(c.state.Grants) > 0 {
 			_, fencedErr = claimmw.FencedClient(ctx)
 		}
 		return reconcile.Result{}, nil
-	}
-	f.inner.mu.Unlock()
+	})
 	token := f.tokenOf(t, "k")
 	// When the parked bravo is deleted
 	f.deleteWidget(t, "bravo")

@@ -121,8 +121,7 @@ func TestChangingTheKeyReleasesTheOldClaimOnlyAfterTheInnerPassSucceeded(t *test
 	f.createAndWait(t, "a", conditions.ReasonClaimed, "k1")
 	var mu sync.Mutex
 	var oldLeaseAtK2Pass []bool
-	f.inner.mu.Lock()
-	f.inner.fail = func(name string, c call) error {
+	f.inner.setFail(func(name string, c call) error {
 		grants := claimmw.GrantsFrom(ctxWith(c.state))
 		if name != "a" || len(grants) != 1 || grants[0].Key != "k2" {
 			return nil
@@ -134,8 +133,7 @@ func TestChangingTheKeyReleasesTheOldClaimOnlyAfterTheInnerPassSucceeded(t *test
 			return errors.New("injected: moving the workloads failed")
 		}
 		return nil
-	}
-	f.inner.mu.Unlock()
+	})
 	// When a changes its key to k2
 	a, err := f.widget(t, "a")
 	if err != nil {

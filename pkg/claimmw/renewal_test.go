@@ -51,8 +51,7 @@ func TestAHolderThatCannotRenewStopsActingAndAnExpiryContenderWaitsTheWholeDurat
 	// Given a holds k on time-based liveness, and its inner pass acts until
 	// its context ends
 	passes := make(chan context.Context, 1)
-	f.inner.mu.Lock()
-	f.inner.hook = func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
 		if name != "a" || !c.state.Granted {
 			return reconcile.Result{}, nil
 		}
@@ -66,8 +65,7 @@ func TestAHolderThatCannotRenewStopsActingAndAnExpiryContenderWaitsTheWholeDurat
 		case <-time.After(20 * time.Second):
 			return reconcile.Result{}, errors.New("a's pass was never cancelled")
 		}
-	}
-	f.inner.mu.Unlock()
+	})
 	f.createWidget(t, "a", "k")
 	var pass context.Context
 	select {
@@ -179,11 +177,7 @@ func TestAParkedObjectWhoseStatusWritesFailKeepsItsHeldKeyRenewedAcrossARestart(
 	f.waitForReason(t, "first", conditions.ReasonClaimed, wakeWithin)
 	f.createWidget(t, "second", "z")
 	f.waitForReason(t, "second", conditions.ReasonParked, wakeWithin)
-	f.createWidget(t, "holder", "a", "z")
-	f.waitForReason(t, "holder", conditions.ReasonParked, wakeWithin)
-	if !f.leaseExists(t, "a") {
-		t.Fatal("the parked holder does not keep a, the first of its keys")
-	}
+	f.parksKeepingItsFirstKey(t, "holder", "a", "z")
 
 	// While the operator is down, z moves to second: the holder's condition
 	// changes in its first pass after the restart, and that write fails.

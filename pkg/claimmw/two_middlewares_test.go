@@ -59,8 +59,7 @@ func TestTwoMiddlewaresOnOneKindBothRunTheirDeletionPath(t *testing.T) {
 	var mu sync.Mutex
 	cleaned := map[string]bool{} // deletion passes that succeeded with their key granted
 	for _, f := range []*fixture{st, nw} {
-		f.inner.mu.Lock()
-		f.inner.fail = func(_ string, c call) error {
+		f.inner.setFail(func(_ string, c call) error {
 			if !c.state.Deleting {
 				return nil
 			}
@@ -76,8 +75,7 @@ func TestTwoMiddlewaresOnOneKindBothRunTheirDeletionPath(t *testing.T) {
 				cleaned[g.Key] = true
 			}
 			return nil
-		}
-		f.inner.mu.Unlock()
+		})
 	}
 	x, _ := st.widget(t, "x")
 	if err := direct(t).Delete(context.Background(), x); err != nil {
@@ -244,12 +242,8 @@ func TestTwoMiddlewaresNamingOneKeyNeverLetTwoObjectsActForIt(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
 	defer close(release)
-	st.inner.mu.Lock()
-	st.inner.hook = actors.hook(nil, nil, nil)
-	st.inner.mu.Unlock()
-	nw.inner.mu.Lock()
-	nw.inner.hook = actors.hook(func(name string, _ call) bool { return name == "x" && blocking.Load() }, entered, release)
-	nw.inner.mu.Unlock()
+	st.inner.setHook(actors.hook(nil, nil, nil))
+	nw.inner.setHook(actors.hook(func(name string, _ call) bool { return name == "x" && blocking.Load() }, entered, release))
 	// Given x holds k through the storage middleware, and y waits for k there
 	st.createWidget(t, "x", "k")
 	eventually(t, 10*time.Second, func() (bool, string) {

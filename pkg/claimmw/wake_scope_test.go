@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -182,6 +183,33 @@ func (r *tenantRig) victimHolds(t *testing.T) int {
 	return r.quietPasses(t)
 }
 
+// victimRecord reads the record of victim-key, uncached.
+func (r *tenantRig) victimRecord(t *testing.T) coordinationv1.Lease {
+	t.Helper()
+	var rec coordinationv1.Lease
+	name := r.mw.Claimer().Config().NameFunc("victim-key")
+	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: r.claims, Name: name}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// createAndUpdate creates l and then updates it writes times, with a holder
+// identity of writer-0, writer-1, ... each time.
+func createAndUpdate(t *testing.T, l *coordinationv1.Lease, writes int, writer string) {
+	t.Helper()
+	ctx, dc := context.Background(), direct(t)
+	if err := dc.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	for i := range writes {
+		l.Spec.HolderIdentity = ptr.To(fmt.Sprintf("%s-%d", writer, i))
+		if err := dc.Update(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // createIn creates Widget ns/name naming keys, through a client of its own.
 func createIn(t *testing.T, ns, name string, keys ...string) *testcrd.Widget {
 	t.Helper()
@@ -246,27 +274,13 @@ func TestDeletingANonHolderWakesNoObjectInAnotherNamespace(t *testing.T) {
 func TestLeasesOutsideTheClaimNamespaceWakeNobody(t *testing.T) {
 	const writes = 10
 	r := startTenantRig(t, false, nil)
-	ctx := context.Background()
-	dc := direct(t)
 	// Given a victim in namespace b holding a key
 	before := r.victimHolds(t)
 	// When a tenant writes a Lease in its own namespace, again and again, whose annotations copy the victim's record
-	var rec coordinationv1.Lease
-	name := r.mw.Claimer().Config().NameFunc("victim-key")
-	if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: r.claims, Name: name}, &rec); err != nil {
-		t.Fatal(err)
-	}
-	forged := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: name, Annotations: rec.Annotations}}
-	if err := dc.Create(ctx, forged); err != nil {
-		t.Fatal(err)
-	}
-	for i := range writes {
-		forged.Spec.HolderIdentity = ptr.To(fmt.Sprintf("leader-%d", i))
-		if err := dc.Update(ctx, forged); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := dc.Delete(ctx, forged); err != nil {
+	rec := r.victimRecord(t)
+	forged := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: rec.Name, Annotations: rec.Annotations}}
+	createAndUpdate(t, forged, writes, "leader")
+	if err := direct(t).Delete(context.Background(), forged); err != nil {
 		t.Fatal(err)
 	}
 	// Then the victim ran no pass
@@ -296,31 +310,14 @@ func TestSetupWarnsWhenTheRecordCacheIsNotRestricted(t *testing.T) {
 func TestRecordsOfAnotherClaimSetWakeOnlyWhatTheyBlock(t *testing.T) {
 	const writes = 10
 	r := startTenantRig(t, true, nil)
-	ctx := context.Background()
-	dc := direct(t)
 	// Given a victim in namespace b holding a key
 	before := r.victimHolds(t)
 	// When another claim set writes, again and again, a record under another name whose annotations copy the victim's
-	cfg := r.mw.Claimer().Config()
-	var rec coordinationv1.Lease
-	if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: r.claims, Name: cfg.NameFunc("victim-key")}, &rec); err != nil {
-		t.Fatal(err)
-	}
 	ann := map[string]string{}
-	for k, v := range rec.Annotations {
-		ann[k] = v
-	}
-	ann[cfg.Annotations.Set] = "another-set"
+	maps.Copy(ann, r.victimRecord(t).Annotations)
+	ann[r.mw.Claimer().Config().Annotations.Set] = "another-set"
 	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.claims, Name: "another-set-record", Annotations: ann}}
-	if err := dc.Create(ctx, other); err != nil {
-		t.Fatal(err)
-	}
-	for i := range writes {
-		other.Spec.HolderIdentity = ptr.To(fmt.Sprintf("writer-%d", i))
-		if err := dc.Update(ctx, other); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createAndUpdate(t, other, writes, "writer")
 	// Then the victim ran no pass
 	if got := r.quietPasses(t) - before; got != 0 {
 		t.Errorf("%d writes of another claim set's record caused %d passes of the holder it names, want 0", writes+1, got)

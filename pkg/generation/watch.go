@@ -2,7 +2,6 @@ package generation
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/ocf-claim/claim/internal/watchloop"
 )
 
 // watchRetry spaces re-established watches after a failure. It is a
@@ -132,32 +133,21 @@ func (w *claimWatch) run(ctx context.Context) error {
 		}
 		return fmt.Errorf("watching Lease %s: %w", ref, err)
 	}
-	defer wi.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-wi.ResultChan():
-			if !ok {
-				return errors.New("watch closed by the server")
+	return watchloop.Each(ctx, wi, func(ev watch.Event) (bool, error) {
+		if ev.Type == watch.Error {
+			if status := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(status) || apierrors.IsGone(status) {
+				w.version = ""
+			} else if s, ok := ev.Object.(*metav1.Status); ok && s.Code == http.StatusGone {
+				w.version = ""
 			}
-			if ev.Type == watch.Error {
-				if status := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(status) || apierrors.IsGone(status) {
-					w.version = ""
-				} else if s, ok := ev.Object.(*metav1.Status); ok && s.Code == http.StatusGone {
-					w.version = ""
-				}
-				return fmt.Errorf("watching Lease %s: %v", ref, ev.Object)
-			}
-			l, ok := ev.Object.(*coordinationv1.Lease)
-			if !ok {
-				continue
-			}
-			if !w.deliver(ctx, ev.Type, l) {
-				return nil
-			}
+			return true, fmt.Errorf("watching Lease %s: %v", ref, ev.Object)
 		}
-	}
+		l, ok := ev.Object.(*coordinationv1.Lease)
+		if !ok {
+			return false, nil
+		}
+		return !w.deliver(ctx, ev.Type, l), nil
+	})
 }
 
 // deliver sends the event of one version of the Lease and remembers its

@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -38,11 +39,7 @@ func (w *World) show(ctx context.Context, lease bool) error {
 	if err != nil {
 		return err
 	}
-	names := make([]string, 0, len(ccs))
-	for name := range ccs {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(ccs))
 	w.printf("\n")
 	tw := tabwriter.NewWriter(w.Out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  CLUSTER\tCONDITION\tSTATUS\tREASON\tTOKEN\tREADY\tMESSAGE")

@@ -200,17 +200,7 @@ func (r *Reconciler) convergeSchema(ctx context.Context, rc reconcileContext, t 
 		SchemaVersion:    version,
 		SchemaMigratedBy: db.Namespace + "/" + db.Name,
 	})
-	err := r.apply(ctx, rc, record)
-	switch {
-	case errors.Is(err, fence.ErrFenced):
-		// A newer holder wrote the database: this Database lost it, and
-		// learns so in the middleware's next pass. Not a fault to retry.
-		return Condition(t, false, ReasonPrerequisiteNotMet, "Lost its database to a newer holder.", db.Generation), nil
-	case err != nil:
-		err = fmt.Errorf("migrating the schema of Database %s/%s: %w", db.Namespace, db.Name, err)
-		return failed(t, db, err), err
-	}
-	return Condition(t, true, ReasonOperational, "Schema version "+version+" is applied.", db.Generation), nil
+	return r.applyFenced(ctx, rc, t, record, "migrating the schema", "Schema version "+version+" is applied.")
 }
 
 // convergeConnection publishes the connection details applications mount,
@@ -235,15 +225,7 @@ func (r *Reconciler) convergeConnection(ctx context.Context, rc reconcileContext
 		err = fmt.Errorf("owning ConfigMap %s: %w", cm.Name, err)
 		return failed(t, db, err), err
 	}
-	err := r.apply(ctx, rc, cm)
-	switch {
-	case errors.Is(err, fence.ErrFenced):
-		return Condition(t, false, ReasonPrerequisiteNotMet, "Lost its database to a newer holder.", db.Generation), nil
-	case err != nil:
-		err = fmt.Errorf("publishing the connection of Database %s/%s: %w", db.Namespace, db.Name, err)
-		return failed(t, db, err), err
-	}
-	return Condition(t, true, ReasonOperational, "Connection details are published in ConfigMap "+db.Name+ConnectionSuffix+".", db.Generation), nil
+	return r.applyFenced(ctx, rc, t, cm, "publishing the connection", "Connection details are published in ConfigMap "+db.Name+ConnectionSuffix+".")
 }
 
 // FieldOwner is the field manager the components apply their resources as.
@@ -260,6 +242,25 @@ func (r *Reconciler) configMap(namespace, name string, data map[string]string) *
 		},
 		Data: data,
 	}
+}
+
+// applyFenced applies cm (apply) through the fenced client of the
+// ReconcileContext and returns component t's condition: applied, with
+// message done, when it was written; PrerequisiteNotMet when the fence
+// refused it; failed, with the error wrapped as doing, otherwise.
+func (r *Reconciler) applyFenced(ctx context.Context, rc reconcileContext, t conditions.Type, cm *corev1.ConfigMap, doing, done string) (metav1.Condition, error) {
+	db := rc.Owner
+	err := r.apply(ctx, rc, cm)
+	switch {
+	case errors.Is(err, fence.ErrFenced):
+		// A newer holder wrote the database: this Database lost it, and
+		// learns so in the middleware's next pass. Not a fault to retry.
+		return Condition(t, false, ReasonPrerequisiteNotMet, "Lost its database to a newer holder.", db.Generation), nil
+	case err != nil:
+		err = fmt.Errorf("%s of Database %s/%s: %w", doing, db.Namespace, db.Name, err)
+		return failed(t, db, err), err
+	}
+	return Condition(t, true, ReasonOperational, done, db.Generation), nil
 }
 
 // apply applies cm as ocf applies every managed resource: server-side

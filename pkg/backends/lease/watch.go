@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/ocf-claim/claim/internal/watchloop"
 	"github.com/ocf-claim/claim/pkg/backends"
 )
 
@@ -61,31 +61,20 @@ func (s *store) watchOnce(ctx context.Context, w client.WithWatch, key string, o
 	if err != nil {
 		return fmt.Errorf("watching Lease %s: %w", ref, err)
 	}
-	defer wi.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-wi.ResultChan():
-			if !ok {
-				return errors.New("watch closed by the server")
-			}
-			l, isLease := ev.Object.(*coordinationv1.Lease)
-			switch {
-			case ev.Type == watch.Error || !isLease:
-				return fmt.Errorf("watching Lease %s: %v", ref, ev.Object)
-			case ev.Type == watch.Deleted:
-				rec = backends.Record{Key: key, Ref: ref}
-			case ev.Type == watch.Added || ev.Type == watch.Modified:
-				rec = Decode(s.cfg, key, l)
-			default:
-				continue
-			}
-			if !send(ctx, out, rec) {
-				return nil
-			}
+	return watchloop.Each(ctx, wi, func(ev watch.Event) (bool, error) {
+		l, isLease := ev.Object.(*coordinationv1.Lease)
+		switch {
+		case ev.Type == watch.Error || !isLease:
+			return true, fmt.Errorf("watching Lease %s: %v", ref, ev.Object)
+		case ev.Type == watch.Deleted:
+			rec = backends.Record{Key: key, Ref: ref}
+		case ev.Type == watch.Added || ev.Type == watch.Modified:
+			rec = Decode(s.cfg, key, l)
+		default:
+			return false, nil
 		}
-	}
+		return !send(ctx, out, rec), nil
+	})
 }
 
 func send(ctx context.Context, out chan<- backends.Record, rec backends.Record) bool {

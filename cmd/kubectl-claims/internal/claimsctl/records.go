@@ -3,6 +3,8 @@ package claimsctl
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -300,11 +302,7 @@ func markSplitKeys(recs []record) []string {
 			}
 			continue
 		}
-		list := make([]string, 0, len(namespaces))
-		for ns := range namespaces {
-			list = append(list, ns)
-		}
-		sort.Strings(list)
+		list := slices.Sorted(maps.Keys(namespaces))
 		where := make([]string, 0, len(idx))
 		for _, i := range idx {
 			recs[i].recordedIn = list
