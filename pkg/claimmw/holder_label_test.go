@@ -134,3 +134,32 @@ func TestARecordWithoutItsHolderLabelIsReleasedWhenItsHolderStopsNamingItWhileTh
 			fmt.Sprintf("b: %+v; a: %+v; record of k: %+v", c, f.claimed(t, "a"), f.record(t, "k"))
 	})
 }
+
+// No deadlock across key-set edits, whatever the records were written
+// with: an object waiting for a key gives up every key after it, even one
+// whose record lacks the holder's selector label and whose holder has not
+// acquired it again since (edits made while the operator was down).
+func TestKeySetEditsMadeWhileTheOperatorIsDownConvergeWhenARecordLostItsHolderLabel(t *testing.T) {
+	ns := env.Namespace(t)
+	f, stop := startIn(t, ns, setup{})
+	// Given x holds b and y holds a
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "b")
+	f.createAndWait(t, "y", conditions.ReasonClaimed, "a")
+	// And, while the operator is down, b's Lease loses its holder label and
+	// both are edited to name a and b
+	stop()
+	f.atkStripHolderLabel(t, "b")
+	f.setKeys(t, "x", "a", "b")
+	f.setKeys(t, "y", "a", "b")
+	// When the operator starts again
+	f, _ = startIn(t, ns, setup{})
+	// Then one of them ends up holding both
+	eventually(t, 10*time.Second, func() (bool, string) {
+		x, y := f.claimed(t, "x"), f.claimed(t, "y")
+		holdsBoth := func(c metav1.Condition) bool {
+			return c.ObservedGeneration == 2 && c.Reason == string(conditions.ReasonClaimed)
+		}
+		return holdsBoth(x) || holdsBoth(y),
+			fmt.Sprintf("deadlock: x %s %q; y %s %q", x.Reason, x.Message, y.Reason, y.Message)
+	})
+}
