@@ -67,6 +67,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -322,7 +323,9 @@ func (s *store) List(ctx context.Context, holder backends.Holder) ([]backends.Re
 	}
 	var unlabelled []backends.Record
 	for _, sel := range lost {
-		recs, err := s.listBy(ctx, holder, client.MatchingLabelsSelector{Selector: sel})
+		// Decoding only reads the objects: a cache need not copy the free
+		// ones it sends.
+		recs, err := s.listBy(ctx, holder, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy)
 		if err != nil {
 			return nil, err
 		}
@@ -335,12 +338,12 @@ func (s *store) List(ctx context.Context, holder backends.Holder) ([]backends.Re
 	return backends.KeepLost(holder, labelled, unlabelled), nil
 }
 
-func (s *store) listBy(ctx context.Context, holder backends.Holder, selector client.ListOption) ([]backends.Record, error) {
+func (s *store) listBy(ctx context.Context, holder backends.Holder, opts ...client.ListOption) ([]backends.Record, error) {
 	list, ok := s.list.DeepCopyObject().(client.ObjectList)
 	if !ok {
 		return nil, fmt.Errorf("listing %s of %s: copying the list prototype %T", s.kind, holder, s.list)
 	}
-	opts := []client.ListOption{selector}
+	opts = slices.Clip(opts)
 	if s.cfg.Namespace != "" {
 		opts = append(opts, client.InNamespace(s.cfg.Namespace))
 	}

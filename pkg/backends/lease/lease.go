@@ -138,7 +138,8 @@ func (s *store) list(ctx context.Context, holder backends.Holder, opts ...client
 	}
 	var unlabelled []backends.Record
 	for _, sel := range lost {
-		recs, err := s.listBy(ctx, holder, append(slices.Clip(opts), client.MatchingLabelsSelector{Selector: sel}))
+		// Decoding only reads the objects: a cache need not copy them.
+		recs, err := s.listBy(ctx, holder, append(slices.Clip(opts), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy))
 		if err != nil {
 			return nil, err
 		}
