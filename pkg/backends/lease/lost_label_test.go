@@ -2,8 +2,10 @@ package lease_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
@@ -119,4 +122,45 @@ func TestAHoldersListingsFindItsLeaseWithoutTheHolderLabelAndSendNothingElse(t *
 	if l := leaseOf(t, c, "k2"); l.Labels[backends.DefaultHolderUIDLabel] != string(a.UID) || l.Labels["app"] != "claims" {
 		t.Fatalf("labels of k2 after the stamp: %v", l.Labels)
 	}
+}
+
+// The cached listing of a holder's records finds a Lease without its
+// holder label too, once the cache holds it: a process that starts resumes
+// the renewals of what its holders hold from that listing.
+func TestCachedHoldingsFindALeaseWithoutTheHolderLabelThatTheCacheHolds(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cached, err := env.NewCachedClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClaimer(t, ns, nil, nil, claim.WithCachedReader(cached))
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	// Given a holds k1 and k2, and b holds k3
+	for _, g := range []struct {
+		key string
+		h   claim.Holder
+	}{{"k1", a}, {"k2", a}, {"k3", b}} {
+		wantReason(t, acquire(t, c, g.key, g.h), claim.ReasonAcquired)
+	}
+	// When k2's and k3's Leases lose their holder label
+	for _, k := range []string{"k2", "k3"} {
+		l := leaseOf(t, c, k)
+		delete(l.Labels, backends.DefaultHolderUIDLabel)
+		if err := env.Client.Update(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Then a's cached listing, once the cache shows the edit, finds k1 and
+	// k2, unlabelled, and not b's k3
+	envtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		recs, err := c.CachedHoldings(ctx, a)
+		if err != nil {
+			return false, err.Error()
+		}
+		keys := keysOf(recs)
+		return cmp.Equal([]string{"k1", "k2"}, keys) && recs[1].Unlabelled,
+			fmt.Sprintf("cached holdings of a: %q (%+v)", keys, recs)
+	})
 }
