@@ -81,7 +81,7 @@ type Record struct {
 	Foreign string
 	// Unlabelled is true when the stored object lacks the holder's selector
 	// labels (someone removed them, or HolderLabels changed), so that a
-	// List by those labels cannot find it, or, on a backend that writes
+	// List by those labels alone cannot find it, or, on a backend that writes
 	// them, Config.Labels (a record written before they were set), so that
 	// a cache restricted by them cannot see it. The protocol labels it
 	// again at the holder's next Acquire.
@@ -122,9 +122,12 @@ type Backend interface {
 	// Version. A record that is already gone is success; a changed record is
 	// an error wrapping [ErrConflict].
 	Delete(ctx context.Context, prev Record) error
-	// List returns every record that may belong to holder, found by the
-	// holder's labels. It may return records of other holders; the caller
-	// filters by UID.
+	// List returns every record that may belong to holder: those with the
+	// holder's selector labels, and those without one of them whose
+	// annotations name the holder (found by [Config.LostLabelSelectors] and
+	// kept by [KeepLost]), so that a record that lost its label is still
+	// given up, renewed and released. It may return records of other
+	// holders; the caller filters by UID.
 	List(ctx context.Context, holder Holder) ([]Record, error)
 }
 

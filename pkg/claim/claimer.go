@@ -656,7 +656,7 @@ func (c *Claimer) Current(ctx context.Context, key string) (Record, error) {
 	return rec, nil
 }
 
-// Release frees every key self holds except those in keep: one List of
+// Release frees every key self holds except those in keep: one listing of
 // self's records, then one Delete per record, fenced on the UID and version
 // of that List. Records of other holders and foreign records are never
 // touched. A record that is already gone counts as released; a record that
@@ -718,7 +718,9 @@ func (c *Claimer) write(ctx context.Context, prev, next Record) (Record, error) 
 }
 
 // Holdings returns the records self holds in the Claimer's set, sorted by
-// key, read uncached.
+// key, read uncached. It finds a record that lacks self's selector labels
+// and names self in its annotations too (see [backends.Backend]'s List),
+// with Unlabelled set: stamp it with [Claimer.Restamp].
 func (c *Claimer) Holdings(ctx context.Context, self Holder) ([]Record, error) {
 	return c.holdings(ctx, c.backend, self)
 }
@@ -747,7 +749,9 @@ type listerFunc func(ctx context.Context, holder Holder) ([]Record, error)
 // [WithCachedReader] (uncached without one). Its answer may lag the API
 // server: a record written moments ago may be missing, a Version may be old.
 // Use it to find out cheaply whether anything needs releasing, never as
-// proof of holding.
+// proof of holding. A record that lacks self's selector labels is found
+// only while the cache holds it: a cache restricted by Config.Labels does
+// not hold a record without them.
 func (c *Claimer) CachedHoldings(ctx context.Context, self Holder) ([]Record, error) {
 	return c.holdings(ctx, c.cached, self)
 }

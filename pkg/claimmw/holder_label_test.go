@@ -3,6 +3,7 @@ package claimmw_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +99,67 @@ func TestTheDeletionPathReleasesARecordThatLostItsHolderLabel(t *testing.T) {
 	if rec := f.record(t, "k"); rec.Exists {
 		t.Errorf("record of k outlives its deleted holder x: %+v", rec)
 	}
+}
+
+// A record that names its holder in its annotations but lacks the holder's
+// selector label (removed by hand, or written under an older HolderLabels
+// while the operator was down) is found by no listing of the holder's
+// records. When the holder stops naming its key before any pass of the
+// running operator acquired it again (which would stamp the label back),
+// the key is still given up, so that a waiter for it is not parked behind
+// a holder that no longer names it (docs/middleware.md, Upgrades: "when the
+// object stopped naming it, in the pass after the spec change").
+func TestARecordWithoutItsHolderLabelIsReleasedWhenItsHolderStopsNamingItWhileTheOperatorIsDown(t *testing.T) {
+	ns := env.Namespace(t)
+	f, stop := startIn(t, ns, setup{})
+	// Given a holds k and b waits for it
+	f.aHoldsKAndBWaits(t)
+	// And, while the operator is down, k's Lease loses its holder label and
+	// a's spec moves to other
+	stop()
+	f.atkStripHolderLabel(t, "k")
+	f.setKeys(t, "a", "other")
+	// When the operator starts again
+	f, _ = startIn(t, ns, setup{})
+	// Then a acts for other only
+	eventually(t, wakeWithin, func() (bool, string) {
+		c := f.claimed(t, "a")
+		return c.Reason == string(conditions.ReasonClaimed) && !strings.Contains(c.Message, "may still act"),
+			fmt.Sprintf("a: %+v", c)
+	})
+	// And a gave k up, and b gets it
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := f.claimed(t, "b")
+		return c.Reason == string(conditions.ReasonClaimed),
+			fmt.Sprintf("b: %+v; a: %+v; record of k: %+v", c, f.claimed(t, "a"), f.record(t, "k"))
+	})
+}
+
+// No deadlock across key-set edits, whatever the records were written
+// with: an object waiting for a key gives up every key after it, even one
+// whose record lacks the holder's selector label and whose holder has not
+// acquired it again since (edits made while the operator was down).
+func TestKeySetEditsMadeWhileTheOperatorIsDownConvergeWhenARecordLostItsHolderLabel(t *testing.T) {
+	ns := env.Namespace(t)
+	f, stop := startIn(t, ns, setup{})
+	// Given x holds b and y holds a
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "b")
+	f.createAndWait(t, "y", conditions.ReasonClaimed, "a")
+	// And, while the operator is down, b's Lease loses its holder label and
+	// both are edited to name a and b
+	stop()
+	f.atkStripHolderLabel(t, "b")
+	f.setKeys(t, "x", "a", "b")
+	f.setKeys(t, "y", "a", "b")
+	// When the operator starts again
+	f, _ = startIn(t, ns, setup{})
+	// Then one of them ends up holding both
+	eventually(t, 10*time.Second, func() (bool, string) {
+		x, y := f.claimed(t, "x"), f.claimed(t, "y")
+		holdsBoth := func(c metav1.Condition) bool {
+			return c.ObservedGeneration == 2 && c.Reason == string(conditions.ReasonClaimed)
+		}
+		return holdsBoth(x) || holdsBoth(y),
+			fmt.Sprintf("deadlock: x %s %q; y %s %q", x.Reason, x.Message, y.Reason, y.Message)
+	})
 }

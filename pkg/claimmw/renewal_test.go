@@ -242,3 +242,35 @@ func TestARestartedOperatorRenewsWhatItsObjectsHoldBeforeTheirFirstPass(t *testi
 		t.Fatalf("k's record is %+v, want it held by a", rec)
 	}
 }
+
+// Every record an object still holds stays renewed until it is deleted
+// (docs/middleware.md, the expiry route), also one whose holder label is
+// gone (removed by hand, or written under an older HolderLabels) and whose
+// key the object stopped naming: the object may still act for it until a
+// pass for its new keys succeeds, and a contender that judges the record
+// expired takes it over without asking that holder.
+func TestARecordWithoutItsHolderLabelStaysRenewedWhileItsHolderMayStillActForIt(t *testing.T) {
+	ns := env.Namespace(t)
+	f, stop := startIn(t, ns, shortRenewal(t))
+	// Given papa holds k on time-based liveness and whiskey waits for it
+	f.holdsAndWaits(t, "papa", "k", "whiskey")
+	// And, while the operator is down, k's Lease loses its holder label and
+	// papa's spec moves to j
+	stop()
+	f.atkStripHolderLabel(t, "k")
+	f.setKeys(t, "papa", "j")
+	// When the operator starts again, and papa's passes that no longer grant
+	// it k fail: its workloads of k take time to stop
+	s := shortRenewal(t)
+	s.innerFail = func(name string, c call) error {
+		if name == "papa" && (!c.state.Granted || !grants(c.state, "k")) {
+			return errNotStopped
+		}
+		return nil
+	}
+	f, _ = startIn(t, ns, s)
+	f.waitForGrantedPass(t, "papa", "j")
+	// Then whiskey does not get k while papa may still act for it, however
+	// many lease durations pass
+	f.neverClaimed(t, "whiskey", 8*time.Second)
+}

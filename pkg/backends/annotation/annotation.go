@@ -67,6 +67,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -308,12 +309,41 @@ func uidChanged(err error) bool {
 	return false
 }
 
+// List lists the objects that store holder's records: those carrying its
+// selector labels, and those without one of them that name it in their
+// claim annotations (see [backends.Config.LostLabelSelectors]); the second
+// listing sends every object of the claimed type without that label, the
+// free ones included, since the backend writes no label of its own that
+// could narrow it. It is listed first, so that a record stamped with its
+// labels in between is found by the listing by its labels.
 func (s *store) List(ctx context.Context, holder backends.Holder) ([]backends.Record, error) {
+	lost, err := s.cfg.LostLabelSelectors(holder, nil)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s of %s: %w", s.kind, holder, err)
+	}
+	var unlabelled []backends.Record
+	for _, sel := range lost {
+		// Decoding only reads the objects: a cache need not copy the free
+		// ones it sends.
+		recs, err := s.listBy(ctx, holder, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy)
+		if err != nil {
+			return nil, err
+		}
+		unlabelled = append(unlabelled, recs...)
+	}
+	labelled, err := s.listBy(ctx, holder, client.MatchingLabels(s.cfg.SelectorLabels(holder)))
+	if err != nil {
+		return nil, err
+	}
+	return backends.KeepLost(holder, labelled, unlabelled), nil
+}
+
+func (s *store) listBy(ctx context.Context, holder backends.Holder, opts ...client.ListOption) ([]backends.Record, error) {
 	list, ok := s.list.DeepCopyObject().(client.ObjectList)
 	if !ok {
 		return nil, fmt.Errorf("listing %s of %s: copying the list prototype %T", s.kind, holder, s.list)
 	}
-	opts := []client.ListOption{client.MatchingLabels(s.cfg.SelectorLabels(holder))}
+	opts = slices.Clip(opts)
 	if s.cfg.Namespace != "" {
 		opts = append(opts, client.InNamespace(s.cfg.Namespace))
 	}
@@ -329,7 +359,7 @@ func (s *store) List(ctx context.Context, holder backends.Holder) ([]backends.Re
 		key := obj.GetAnnotations()[s.cfg.Annotations.Key]
 		rec := Decode(s.cfg, key, obj)
 		if !rec.Exists {
-			// A holder label without claim annotations stores no claim.
+			// An object without claim annotations stores no claim.
 			return nil
 		}
 		if rec.Foreign == "" {

@@ -10,7 +10,9 @@
 // refused with backends.ErrConflict, only a dead holder is taken over and only
 // once, a foreign record blocks and survives, the release sweep keeps what it
 // is told to and never touches another holder's claim nor a claim of another
-// claim set (Config.Set) of the same holder, and the fencing token
+// claim set (Config.Set) of the same holder, a holder's listing finds its
+// record that lacks its selector label (an older HolderLabels wrote it),
+// and the fencing token
 // rises on every grant of a key. Races are made deterministic with barriers
 // in the protocol's own hooks (claim.Siblings before a create, claim.Liveness
 // before a takeover), so every claimant has read the same record before any
@@ -121,6 +123,7 @@ func Cases() []Case {
 		{"ReleaseSweepsAllButKept", sweepWithKeep},
 		{"ReleaseOfAnotherHoldersClaimIsANoOp", releaseOthersNoOp},
 		{"ReleaseTouchesOnlyItsOwnSet", releaseOwnSetOnly},
+		{"ListingFindsARecordWithoutItsHolderLabel", listingFindsUnlabelled},
 		{"TokensRiseOnEveryGrant", tokensRise},
 	}
 }

@@ -452,6 +452,89 @@ func releaseOwnSetOnly(w *world) error {
 	return w.free(b, k2)
 }
 
+// listingFindsUnlabelled: a record that names its holder but lacks the
+// holder's selector label (written under an older HolderLabels, or the label
+// removed by hand) is still its holder's: the holder's listing finds it,
+// Restamp labels it again, and its release sweep frees it; another holder's
+// such record is neither listed nor touched.
+func listingFindsUnlabelled(w *world) error {
+	// Given H holds K1 under an older HolderLabels, whose label is not the
+	// current one, and K2 under the current one, and G holds K3 under the
+	// older HolderLabels
+	k1, k2, k3 := w.env.NewKey(w.t), w.env.NewKey(w.t), w.env.NewKey(w.t)
+	hs := w.holders(2)
+	older := w.env.Config
+	older.HolderLabels = func(h claim.Holder) map[string]string {
+		return map[string]string{"example.com/former-holder-uid": string(h.UID)}
+	}
+	old, err := w.claimerWith(older)
+	if err != nil {
+		return err
+	}
+	cur, err := w.claimer()
+	if err != nil {
+		return err
+	}
+	for _, a := range []struct {
+		c   *claim.Claimer
+		key string
+		h   claim.Holder
+	}{{old, k1, hs[0]}, {cur, k2, hs[0]}, {old, k3, hs[1]}} {
+		if _, err := w.acquire(a.c, a.key, a.h, claim.ReasonAcquired); err != nil {
+			return err
+		}
+	}
+	// When the current Claimer lists H's holdings
+	got, err := cur.Holdings(w.ctx, hs[0])
+	if err != nil {
+		return fmt.Errorf("listing holdings of %s: %w", hs[0], err)
+	}
+	// Then it finds K1, unlabelled, and K2, and not G's K3
+	want := map[string]bool{k1: true, k2: false}
+	if len(got) != len(want) {
+		return fmt.Errorf("holdings of %s are %q, want %q and %q", hs[0], keysOfRecords(got), k1, k2)
+	}
+	for _, r := range got {
+		unlabelled, ok := want[r.Key]
+		if !ok || r.Unlabelled != unlabelled {
+			return fmt.Errorf("holdings of %s: %q unlabelled %t; want %q unlabelled and %q labelled only", hs[0], r.Key, r.Unlabelled, k1, k2)
+		}
+	}
+	// When it stamps K1 with the current labels
+	rec := got[slices.IndexFunc(got, func(r claim.Record) bool { return r.Key == k1 })]
+	stamped, err := cur.Restamp(w.ctx, hs[0], rec)
+	if err != nil {
+		return fmt.Errorf("stamping %q: %w", k1, err)
+	}
+	// Then it is labelled, and still H's at the same token
+	if stamped.Unlabelled || !stamped.Holder.Is(hs[0]) || stamped.Token != rec.Token {
+		return fmt.Errorf("stamped record of %q: unlabelled %t, holder %s, token %s; want labelled, %s, token %s", k1, stamped.Unlabelled, stamped.Holder, stamped.Token, hs[0], rec.Token)
+	}
+	// When the current Claimer releases everything H holds
+	if err := cur.Release(w.ctx, hs[0]); err != nil {
+		return fmt.Errorf("releasing %s: %w", hs[0], err)
+	}
+	// Then K1 and K2 are free and K3 is still G's
+	for _, k := range []string{k1, k2} {
+		if err := w.free(cur, k); err != nil {
+			return fmt.Errorf("after the sweep: %w", err)
+		}
+	}
+	if _, err := w.heldBy(cur, k3, hs[1]); err != nil {
+		return fmt.Errorf("another holder's unlabelled key: %w", err)
+	}
+	return nil
+}
+
+// keysOfRecords returns the keys of recs, in order.
+func keysOfRecords(recs []claim.Record) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.Key
+	}
+	return out
+}
+
 // tokensRise: every grant of a key carries a token newer than every earlier
 // grant's, across takeover and release-and-reacquire.
 func tokensRise(w *world) error {

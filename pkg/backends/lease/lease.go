@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -124,9 +125,36 @@ func (s *store) ListNotOlderThan(ctx context.Context, holder backends.Holder, re
 	}})
 }
 
+// list lists the Leases of holder's records: those carrying its selector
+// labels, and those without one of them that name it in their annotations
+// (see [backends.Config.LostLabelSelectors]), restricted to Config.Labels
+// when it has any, so that only claim records are sent. The second kind
+// is listed first, so that a record stamped with its labels in between is
+// found by the listing by its labels.
 func (s *store) list(ctx context.Context, holder backends.Holder, opts ...client.ListOption) ([]backends.Record, error) {
+	lost, err := s.cfg.LostLabelSelectors(holder, s.cfg.Labels)
+	if err != nil {
+		return nil, fmt.Errorf("listing Leases of %s in %s: %w", holder, s.cfg.Namespace, err)
+	}
+	var unlabelled []backends.Record
+	for _, sel := range lost {
+		// Decoding only reads the objects: a cache need not copy them.
+		recs, err := s.listBy(ctx, holder, append(slices.Clip(opts), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy))
+		if err != nil {
+			return nil, err
+		}
+		unlabelled = append(unlabelled, recs...)
+	}
+	labelled, err := s.listBy(ctx, holder, append(slices.Clip(opts), client.MatchingLabels(s.cfg.SelectorLabels(holder))))
+	if err != nil {
+		return nil, err
+	}
+	return backends.KeepLost(holder, labelled, unlabelled), nil
+}
+
+func (s *store) listBy(ctx context.Context, holder backends.Holder, opts []client.ListOption) ([]backends.Record, error) {
 	var list coordinationv1.LeaseList
-	opts = append(opts, client.InNamespace(s.cfg.Namespace), client.MatchingLabels(s.cfg.SelectorLabels(holder)))
+	opts = append(opts, client.InNamespace(s.cfg.Namespace))
 	if err := s.reader.List(ctx, &list, opts...); err != nil {
 		return nil, fmt.Errorf("listing Leases of %s in %s: %w", holder, s.cfg.Namespace, err)
 	}

@@ -30,10 +30,12 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -328,18 +330,30 @@ func (b *backend) Delete(_ context.Context, prev backends.Record) error {
 	return nil
 }
 
+// List lists as the Lease backend does: the objects with the holder's
+// selector labels, and those without one of them (and with every label of
+// Config.Labels) that name the holder in their annotations.
 func (b *backend) List(_ context.Context, holder backends.Holder) ([]backends.Record, error) {
 	selector := b.cfg.SelectorLabels(holder)
+	lost, err := b.cfg.LostLabelSelectors(holder, b.cfg.Labels)
+	if err != nil {
+		return nil, fmt.Errorf("listing records of %s: %w", holder, err)
+	}
 	b.store.mu.Lock()
 	defer b.store.mu.Unlock()
-	var recs []backends.Record
+	var labelled, unlabelled []backends.Record
 	for _, o := range b.store.read() {
-		if o.Namespace != b.cfg.Namespace || !matches(o.Labels, selector) {
+		if o.Namespace != b.cfg.Namespace {
 			continue
 		}
-		recs = append(recs, withTimes(b.cfg.DecodeListed(o.stored()), o))
+		switch {
+		case matches(o.Labels, selector):
+			labelled = append(labelled, withTimes(b.cfg.DecodeListed(o.stored()), o))
+		case slices.ContainsFunc(lost, func(sel labels.Selector) bool { return sel.Matches(labels.Set(o.Labels)) }):
+			unlabelled = append(unlabelled, withTimes(b.cfg.DecodeListed(o.stored()), o))
+		}
 	}
-	return recs, nil
+	return backends.KeepLost(holder, labelled, unlabelled), nil
 }
 
 // precondition reports, wrapping backends.ErrConflict, why the object named ref

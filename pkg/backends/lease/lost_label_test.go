@@ -1,0 +1,166 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/pkg/backends"
+	"github.com/ocf-claim/claim/pkg/claim"
+)
+
+// sent counts the objects the API server sends a reader in answer to its
+// Lists.
+type sent struct {
+	client.Reader
+	n atomic.Int64
+}
+
+func (s *sent) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	err := s.Reader.List(ctx, list, opts...)
+	s.n.Add(int64(meta.LenList(list)))
+	return err
+}
+
+// A holder's Lease whose holder label is gone (removed by hand, or written
+// under an older HolderLabels) is still its record: the holder's uncached
+// listings find it, at every freshness, and Restamp labels it again. The
+// listing that finds it is filtered by the API server: it sends no Lease of
+// another holder and none outside Config.Labels (a leader-election Lease
+// in the claim namespace), so while no record lacks its label a listing
+// sends exactly the holder's records.
+func TestAHoldersListingsFindItsLeaseWithoutTheHolderLabelAndSendNothingElse(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	reader := &sent{Reader: env.APIReader}
+	writer, err := env.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := claim.New(reader, writer, claim.Config{Namespace: ns, Labels: map[string]string{"app": "claims"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	// Given a holds k1 and k2, b holds k3, and the namespace has a Lease
+	// that is no claim record
+	for _, g := range []struct {
+		key string
+		h   claim.Holder
+	}{{"k1", a}, {"k2", a}, {"k3", b}} {
+		wantReason(t, acquire(t, c, g.key, g.h), claim.ReasonAcquired)
+	}
+	leader := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "operator-leader-election"}}
+	if err := env.Client.Create(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	listed := func(t *testing.T, list func() ([]claim.Record, error)) ([]string, int64) {
+		t.Helper()
+		before := reader.n.Load()
+		recs, err := list()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keysOf(recs), reader.n.Load() - before
+	}
+	// When a lists its holdings, Then it gets k1 and k2 and is sent
+	// nothing else
+	keys, n := listed(t, func() ([]claim.Record, error) { return c.Holdings(ctx, a) })
+	if diff := cmp.Diff([]string{"k1", "k2"}, keys); diff != "" || n != 2 {
+		t.Fatalf("holdings of a (-want +got):\n%s\nsent %d Leases, want 2", diff, n)
+	}
+	// When k2's Lease loses its holder label, and b's k3 too
+	for _, k := range []string{"k2", "k3"} {
+		l := leaseOf(t, c, k)
+		delete(l.Labels, backends.DefaultHolderUIDLabel)
+		if err := env.Client.Update(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stamp"}}
+	if err := env.Client.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	// Then a's listings, consistent and at least as fresh as a later
+	// write, still find k2, unlabelled, and never b's k3
+	for name, list := range map[string]func() ([]claim.Record, error){
+		"Holdings":             func() ([]claim.Record, error) { return c.Holdings(ctx, a) },
+		"HoldingsNotOlderThan": func() ([]claim.Record, error) { return c.HoldingsNotOlderThan(ctx, a, cm.ResourceVersion) },
+	} {
+		recs, err := list()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"k1", "k2"}, keysOf(recs)); diff != "" || !recs[1].Unlabelled {
+			t.Fatalf("%s of a after k2 lost its label (-want +got):\n%s\nk2 unlabelled %t, want true", name, diff, recs[1].Unlabelled)
+		}
+	}
+	// When a stamps k2 again
+	recs, err := c.Holdings(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Restamp(ctx, a, recs[1]); err != nil {
+		t.Fatal(err)
+	}
+	// Then its listing finds k2 labelled, and is sent its two Leases and
+	// b's unlabelled k3, which it drops
+	keys, n = listed(t, func() ([]claim.Record, error) { return c.Holdings(ctx, a) })
+	if diff := cmp.Diff([]string{"k1", "k2"}, keys); diff != "" || n != 3 {
+		t.Fatalf("holdings of a after the stamp (-want +got):\n%s\nsent %d Leases, want 3", diff, n)
+	}
+	if l := leaseOf(t, c, "k2"); l.Labels[backends.DefaultHolderUIDLabel] != string(a.UID) || l.Labels["app"] != "claims" {
+		t.Fatalf("labels of k2 after the stamp: %v", l.Labels)
+	}
+}
+
+// The cached listing of a holder's records finds a Lease without its
+// holder label too, once the cache holds it: a process that starts resumes
+// the renewals of what its holders hold from that listing.
+func TestCachedHoldingsFindALeaseWithoutTheHolderLabelThatTheCacheHolds(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cached, err := env.NewCachedClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClaimer(t, ns, nil, nil, claim.WithCachedReader(cached))
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	// Given a holds k1 and k2, and b holds k3
+	for _, g := range []struct {
+		key string
+		h   claim.Holder
+	}{{"k1", a}, {"k2", a}, {"k3", b}} {
+		wantReason(t, acquire(t, c, g.key, g.h), claim.ReasonAcquired)
+	}
+	// When k2's and k3's Leases lose their holder label
+	for _, k := range []string{"k2", "k3"} {
+		l := leaseOf(t, c, k)
+		delete(l.Labels, backends.DefaultHolderUIDLabel)
+		if err := env.Client.Update(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Then a's cached listing, once the cache shows the edit, finds k1 and
+	// k2, unlabelled, and not b's k3
+	envtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		recs, err := c.CachedHoldings(ctx, a)
+		if err != nil {
+			return false, err.Error()
+		}
+		keys := keysOf(recs)
+		return cmp.Equal([]string{"k1", "k2"}, keys) && recs[1].Unlabelled,
+			fmt.Sprintf("cached holdings of a: %q (%+v)", keys, recs)
+	})
+}
