@@ -1330,8 +1330,9 @@ func saysReleased(c metav1.Condition) bool {
 	return c.Reason == string(conditions.ReasonReleased)
 }
 
-// deletionHoldings returns every record the object being deleted holds: one
-// List of its records (by its selector labels) at least as fresh as
+// deletionHoldings returns every record the object being deleted holds: the
+// listing of its records (by its selector labels, and the records that lost
+// them: Claimer.HoldingsNotOlderThan) at least as fresh as
 // resourceVersion ("": consistent, "0": the watch cache as it is), and one
 // Get per key it still names, read from etcd, which also finds a record
 // whose labels another writer replaced (an annotation record on an object
