@@ -95,15 +95,16 @@ type mwResult struct {
 // mwCounts counts what the world did and how often the inner acted.
 type mwCounts struct {
 	edits, deletions, creations, recordDeletions, takeovers, handovers int
-	// keptErased counts the records deleted by eraseKept.
-	keptErased                                          int
+	// keptErased counts the records deleted by eraseKept; freshErased
+	// those deleted by eraseFresh.
+	keptErased, freshErased                             int
 	passes, grantedPasses, grants, windows, failedTold  int
 	restarts, overlaps, crashes, crashesAfterClaimWrite int
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
-		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.takeovers, c.handovers,
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
+		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.takeovers, c.handovers,
 		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite)
 }
 
@@ -113,6 +114,7 @@ func (c *mwCounts) add(o mwCounts) {
 	c.creations += o.creations
 	c.recordDeletions += o.recordDeletions
 	c.keptErased += o.keptErased
+	c.freshErased += o.freshErased
 	c.takeovers += o.takeovers
 	c.passes += o.passes
 	c.grantedPasses += o.grantedPasses
@@ -207,6 +209,8 @@ type mwWorld struct {
 	rng    *rand.Rand
 	keys   []string
 	names  []string
+	// actor is the inner reconciler, whose workloads eraseFresh watches.
+	actor *actor
 
 	outside []outside
 	deleted map[types.UID]time.Time
@@ -439,6 +443,36 @@ func (w *mwWorld) deleteRecord(ctx context.Context, t *testing.T, ofClaimed bool
 	}
 	w.erase(ctx, t, ours[w.rng.IntN(len(ours))])
 }
+
+// eraseFresh deletes the record of the key an object began acting for
+// moments ago, waiting a little for one: a waiter woken by the deletion
+// decides while the caches of its process may not yet show the condition
+// the holder wrote before it began (the race the check an object makes
+// after its own Claimed write, before it acts, must win from a cache that
+// has shown that write: mutant FreshCacheAssumed).
+func (w *mwWorld) eraseFresh(ctx context.Context, t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(freshWait)
+	for time.Now().Before(deadline) {
+		if win, ok := w.actor.newestOpen(freshWithin); ok {
+			for _, l := range w.records(ctx, t, win.key) {
+				if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == win.uid {
+					w.erase(ctx, t, l)
+					w.counts.freshErased++
+					return
+				}
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// freshWithin is how recent a window eraseFresh erases the record of is;
+// freshWait how long it waits for one.
+const (
+	freshWithin = 20 * time.Millisecond
+	freshWait   = 150 * time.Millisecond
+)
 
 // erase deletes the record l, fenced on the version read, and notes the
 // deletion as a fault from outside.

@@ -49,6 +49,23 @@ type actor struct {
 	crashes  int
 }
 
+// newestOpen returns the window that opened last, if it opened within the
+// last d and is still open.
+func (a *actor) newestOpen(d time.Duration) (window, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := len(a.windows) - 1; i >= 0; i-- {
+		win := a.windows[i]
+		if time.Since(win.start) > d {
+			return window{}, false
+		}
+		if a.open[wkey{uid: win.uid, key: win.key}] == win {
+			return *win, true
+		}
+	}
+	return window{}, false
+}
+
 // wkey is one workload: an object (by UID) acting for a key.
 type wkey struct {
 	uid types.UID

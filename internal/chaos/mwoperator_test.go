@@ -658,7 +658,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 			return true, "", nil
 		})
 	}
-	w := &mwWorld{ns: ns, admin: admin, rng: rand.New(rand.NewPCG(seed, 0xbeef)), keys: keys, deleted: map[types.UID]time.Time{}}
+	w := &mwWorld{ns: ns, admin: admin, rng: rand.New(rand.NewPCG(seed, 0xbeef)), keys: keys, deleted: map[types.UID]time.Time{}, actor: a}
 	for i := range r.objects {
 		w.names = append(w.names, fmt.Sprintf("claimant-%d", i))
 	}
@@ -731,8 +731,10 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 			w.deleteObject(ctx, t, name)
 		case p < 0.57:
 			w.create(ctx, t, name)
-		case p < 0.70:
+		case p < 0.64:
 			w.deleteRecord(ctx, t, false)
+		case p < 0.70:
+			w.eraseFresh(ctx, t)
 		case p < 0.83:
 			w.takeOver(ctx, t)
 		case p < 0.90 && f.handover:

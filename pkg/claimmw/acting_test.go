@@ -681,7 +681,9 @@ func TestAKeyDeletedFromOutsideIsNotGrantedThroughAnotherMiddlewareWhileItsHolde
 	// Two middlewares of one kind in one claim namespace: storage claims
 	// spec.keys, network claims spec.handTo; both may name one key.
 	st, nw := storageAndNetwork(t, ns)
-	reason := func(f *fixture, name string, ct conditions.Type) metav1.Condition { return f.atkCondition(t, name, ct) }
+	reason := func(f *fixture, name string, ct conditions.Type) metav1.Condition {
+		return f.conditionOfType(t, name, ct)
+	}
 	// Given x acts for k through the storage middleware
 	st.createWidget(t, "x", "k")
 	eventually(t, 10*time.Second, func() (bool, string) {

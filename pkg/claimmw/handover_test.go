@@ -413,7 +413,7 @@ func TestAKeyIsNotGrantedByARestoredRecordOfAnEarlierHandoverWhileTheObjectItWas
 	}
 	// And a manifest of k's Lease was saved then (a backup, or a GitOps
 	// repository that picked it up)
-	saved := f.atkLease(t, "k").DeepCopy()
+	saved := f.leaseOf(t, "k").DeepCopy()
 	// And bravo handed k back to alpha, which acts for it again, and whose
 	// workloads take time to stop
 	f.edit(t, "bravo", func(w *testcrd.Widget) { w.Spec.HandTo = "alpha" })
@@ -424,7 +424,7 @@ func TestAKeyIsNotGrantedByARestoredRecordOfAnEarlierHandoverWhileTheObjectItWas
 	w.setFailTold("alpha", true)
 	// When the saved manifest is applied again
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		l := f.atkLease(t, "k")
+		l := f.leaseOf(t, "k")
 		l.Annotations, l.Labels, l.Spec = saved.Annotations, saved.Labels, saved.Spec
 		return direct(t).Update(context.Background(), l)
 	})

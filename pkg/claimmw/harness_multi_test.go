@@ -32,8 +32,8 @@ import (
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
-// atkWithin is eventually that reports a failure and goes on.
-func atkWithin(t *testing.T, within time.Duration, cond func() (bool, string)) bool {
+// softEventually is eventually that reports a failure and goes on.
+func softEventually(t *testing.T, within time.Duration, cond func() (bool, string)) bool {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -49,8 +49,8 @@ func atkWithin(t *testing.T, within time.Duration, cond func() (bool, string)) b
 	}
 }
 
-// atkLease reads the Lease of key, uncached.
-func (f *fixture) atkLease(t *testing.T, key string) *coordinationv1.Lease {
+// leaseOf reads the Lease of key, uncached.
+func (f *fixture) leaseOf(t *testing.T, key string) *coordinationv1.Lease {
 	t.Helper()
 	norm, err := f.mw.Claimer().NormalizeKey(key)
 	if err != nil {
@@ -64,11 +64,11 @@ func (f *fixture) atkLease(t *testing.T, key string) *coordinationv1.Lease {
 	return l
 }
 
-// atkIntruder returns a ConfigMap holder (alive for HolderExists) and a
+// intruderHolder returns a ConfigMap holder (alive for HolderExists) and a
 // Claimer of the middleware's set whose liveness judges every holder dead:
 // another replica, or a person's tool, taking a key over with a fenced
 // Update naming another holder.
-func (f *fixture) atkIntruder(t *testing.T) (*claim.Claimer, claim.Holder) {
+func (f *fixture) intruderHolder(t *testing.T) (*claim.Claimer, claim.Holder) {
 	t.Helper()
 	c := direct(t)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "intruder"}}
@@ -88,17 +88,17 @@ func (f *fixture) atkIntruder(t *testing.T) (*claim.Claimer, claim.Holder) {
 	return cl, h
 }
 
-// atkMW is one middleware of atkStart.
-type atkMW struct {
+// replicaMW is one middleware of startReplica.
+type replicaMW struct {
 	opts    []claimmw.Option
 	keys    claimmw.KeysFunc
 	workers int
 }
 
-// atkStart runs one manager (one operator replica) restricted to ns with
+// startReplica runs one manager (one operator replica) restricted to ns with
 // every middleware of mws around its own inner recorder, and returns a
 // fixture per middleware. Calling it twice with one ns runs two replicas.
-func atkStart(t *testing.T, ns string, mws ...atkMW) []*fixture {
+func startReplica(t *testing.T, ns string, mws ...replicaMW) []*fixture {
 	t.Helper()
 	w := &writes{}
 	opts := env.ManagerOptions(ns)
@@ -139,9 +139,9 @@ func atkStart(t *testing.T, ns string, mws ...atkMW) []*fixture {
 	return out
 }
 
-// atkPrefixed is a KeysFunc naming spec.keys with a prefix, so that two
+// prefixedKeys is a KeysFunc naming spec.keys with a prefix, so that two
 // middlewares on one kind name disjoint keys.
-func atkPrefixed(prefix string) claimmw.KeysFunc {
+func prefixedKeys(prefix string) claimmw.KeysFunc {
 	return func(ctx context.Context, obj client.Object) ([]string, error) {
 		keys, err := specKeys(ctx, obj)
 		out := make([]string, len(keys))
@@ -152,8 +152,8 @@ func atkPrefixed(prefix string) claimmw.KeysFunc {
 	}
 }
 
-// atkCondition returns the Widget's condition of type ct.
-func (f *fixture) atkCondition(t *testing.T, name string, ct conditions.Type) metav1.Condition {
+// conditionOfType returns the Widget's condition of type ct.
+func (f *fixture) conditionOfType(t *testing.T, name string, ct conditions.Type) metav1.Condition {
 	t.Helper()
 	w, err := f.widget(t, name)
 	if err != nil {
@@ -175,15 +175,15 @@ func deletionCalls(f *fixture, name string) []claimmw.State {
 	return out
 }
 
-// atkActors records which objects are in a granted inner pass for each key,
+// keyActors records which objects are in a granted inner pass for each key,
 // and every moment two different objects were.
-type atkActors struct {
+type keyActors struct {
 	mu         sync.Mutex
 	acting     map[string]map[string]int
 	violations []string
 }
 
-func (a *atkActors) enter(key, obj string) {
+func (a *keyActors) enter(key, obj string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.acting == nil {
@@ -200,13 +200,13 @@ func (a *atkActors) enter(key, obj string) {
 	a.acting[key][obj]++
 }
 
-func (a *atkActors) leave(key, obj string) {
+func (a *keyActors) leave(key, obj string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.acting[key][obj]--
 }
 
-func (a *atkActors) seen() []string {
+func (a *keyActors) seen() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return append([]string(nil), a.violations...)
@@ -214,7 +214,7 @@ func (a *atkActors) seen() []string {
 
 // hook returns an inner hook that records granted passes; when block says
 // so for a pass, the pass waits on release.
-func (a *atkActors) hook(block func(name string, c call) bool, entered chan<- struct{}, release <-chan struct{}) func(context.Context, string, call) (reconcile.Result, error) {
+func (a *keyActors) hook(block func(name string, c call) bool, entered chan<- struct{}, release <-chan struct{}) func(context.Context, string, call) (reconcile.Result, error) {
 	return func(_ context.Context, name string, c call) (reconcile.Result, error) {
 		if !c.state.Granted {
 			return reconcile.Result{}, nil
@@ -234,12 +234,12 @@ func (a *atkActors) hook(block func(name string, c call) bool, entered chan<- st
 	}
 }
 
-// atkStripHolderLabel removes the holder-uid label from key's Lease, as a
+// stripHolderLabel removes the holder-uid label from key's Lease, as a
 // person, a label-pruning tool or an older HolderLabels would leave it; the
 // annotations still name the holder.
-func (f *fixture) atkStripHolderLabel(t *testing.T, key string) {
+func (f *fixture) stripHolderLabel(t *testing.T, key string) {
 	t.Helper()
-	l := f.atkLease(t, key)
+	l := f.leaseOf(t, key)
 	delete(l.Labels, backends.DefaultHolderUIDLabel)
 	if err := direct(t).Update(context.Background(), l); err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ func TestARecordWithoutItsHolderLabelIsStillReleasedWhenNoLongerNamed(t *testing
 	// Given a holds k and b waits for it
 	f.aHoldsKAndBWaits(t)
 	// And someone removed the holder-uid label from k's Lease
-	l := f.atkLease(t, "k")
+	l := f.leaseOf(t, "k")
 	delete(l.Labels, backends.DefaultHolderUIDLabel)
 	if err := direct(t).Update(ctx, l); err != nil {
 		t.Fatal(err)
@@ -56,20 +56,13 @@ func TestKeySetEditsConvergeWhenARecordLostItsHolderLabel(t *testing.T) {
 	f := start(t, setup{})
 	// Given x holds b (its Lease's holder label removed) and y holds a
 	f.createAndWait(t, "x", conditions.ReasonClaimed, "b")
-	f.atkStripHolderLabel(t, "b")
+	f.stripHolderLabel(t, "b")
 	f.createAndWait(t, "y", conditions.ReasonClaimed, "a")
 	// When both are edited to name a and b
 	f.edit(t, "x", func(w *testcrd.Widget) { w.Spec.Keys = []string{"a", "b"} })
 	f.edit(t, "y", func(w *testcrd.Widget) { w.Spec.Keys = []string{"a", "b"} })
 	// Then one of them ends up holding both
-	eventually(t, 10*time.Second, func() (bool, string) {
-		x, y := f.claimed(t, "x"), f.claimed(t, "y")
-		holdsBoth := func(c metav1.Condition) bool {
-			return c.ObservedGeneration == 2 && c.Reason == string(conditions.ReasonClaimed)
-		}
-		return holdsBoth(x) || holdsBoth(y),
-			fmt.Sprintf("deadlock: x %s %q; y %s %q", x.Reason, x.Message, y.Reason, y.Message)
-	})
+	f.oneOfXAndYHoldsBoth(t)
 }
 
 // Promise 8: the deletion path tells the inner reconciler the keys the
@@ -81,7 +74,7 @@ func TestTheDeletionPathReleasesARecordThatLostItsHolderLabel(t *testing.T) {
 	f := start(t, setup{})
 	// Given x holds k, and k's Lease lost its holder label
 	f.createAndWait(t, "x", conditions.ReasonClaimed, "k")
-	f.atkStripHolderLabel(t, "k")
+	f.stripHolderLabel(t, "k")
 	x, _ := f.widget(t, "x")
 	// When x is deleted
 	if err := direct(t).Delete(context.Background(), x); err != nil {
@@ -117,7 +110,7 @@ func TestARecordWithoutItsHolderLabelIsReleasedWhenItsHolderStopsNamingItWhileTh
 	// And, while the operator is down, k's Lease loses its holder label and
 	// a's spec moves to other
 	stop()
-	f.atkStripHolderLabel(t, "k")
+	f.stripHolderLabel(t, "k")
 	f.setKeys(t, "a", "other")
 	// When the operator starts again
 	f, _ = startIn(t, ns, setup{})
@@ -148,12 +141,19 @@ func TestKeySetEditsMadeWhileTheOperatorIsDownConvergeWhenARecordLostItsHolderLa
 	// And, while the operator is down, b's Lease loses its holder label and
 	// both are edited to name a and b
 	stop()
-	f.atkStripHolderLabel(t, "b")
+	f.stripHolderLabel(t, "b")
 	f.setKeys(t, "x", "a", "b")
 	f.setKeys(t, "y", "a", "b")
 	// When the operator starts again
 	f, _ = startIn(t, ns, setup{})
 	// Then one of them ends up holding both
+	f.oneOfXAndYHoldsBoth(t)
+}
+
+// oneOfXAndYHoldsBoth waits until x or y, both edited once to name a and b,
+// is Claimed for that spec: no deadlock between them.
+func (f *fixture) oneOfXAndYHoldsBoth(t *testing.T) {
+	t.Helper()
 	eventually(t, 10*time.Second, func() (bool, string) {
 		x, y := f.claimed(t, "x"), f.claimed(t, "y")
 		holdsBoth := func(c metav1.Condition) bool {

@@ -65,7 +65,7 @@ func TestKeySetEditsConvergeWithSiblingFairness(t *testing.T) {
 // holders ends at an object that holds every key it names (no cycle).
 func TestRandomKeySetEditsWithConcurrentWorkersConvergeWithoutOverlap(t *testing.T) {
 	f := start(t, setup{workers: 3})
-	actors := &atkActors{}
+	actors := &keyActors{}
 	// Each granted pass acts for 30 ms.
 	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
 		if c.state.Granted {

@@ -40,7 +40,7 @@ func TestALossFirstSeenThroughATransientClaimErrorIsStillReportedAsLost(t *testi
 	// When judging liveness fails for a moment, and meanwhile another
 	// replica takes k over with a fenced Update naming a live holder
 	failing.Store(true)
-	intruder, h := f.atkIntruder(t)
+	intruder, h := f.intruderHolder(t)
 	if _, o, err := intruder.Acquire(ctx, "k", h); err != nil || o.Reason != claim.ReasonTakenOver {
 		t.Fatalf("takeover of k: %+v, %v", o, err)
 	}
@@ -52,7 +52,7 @@ func TestALossFirstSeenThroughATransientClaimErrorIsStillReportedAsLost(t *testi
 	f.waitForReason(t, "a", conditions.ReasonParked, 10*time.Second)
 	// And its inner reconciler was told, by a parked pass, that it must stop
 	// acting for k
-	atkWithin(t, 3*time.Second, func() (bool, string) {
+	softEventually(t, 3*time.Second, func() (bool, string) {
 		cs := f.inner.callsOf("a")[takenOver:]
 		for _, c := range cs {
 			if c.hasState && !c.state.Granted && !c.state.Deleting {
@@ -62,7 +62,7 @@ func TestALossFirstSeenThroughATransientClaimErrorIsStillReportedAsLost(t *testi
 		return false, fmt.Sprintf("no parked pass of a's inner reconciler after k was taken over; calls since: %+v", cs)
 	})
 	// And a Lost event was recorded
-	atkWithin(t, 3*time.Second, func() (bool, string) {
+	softEventually(t, 3*time.Second, func() (bool, string) {
 		return f.hasEvent(t, "a", string(claimmw.EventLost)), "no Lost event on a"
 	})
 }
@@ -78,14 +78,14 @@ func TestAHolderWhoseRecordIsDeletedWithNoWaiterLearnsIt(t *testing.T) {
 	before := f.record(t, "k")
 	n := len(f.inner.callsOf("a"))
 	// When a person deletes k's Lease
-	if err := direct(t).Delete(ctx, f.atkLease(t, "k")); err != nil {
+	if err := direct(t).Delete(ctx, f.leaseOf(t, "k")); err != nil {
 		t.Fatal(err)
 	}
 	// Then within 2 s a's inner reconciler learned it: it ran parked, or
 	// (the key being free, and a still naming it) granted under a new,
 	// greater token, which a fenced resource tells from the old one; and a
 	// Lost event was recorded
-	atkWithin(t, 2*time.Second, func() (bool, string) {
+	softEventually(t, 2*time.Second, func() (bool, string) {
 		cs := f.inner.callsOf("a")[n:]
 		for _, c := range cs {
 			if c.hasState && !c.state.Granted {
@@ -99,7 +99,7 @@ func TestAHolderWhoseRecordIsDeletedWithNoWaiterLearnsIt(t *testing.T) {
 		}
 		return false, fmt.Sprintf("calls since deletion: %+v; a: %+v; record now %+v (was token %s)", cs, f.claimed(t, "a"), f.record(t, "k"), before.Token)
 	})
-	atkWithin(t, 2*time.Second, func() (bool, string) {
+	softEventually(t, 2*time.Second, func() (bool, string) {
 		return f.hasEvent(t, "a", string(claimmw.EventLost)), "no Lost event on a"
 	})
 }

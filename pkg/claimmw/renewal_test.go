@@ -257,7 +257,7 @@ func TestARecordWithoutItsHolderLabelStaysRenewedWhileItsHolderMayStillActForIt(
 	// And, while the operator is down, k's Lease loses its holder label and
 	// papa's spec moves to j
 	stop()
-	f.atkStripHolderLabel(t, "k")
+	f.stripHolderLabel(t, "k")
 	f.setKeys(t, "papa", "j")
 	// When the operator starts again, and papa's passes that no longer grant
 	// it k fail: its workloads of k take time to stop

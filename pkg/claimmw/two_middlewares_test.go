@@ -30,14 +30,14 @@ import (
 func xHoldsKThroughStorageAndNetwork(t *testing.T) (st, nw *fixture) {
 	t.Helper()
 	ns := env.Namespace(t)
-	fs := atkStart(t, ns,
-		atkMW{keys: atkPrefixed("storage/"), opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
-		atkMW{keys: atkPrefixed("network/"), opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
+	fs := startReplica(t, ns,
+		replicaMW{keys: prefixedKeys("storage/"), opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
+		replicaMW{keys: prefixedKeys("network/"), opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
 	)
 	st, nw = fs[0], fs[1]
 	st.createWidget(t, "x", "k")
 	eventually(t, 10*time.Second, func() (bool, string) {
-		s, n := st.atkCondition(t, "x", "StorageClaimed"), nw.atkCondition(t, "x", "NetworkClaimed")
+		s, n := st.conditionOfType(t, "x", "StorageClaimed"), nw.conditionOfType(t, "x", "NetworkClaimed")
 		return s.Reason == string(conditions.ReasonClaimed) && n.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v / %+v", s, n)
 	})
 	return st, nw
@@ -109,9 +109,9 @@ func TestTwoMiddlewaresOnOneKindBothRunTheirDeletionPath(t *testing.T) {
 // the default condition type is refused at setup; each has its own here.)
 func TestTwoMiddlewaresOnOneKindWithTheDefaultConditionTypeSettle(t *testing.T) {
 	ns := env.Namespace(t)
-	fs := atkStart(t, ns,
-		atkMW{keys: atkPrefixed("storage/"), opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithFinalizer("example.com/storage")}},
-		atkMW{keys: atkPrefixed("network/"), opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithFinalizer("example.com/network"), claimmw.WithConditionType("NetworkClaimed")}},
+	fs := startReplica(t, ns,
+		replicaMW{keys: prefixedKeys("storage/"), opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithFinalizer("example.com/storage")}},
+		replicaMW{keys: prefixedKeys("network/"), opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithFinalizer("example.com/network"), claimmw.WithConditionType("NetworkClaimed")}},
 	)
 	// Given x names k for both middlewares
 	fs[0].createWidget(t, "x", "k")
@@ -138,7 +138,7 @@ func TestARecordWithoutASetIsNotReleasedByTheOtherMiddlewareOfItsHolder(t *testi
 	// Given x holds storage/k and network/k, one per middleware
 	st, nw := xHoldsKThroughStorageAndNetwork(t)
 	// When network/k's record is as a version without sets wrote it
-	l := nw.atkLease(t, "network/k")
+	l := nw.leaseOf(t, "network/k")
 	uid := l.UID
 	delete(l.Annotations, backends.DefaultSetAnnotation)
 	if err := direct(t).Update(context.Background(), l); err != nil {
@@ -152,7 +152,7 @@ func TestARecordWithoutASetIsNotReleasedByTheOtherMiddlewareOfItsHolder(t *testi
 	if rec := nw.record(t, "network/k"); !rec.Exists || rec.Holder.UID != x.UID {
 		t.Errorf("record of network/k = %+v, want still held by x", rec)
 	}
-	if now := nw.atkLease(t, "network/k").UID; now != uid {
+	if now := nw.leaseOf(t, "network/k").UID; now != uid {
 		t.Errorf("the Lease of network/k was deleted and created again (UID %s, now %s): the key was free for a while", uid, now)
 	}
 	for _, c := range st.inner.callsOf("x") {
@@ -162,7 +162,7 @@ func TestARecordWithoutASetIsNotReleasedByTheOtherMiddlewareOfItsHolder(t *testi
 			}
 		}
 	}
-	if n := nw.atkCondition(t, "x", "NetworkClaimed"); n.Reason != string(conditions.ReasonClaimed) {
+	if n := nw.conditionOfType(t, "x", "NetworkClaimed"); n.Reason != string(conditions.ReasonClaimed) {
 		t.Errorf("x's NetworkClaimed: %+v", n)
 	}
 }
@@ -219,9 +219,9 @@ func storageAndNetwork(t *testing.T, ns string) (storage, network *fixture) {
 		}
 		return nil, nil
 	}
-	fs := atkStart(t, ns,
-		atkMW{keys: specKeys, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
-		atkMW{keys: handToKey, opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
+	fs := startReplica(t, ns,
+		replicaMW{keys: specKeys, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage")}},
+		replicaMW{keys: handToKey, opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
 	)
 	return fs[0], fs[1]
 }
@@ -237,7 +237,7 @@ func storageAndNetwork(t *testing.T, ns string) (storage, network *fixture) {
 func TestTwoMiddlewaresNamingOneKeyNeverLetTwoObjectsActForIt(t *testing.T) {
 	ns := env.Namespace(t)
 	st, nw := storageAndNetwork(t, ns)
-	actors := &atkActors{}
+	actors := &keyActors{}
 	var blocking atomic.Bool
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
@@ -247,12 +247,12 @@ func TestTwoMiddlewaresNamingOneKeyNeverLetTwoObjectsActForIt(t *testing.T) {
 	// Given x holds k through the storage middleware, and y waits for k there
 	st.createWidget(t, "x", "k")
 	eventually(t, 10*time.Second, func() (bool, string) {
-		c := st.atkCondition(t, "x", "StorageClaimed")
+		c := st.conditionOfType(t, "x", "StorageClaimed")
 		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v", c)
 	})
 	st.createWidget(t, "y", "k")
 	eventually(t, 10*time.Second, func() (bool, string) {
-		c := st.atkCondition(t, "y", "StorageClaimed")
+		c := st.conditionOfType(t, "y", "StorageClaimed")
 		return c.Reason == string(conditions.ReasonParked), fmt.Sprintf("y: %+v", c)
 	})
 	// And the network middleware names k for x as well: its record of k is
@@ -261,7 +261,7 @@ func TestTwoMiddlewaresNamingOneKeyNeverLetTwoObjectsActForIt(t *testing.T) {
 	blocking.Store(true)
 	st.edit(t, "x", func(w *testcrd.Widget) { w.Spec.HandTo = "k" })
 	eventually(t, 10*time.Second, func() (bool, string) {
-		c := nw.atkCondition(t, "x", "NetworkClaimed")
+		c := nw.conditionOfType(t, "x", "NetworkClaimed")
 		return c.Reason == string(conditions.ReasonParked), fmt.Sprintf("x (network): %+v", c)
 	})
 	select {
@@ -277,6 +277,6 @@ func TestTwoMiddlewaresNamingOneKeyNeverLetTwoObjectsActForIt(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if v := actors.seen(); len(v) > 0 {
-		t.Errorf("two objects acted for one key at once: %v; y: %+v; record of k: %+v", v, st.atkCondition(t, "y", "StorageClaimed"), st.record(t, "k"))
+		t.Errorf("two objects acted for one key at once: %v; y: %+v; record of k: %+v", v, st.conditionOfType(t, "y", "StorageClaimed"), st.record(t, "k"))
 	}
 }

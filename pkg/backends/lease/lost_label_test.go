@@ -54,12 +54,7 @@ func TestAHoldersListingsFindItsLeaseWithoutTheHolderLabelAndSendNothingElse(t *
 	a, b := holder(t, ns, "a"), holder(t, ns, "b")
 	// Given a holds k1 and k2, b holds k3, and the namespace has a Lease
 	// that is no claim record
-	for _, g := range []struct {
-		key string
-		h   claim.Holder
-	}{{"k1", a}, {"k2", a}, {"k3", b}} {
-		wantReason(t, acquire(t, c, g.key, g.h), claim.ReasonAcquired)
-	}
+	acquireK1K2ForAAndK3ForB(t, c, a, b)
 	leader := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "operator-leader-election"}}
 	if err := env.Client.Create(ctx, leader); err != nil {
 		t.Fatal(err)
@@ -138,12 +133,7 @@ func TestCachedHoldingsFindALeaseWithoutTheHolderLabelThatTheCacheHolds(t *testi
 	c := newClaimer(t, ns, nil, nil, claim.WithCachedReader(cached))
 	a, b := holder(t, ns, "a"), holder(t, ns, "b")
 	// Given a holds k1 and k2, and b holds k3
-	for _, g := range []struct {
-		key string
-		h   claim.Holder
-	}{{"k1", a}, {"k2", a}, {"k3", b}} {
-		wantReason(t, acquire(t, c, g.key, g.h), claim.ReasonAcquired)
-	}
+	acquireK1K2ForAAndK3ForB(t, c, a, b)
 	// When k2's and k3's Leases lose their holder label
 	for _, k := range []string{"k2", "k3"} {
 		l := leaseOf(t, c, k)
@@ -163,4 +153,15 @@ func TestCachedHoldingsFindALeaseWithoutTheHolderLabelThatTheCacheHolds(t *testi
 		return cmp.Equal([]string{"k1", "k2"}, keys) && recs[1].Unlabelled,
 			fmt.Sprintf("cached holdings of a: %q (%+v)", keys, recs)
 	})
+}
+
+// acquireK1K2ForAAndK3ForB has a acquire k1 and k2, and b acquire k3.
+func acquireK1K2ForAAndK3ForB(t *testing.T, c *claim.Claimer, a, b claim.Holder) {
+	t.Helper()
+	for _, g := range []struct {
+		key string
+		h   claim.Holder
+	}{{"k1", a}, {"k2", a}, {"k3", b}} {
+		wantReason(t, acquire(t, c, g.key, g.h), claim.ReasonAcquired)
+	}
 }
