@@ -153,6 +153,10 @@ type writes struct {
 	// each read of a Widget through the manager's client, which waits for
 	// it: a pass of that Widget does not begin until it returns.
 	beforeWidgetGet atomic.Value
+	// beforeLeaseUpdate, when it holds a func(*coordinationv1.Lease), runs
+	// before each Lease update the manager sends (renewals, takeovers),
+	// which waits for it: an API server slow to answer writes.
+	beforeLeaseUpdate atomic.Value
 }
 
 // holdStatus runs the beforeStatus hook for obj.
@@ -244,6 +248,11 @@ func (w *writes) funcs() interceptor.Funcs {
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			w.add("update", obj)
+			if l, ok := obj.(*coordinationv1.Lease); ok {
+				if hook, _ := w.beforeLeaseUpdate.Load().(func(*coordinationv1.Lease)); hook != nil {
+					hook(l)
+				}
+			}
 			if w.failsRenewal(obj) {
 				return apierrors.NewServiceUnavailable("injected: renewals fail")
 			}
@@ -314,6 +323,9 @@ type setup struct {
 	// beforeWidgetGet, when set, runs before each read of a Widget through
 	// the manager's client from the manager's start (writes.beforeWidgetGet).
 	beforeWidgetGet func(client.ObjectKey)
+	// beforeLeaseUpdate, when set, runs before each Lease update through the
+	// manager's client from the manager's start (writes.beforeLeaseUpdate).
+	beforeLeaseUpdate func(*coordinationv1.Lease)
 	// statusChangesWakeNobody reconciles a Widget only when its generation
 	// changes, as many operators filter their primary kind: a Widget's own
 	// status write does not reconcile it again.
@@ -358,6 +370,9 @@ func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
 	}
 	if s.beforeWidgetGet != nil {
 		f.writes.beforeWidgetGet.Store(s.beforeWidgetGet)
+	}
+	if s.beforeLeaseUpdate != nil {
+		f.writes.beforeLeaseUpdate.Store(s.beforeLeaseUpdate)
 	}
 	cfg := env.Config
 	if s.config != nil {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
@@ -273,4 +275,48 @@ func TestARecordWithoutItsHolderLabelStaysRenewedWhileItsHolderMayStillActForIt(
 	// Then whiskey does not get k while papa may still act for it, however
 	// many lease durations pass
 	f.neverClaimed(t, "whiskey", 8*time.Second)
+}
+
+// The renewals a starting process resumes reach every held record within a
+// lease duration, however many records its objects hold and however long
+// each renewal takes: a contender's pass runs from the start, and counts
+// the lease duration from its first look at the record.
+func TestARestartedOperatorRenewsEveryRecordItsObjectsHoldBeforeAContendersCountOfTheLeaseDurationRunsOut(t *testing.T) {
+	ns := env.Namespace(t)
+	s := shortRenewal(t)
+	f, stop := startIn(t, ns, s)
+	// Given eight holders each hold a key on time-based liveness (3 s), and
+	// a contender waits for each
+	const n = 8
+	for i := range n {
+		f.holdsAndWaits(t, fmt.Sprintf("a%d", i), fmt.Sprintf("k%d", i), fmt.Sprintf("b%d", i))
+	}
+
+	// When the operator restarts on an API server that takes 700 ms to
+	// answer a Lease write (eight records at 700 ms stand for thousands at a
+	// few milliseconds each), and the new process does not get to the
+	// holders' first passes for longer than a lease
+	stop()
+	released := make(chan struct{})
+	s.workers = 2 * n
+	s.beforeWidgetGet = func(key client.ObjectKey) {
+		if strings.HasPrefix(key.Name, "a") {
+			<-released
+		}
+	}
+	s.beforeLeaseUpdate = func(*coordinationv1.Lease) { time.Sleep(700 * time.Millisecond) }
+	f, _ = startIn(t, ns, s)
+	t.Cleanup(func() { close(released) }) // before the manager stops: cleanups run last first
+
+	// Then no contender takes a key over while its holder's renewals are due
+	// from the restarted operator
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		for i := range n {
+			if c := f.claimed(t, fmt.Sprintf("b%d", i)); c.Reason == string(conditions.ReasonClaimed) {
+				t.Fatalf("b%d took k%d over while a%d's renewals were due from the restarted operator (k%d last renewed at %v): %+v", i, i, i, i, f.renewTimeOf(t, fmt.Sprintf("k%d", i)), c)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
