@@ -444,17 +444,17 @@ func (w *mwWorld) deleteRecord(ctx context.Context, t *testing.T, ofClaimed bool
 	w.erase(ctx, t, ours[w.rng.IntN(len(ours))])
 }
 
-// eraseFresh deletes the record of the key an object began acting for
-// moments ago, waiting a little for one: a waiter woken by the deletion
+// eraseFresh waits for an object to begin acting for a key and deletes
+// that key's record a moment after: a waiter woken by the deletion
 // decides while the caches of its process may not yet show the condition
 // the holder wrote before it began (the race the check an object makes
 // after its own Claimed write, before it acts, must win from a cache that
 // has shown that write: mutant FreshCacheAssumed).
 func (w *mwWorld) eraseFresh(ctx context.Context, t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(freshWait)
-	for time.Now().Before(deadline) {
-		if win, ok := w.actor.newestOpen(freshWithin); ok {
+	begun := time.Now()
+	for time.Since(begun) < freshWait {
+		if win, ok := w.actor.newestOpen(begun); ok {
 			for _, l := range w.records(ctx, t, win.key) {
 				if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == win.uid {
 					w.erase(ctx, t, l)
@@ -463,16 +463,12 @@ func (w *mwWorld) eraseFresh(ctx context.Context, t *testing.T) {
 				}
 			}
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 }
 
-// freshWithin is how recent a window eraseFresh erases the record of is;
-// freshWait how long it waits for one.
-const (
-	freshWithin = 20 * time.Millisecond
-	freshWait   = 150 * time.Millisecond
-)
+// freshWait bounds how long eraseFresh waits for an object to begin acting.
+const freshWait = time.Second
 
 // erase deletes the record l, fenced on the version read, and notes the
 // deletion as a fault from outside.

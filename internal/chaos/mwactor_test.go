@@ -49,14 +49,14 @@ type actor struct {
 	crashes  int
 }
 
-// newestOpen returns the window that opened last, if it opened within the
-// last d and is still open.
-func (a *actor) newestOpen(d time.Duration) (window, bool) {
+// newestOpen returns the window that opened last, if it opened after
+// after and is still open.
+func (a *actor) newestOpen(after time.Time) (window, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i := len(a.windows) - 1; i >= 0; i-- {
 		win := a.windows[i]
-		if time.Since(win.start) > d {
+		if !win.start.After(after) {
 			return window{}, false
 		}
 		if a.open[wkey{uid: win.uid, key: win.key}] == win {
