@@ -187,10 +187,13 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 // refuses new ones. [FromManager] adds it to the manager; a middleware built
 // without one runs it itself, or its renewals end only with their claims.
 // With [WithRenewal] and [FromManager], it first resumes the renewals of
-// every record the objects of its kind in the manager's cache hold, without
-// waiting for their passes: a process that starts (a restart, a new leader)
-// renews what its objects hold although its queue may reach an object only
-// after a contender's count of the lease duration has run out.
+// every record the objects of its kind in the manager's cache hold, beside
+// their passes and without waiting for them, many objects at once: a
+// process that starts (a restart, a new leader) renews what its objects hold
+// although its queue may reach an object only after a contender's count of
+// the lease duration has run out. Records the manager's cache cannot show
+// (a Lease cache restricted by Config.Labels, and records written before
+// those labels were set) are renewed from their holder's first pass.
 func (m *Middleware) Start(ctx context.Context) error {
 	if m.renew != nil && m.cfg.manager != nil {
 		go m.resumeRenewals(ctx)
@@ -213,6 +216,12 @@ func (m *Middleware) resumeRenewals(ctx context.Context) {
 		logError(ctx, err, "resuming the renewals of held claims: listing the objects")
 		return
 	}
+	// The objects' renewals run side by side (each object's records one
+	// after another): contenders count the lease duration from this
+	// process's start while they run, so the time they take must not grow
+	// with the number of objects times a write's latency.
+	sem := make(chan struct{}, resumeRenewers)
+	var wg sync.WaitGroup
 	_ = meta.EachListItem(list, func(o runtime.Object) error {
 		obj, ok := o.(client.Object)
 		if !ok || ctx.Err() != nil {
@@ -227,10 +236,23 @@ func (m *Middleware) resumeRenewals(ctx context.Context) {
 			logError(ctx, err, "resuming the renewals of held claims", "object", client.ObjectKeyFromObject(obj))
 			return nil
 		}
-		m.renew.keep(ctx, client.ObjectKeyFromObject(obj), self, recs)
+		if len(recs) == 0 {
+			return nil
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			m.renew.keep(ctx, client.ObjectKeyFromObject(obj), self, recs)
+		}()
 		return nil
 	})
+	wg.Wait()
 }
+
+// resumeRenewers bounds the objects whose renewals resumeRenewals resumes
+// at once.
+const resumeRenewers = 32
 
 // Claimer returns the Claimer the middleware acquires with, for code that
 // needs to read who holds a key.
