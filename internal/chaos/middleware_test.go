@@ -65,6 +65,10 @@ type mwRun struct {
 	// not say Claimed=True: a holder whose record is deleted or taken over
 	// is never told.
 	wakeOnlyWaiters bool
+	// lossFirst makes the last moves begin with the deletion of a Claimed
+	// holder's record: with three keys, the takeover, swap and drop before
+	// it usually leave it no holder they did not touch.
+	lossFirst bool
 	// features replaces the profiles the seed draws.
 	features *mwFeatures
 }
@@ -388,7 +392,9 @@ func (w *mwWorld) deleteObject(ctx context.Context, t *testing.T, name string) {
 	w.counts.deletions++
 }
 
-// touch notes that obj's own pass will run again, during the last moves.
+// touch notes, during the last moves, that a move chose obj (its own pass
+// will run again, or it lost a record it is not told of): the next moves
+// leave it alone.
 func (w *mwWorld) touch(obj *testclaimant.Claimant) {
 	if w.touched != nil {
 		w.touched[obj.UID] = true
@@ -441,7 +447,11 @@ func (w *mwWorld) deleteRecord(ctx context.Context, t *testing.T, ofClaimed bool
 	if len(ours) == 0 {
 		return
 	}
-	w.erase(ctx, t, ours[w.rng.IntN(len(ours))])
+	l := ours[w.rng.IntN(len(ours))]
+	if h, ok := claimed[types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation])]; ok {
+		w.touch(h)
+	}
+	w.erase(ctx, t, l)
 }
 
 // eraseFresh waits for an object to begin acting for a key and deletes
@@ -938,6 +948,9 @@ func TestMiddlewareChaosCatchesWakingOnlyWaiters(t *testing.T) {
 	// Given the run with record events delivered to waiters only
 	r := mwBroken
 	r.wakeOnlyWaiters = true
+	// and a world whose last moves begin with a Claimed holder's record
+	// deleted
+	r.lossFirst = true
 	// When it runs, Then an object says Claimed=True for a key it lost, or,
 	// when a waiter's change to WaitingForHandover wakes the holder after all
 	// and its next pass is too late, two objects act for one key

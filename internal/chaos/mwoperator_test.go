@@ -764,6 +764,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	}
 	time.Sleep(500 * time.Millisecond)
 	w.touched = map[types.UID]bool{}
+	if r.lossFirst {
+		w.deleteRecord(ctx, t, true)
+	}
 	w.takeOver(ctx, t)
 	if f.restarts {
 		// The operator dies right after the loss, before it may have
@@ -773,7 +776,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	}
 	w.swap(ctx, t)
 	w.drop(ctx, t)
-	w.deleteRecord(ctx, t, true)
+	if !r.lossFirst {
+		w.deleteRecord(ctx, t, true)
+	}
 	w.eraseKept(ctx, t)
 
 	// And then everything stops: no faults, no edits, no restarts, and
