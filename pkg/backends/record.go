@@ -147,6 +147,19 @@ type FreshLister interface {
 	ListNotOlderThan(ctx context.Context, holder Holder, resourceVersion string) ([]Record, error)
 }
 
+// UnlabelledLister is implemented by backends that write Config.Labels on
+// the objects that store records, so that a cache restricted by those
+// labels (lease.CacheByObject) holds every record written since, and none
+// written before the labels were configured.
+type UnlabelledLister interface {
+	// ListUnlabelled returns, read uncached, the records of every holder
+	// stored on objects that lack one of Config.Labels or carry another
+	// value for it: the records such a cache does not hold. It returns
+	// nothing when Config.Labels is empty. It may return objects that
+	// store no claim record (their Record is not Ours); the caller filters.
+	ListUnlabelled(ctx context.Context) ([]Record, error)
+}
+
 // Factory builds a Backend for claim.New from its reader and writer and the
 // storage part of its configuration, every default filled in. Backend
 // packages export one; claim.WithBackend selects it.

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -754,6 +755,35 @@ type listerFunc func(ctx context.Context, holder Holder) ([]Record, error)
 // not hold a record without them.
 func (c *Claimer) CachedHoldings(ctx context.Context, self Holder) ([]Record, error) {
 	return c.holdings(ctx, c.cached, self)
+}
+
+// UnlabelledHoldings returns, by holder UID and sorted by key, the records
+// of the Claimer's set that a cache restricted by Config.Labels
+// (lease.CacheByObject) does not hold: those written before the labels were
+// configured, or whose labels someone changed. It reads uncached, once for
+// all holders. It returns nothing when Config.Labels is empty or the backend
+// cannot list so ([backends.UnlabelledLister]): [Claimer.CachedHoldings]
+// then sees every record the cache is given. A record of another set is
+// left out.
+func (c *Claimer) UnlabelledHoldings(ctx context.Context) (map[types.UID][]Record, error) {
+	ul, ok := c.backend.(backends.UnlabelledLister)
+	if !ok || len(c.cfg.Labels) == 0 {
+		return nil, nil
+	}
+	recs, err := ul.ListUnlabelled(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing claims without the claim labels: %w", err)
+	}
+	out := map[types.UID][]Record{}
+	for _, rec := range recs {
+		if rec.Ours() && rec.Holder.UID != "" && ownSet(rec.Set, c.cfg.sets()) {
+			out[rec.Holder.UID] = append(out[rec.Holder.UID], rec)
+		}
+	}
+	for _, held := range out {
+		slices.SortFunc(held, func(a, b Record) int { return strings.Compare(a.Key, b.Key) })
+	}
+	return out, nil
 }
 
 // lister is the part of a backend holdings needs.

@@ -191,9 +191,9 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 // their passes and without waiting for them, many objects at once: a
 // process that starts (a restart, a new leader) renews what its objects hold
 // although its queue may reach an object only after a contender's count of
-// the lease duration has run out. Records the manager's cache cannot show
-// (a Lease cache restricted by Config.Labels, and records written before
-// those labels were set) are renewed from their holder's first pass.
+// the lease duration has run out. The records a Lease cache restricted by
+// Config.Labels cannot show (written before those labels were set) are
+// found by one uncached listing per label, at start.
 func (m *Middleware) Start(ctx context.Context) error {
 	if m.renew != nil && m.cfg.manager != nil {
 		go m.resumeRenewals(ctx)
@@ -204,8 +204,9 @@ func (m *Middleware) Start(ctx context.Context) error {
 }
 
 // resumeRenewals starts a hold for every record an object of m's kind
-// holds, as the manager's caches show them. Each is renewed once first,
-// which proves it is still held; a record found lost is skipped.
+// holds, as the manager's caches show them and as the uncached listing of
+// the records without the claim labels finds them. Each is renewed once
+// first, which proves it is still held; a record found lost is skipped.
 func (m *Middleware) resumeRenewals(ctx context.Context) {
 	list, err := m.newList()
 	if err != nil {
@@ -215,6 +216,12 @@ func (m *Middleware) resumeRenewals(ctx context.Context) {
 	if err := m.cfg.client.List(ctx, list); err != nil {
 		logError(ctx, err, "resuming the renewals of held claims: listing the objects")
 		return
+	}
+	// A failed listing leaves the cache's records to resume: the others
+	// are renewed from their holder's first pass, as without it.
+	unlabelled, err := m.claimer.UnlabelledHoldings(ctx)
+	if err != nil {
+		logError(ctx, err, "resuming the renewals of held claims")
 	}
 	// The objects' renewals run side by side (each object's records one
 	// after another): contenders count the lease duration from this
@@ -235,6 +242,11 @@ func (m *Middleware) resumeRenewals(ctx context.Context) {
 		if err != nil {
 			logError(ctx, err, "resuming the renewals of held claims", "object", client.ObjectKeyFromObject(obj))
 			return nil
+		}
+		for _, rec := range unlabelled[self.UID] {
+			if rec.Holder.Is(self) && !slices.ContainsFunc(recs, func(r claim.Record) bool { return r.Key == rec.Key }) {
+				recs = append(recs, rec)
+			}
 		}
 		if len(recs) == 0 {
 			return nil

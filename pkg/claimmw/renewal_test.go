@@ -320,3 +320,45 @@ func TestARestartedOperatorRenewsEveryRecordItsObjectsHoldBeforeAContendersCount
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// The upgrade that adds claim.Config.Labels (and restricts the manager's
+// Lease cache to them, lease.CacheByObject) is a restart: the renewals the
+// new process resumes reach the records its objects hold from before, which
+// do not carry those labels yet, before a contender's count of the lease
+// duration runs out.
+func TestAnOperatorRestartedWithClaimLabelsRenewsTheRecordsWrittenWithoutThemBeforeTheirHoldersFirstPass(t *testing.T) {
+	ns := env.Namespace(t)
+	s := shortRenewal(t)
+	f, stop := startIn(t, ns, s)
+	// Given a holds k on time-based liveness and b waits for it, under a
+	// release that writes no claim labels
+	f.holdsAndWaits(t, "a", "k", "b")
+
+	// When the operator restarts with claim labels, its Lease cache
+	// restricted to them, and does not get to a's first pass for longer
+	// than a lease
+	stop()
+	released := make(chan struct{})
+	labels := map[string]string{"app.example.com/claims": "widgets"}
+	s.claimCfg = &claim.Config{Labels: labels}
+	s.leaseLabels = labels
+	s.workers = 2
+	s.beforeWidgetGet = func(key client.ObjectKey) {
+		if key.Name == "a" {
+			<-released
+		}
+	}
+	restarted := time.Now()
+	f, _ = startIn(t, ns, s)
+	t.Cleanup(func() { close(released) }) // before the manager stops: cleanups run last first
+
+	// Then the new process renews k all the same, and b does not take it
+	// over, though more than a lease passes
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		if c := f.claimed(t, "b"); c.Reason == string(conditions.ReasonClaimed) {
+			t.Fatalf("b took k over while a's renewals were due from the restarted operator (k last renewed at %v, restart at %v): %+v", f.renewTimeOf(t, "k"), restarted, c)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -30,6 +30,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -57,7 +58,10 @@ type store struct {
 	cfg    backends.Config
 }
 
-var _ backends.FreshLister = (*store)(nil)
+var (
+	_ backends.FreshLister      = (*store)(nil)
+	_ backends.UnlabelledLister = (*store)(nil)
+)
 
 func (s *store) ref(key string) types.NamespacedName {
 	return types.NamespacedName{Namespace: s.cfg.Namespace, Name: s.cfg.RecordName(key)}
@@ -150,6 +154,37 @@ func (s *store) list(ctx context.Context, holder backends.Holder, opts ...client
 		return nil, err
 	}
 	return backends.KeepLost(holder, labelled, unlabelled), nil
+}
+
+// ListUnlabelled implements [backends.UnlabelledLister]: one List per key
+// of Config.Labels, each of the Leases in the claim namespace without that
+// label's value (the API server filters, so while every record carries its
+// labels only the namespace's other Leases are sent).
+func (s *store) ListUnlabelled(ctx context.Context) ([]backends.Record, error) {
+	keys := make([]string, 0, len(s.cfg.Labels))
+	for k := range s.cfg.Labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []backends.Record
+	for _, k := range keys {
+		req, err := labels.NewRequirement(k, selection.NotIn, []string{s.cfg.Labels[k]})
+		if err != nil {
+			return nil, fmt.Errorf("listing Leases without label %q in %s: %w", k, s.cfg.Namespace, err)
+		}
+		var list coordinationv1.LeaseList
+		if err := s.reader.List(ctx, &list, client.InNamespace(s.cfg.Namespace), client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*req)}); err != nil {
+			return nil, fmt.Errorf("listing Leases without label %q in %s: %w", k, s.cfg.Namespace, err)
+		}
+		for i := range list.Items {
+			l := &list.Items[i]
+			rec := withSpec(s.cfg.DecodeListed(stored(l)), l)
+			if !slices.ContainsFunc(out, func(r backends.Record) bool { return r.Ref == rec.Ref }) {
+				out = append(out, rec)
+			}
+		}
+	}
+	return out, nil
 }
 
 func (s *store) listBy(ctx context.Context, holder backends.Holder, opts []client.ListOption) ([]backends.Record, error) {

@@ -165,3 +165,64 @@ func acquireK1K2ForAAndK3ForB(t *testing.T, c *claim.Claimer, a, b claim.Holder)
 		wantReason(t, acquire(t, c, g.key, g.h), claim.ReasonAcquired)
 	}
 }
+
+// The Leases written before claim.Config.Labels were set, which a Lease
+// cache restricted by them does not hold, are listed uncached once for all
+// holders, by holder, from a listing the API server filters: of the
+// namespace's other Leases only those without the labels are sent, and
+// only records of the Claimer's set are kept.
+func TestTheRecordsWithoutTheClaimLabelsAreListedByHolderInOneFilteredRead(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	writer, err := env.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": "claims"}
+	claimerOf := func(cfg claim.Config, reader client.Reader) *claim.Claimer {
+		t.Helper()
+		cfg.Namespace = ns
+		c, err := claim.New(reader, writer, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	before := claimerOf(claim.Config{Set: "widgets"}, env.APIReader)
+	other := claimerOf(claim.Config{Set: "gadgets"}, env.APIReader)
+	reader := &sent{Reader: env.APIReader}
+	after := claimerOf(claim.Config{Set: "widgets", Labels: labels}, reader)
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	// Given, before the labels, a held k1 and b k3, another set's b held
+	// k4; since, a holds k2 with the labels; and the namespace has a
+	// Lease that is no claim record
+	wantReason(t, acquire(t, before, "k1", a), claim.ReasonAcquired)
+	wantReason(t, acquire(t, before, "k3", b), claim.ReasonAcquired)
+	wantReason(t, acquire(t, other, "k4", b), claim.ReasonAcquired)
+	wantReason(t, acquire(t, after, "k2", a), claim.ReasonAcquired)
+	leader := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "operator-leader-election"}}
+	if err := env.Client.Create(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	// When the Claimer with the labels lists what lacks them
+	n := reader.n.Load()
+	got, err := after.UnlabelledHoldings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Then it finds a's k1 and b's k3, by holder, and is sent the four
+	// Leases without the labels
+	byHolder := map[string][]string{}
+	for uid, recs := range got {
+		byHolder[string(uid)] = keysOf(recs)
+	}
+	want := map[string][]string{string(a.UID): {"k1"}, string(b.UID): {"k3"}}
+	if diff := cmp.Diff(want, byHolder); diff != "" || reader.n.Load()-n != 4 {
+		t.Fatalf("records without the claim labels by holder UID (-want +got):\n%s\nsent %d Leases, want 4", diff, reader.n.Load()-n)
+	}
+	// And a Claimer without labels, whose records any cache holds, lists
+	// nothing
+	if got, err := before.UnlabelledHoldings(ctx); err != nil || got != nil {
+		t.Fatalf("records without the claim labels of a Claimer without labels: %v, %v; want none", got, err)
+	}
+}
