@@ -310,6 +310,9 @@ type rigOptions struct {
 	unlimited bool
 	// maxKeys is claimmw.WithMaxKeys; 0 keeps the middleware's default.
 	maxKeys int
+	// disclosure is claimmw.WithDisclosure; the zero value is the
+	// middleware's default.
+	disclosure claimmw.Disclosure
 }
 
 func newRig(t *testing.T, ns string, o rigOptions) *rig {
@@ -338,6 +341,7 @@ func newRig(t *testing.T, ns string, o rigOptions) *rig {
 		claimmw.WithRequeue(requeue, time.Hour),
 		claimmw.WithMetrics(o.metrics),
 		claimmw.WithMaxKeys(o.maxKeys),
+		claimmw.WithDisclosure(o.disclosure),
 	)
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,14 @@ const (
 	// DiscloseAll names every object and shows every error as it is: for
 	// operators whose objects all belong to one team.
 	DiscloseAll
+	// DiscloseNone names no other object, in any namespace, and shows
+	// errors as DiscloseSameNamespace does. A waiting object's condition
+	// says that its key is held, not by whom, so it does not change when
+	// the holder does: a release to many objects waiting on one key writes
+	// no waiter's status (docs/operations.md, Many objects waiting for one
+	// key). Who holds a key is then shown only by the records (kubectl
+	// claims).
+	DiscloseNone
 )
 
 // WithDisclosure sets what conditions and events may reveal about other
@@ -46,6 +54,9 @@ func (d Disclosure) Message(o claim.Outcome, self claim.Holder) string {
 func redact(d Disclosure, o claim.Outcome, self claim.Holder) claim.Outcome {
 	if d == DiscloseAll {
 		return o
+	}
+	if d == DiscloseNone {
+		return hideOthers(o)
 	}
 	elsewhere := func(h claim.Holder) bool { return h.Namespace != self.Namespace }
 	switch o.Reason {
@@ -75,6 +86,25 @@ func redact(d Disclosure, o claim.Outcome, self claim.Holder) claim.Outcome {
 		if o.Record.Ref.Namespace != self.Namespace {
 			o.Message = fmt.Sprintf("Key %q is blocked by a record this operator did not write; the operator's administrators must remove it.", o.Key)
 		}
+	}
+	return o
+}
+
+// hideOthers rewrites o's message, under DiscloseNone, so that it names
+// no other object and says nothing that changes when the other object
+// does (its kind and age included).
+func hideOthers(o claim.Outcome) claim.Outcome {
+	switch o.Reason {
+	case claim.ReasonHeldElsewhere:
+		o.Message = fmt.Sprintf("Key %q is held by another object.", o.Key)
+	case claim.ReasonNotFirst:
+		o.Message = fmt.Sprintf("Key %q is free, but an older object wants it and goes first.", o.Key)
+	case claim.ReasonWaitingForHandover:
+		o.Message = fmt.Sprintf("Key %q waits for its previous holder to hand over.", o.Key)
+	case claim.ReasonTakenOver:
+		o.Message = fmt.Sprintf("Key %q taken over from a holder that is gone.", o.Key)
+	case claim.ReasonForeign:
+		o.Message = fmt.Sprintf("Key %q is blocked by a record this operator did not write; the operator's administrators must remove it.", o.Key)
 	}
 	return o
 }

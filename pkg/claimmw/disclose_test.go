@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -48,6 +49,62 @@ func TestRedactNamesOnlyObjectsOfTheSameNamespace(t *testing.T) {
 			}
 			if same.Reason != tc.o.Reason || same.Holder != tc.o.Holder {
 				t.Errorf("redact changed the decision: %+v", same)
+			}
+		})
+	}
+}
+
+// Under DiscloseNone a condition names no other object, in the object's
+// namespace or another, and says the same whichever object it is about: a
+// waiter's condition does not change when the key changes hands.
+func TestDiscloseNoneNamesNoOtherObjectAndSaysTheSameWhicheverItIs(t *testing.T) {
+	self := claim.Holder{Kind: "Database", Namespace: "tenant-a", Name: "orders", UID: "u1"}
+	others := []claim.Holder{
+		{Kind: "Database", Namespace: "tenant-a", Name: "billing", UID: "u2", Created: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Kind: "Schema", Namespace: "tenant-b", Name: "secret-project", UID: "u3", Created: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	for _, tc := range []struct {
+		name string
+		of   func(other claim.Holder) claim.Outcome
+	}{
+		{"held by another", func(o claim.Holder) claim.Outcome {
+			return claim.Outcome{Reason: claim.ReasonHeldElsewhere, Key: "k", Holder: o}
+		}},
+		{"an older object goes first", func(o claim.Holder) claim.Outcome {
+			return claim.Outcome{Reason: claim.ReasonNotFirst, Key: "k", Other: o}
+		}},
+		{"waiting for a handover", func(o claim.Holder) claim.Outcome {
+			return claim.Outcome{Reason: claim.ReasonWaitingForHandover, Key: "k", Previous: o}
+		}},
+		{"taken over", func(o claim.Holder) claim.Outcome {
+			return claim.Outcome{Reason: claim.ReasonTakenOver, Key: "k", Holder: self, Previous: o}
+		}},
+		{"a foreign record", func(o claim.Holder) claim.Outcome {
+			return claim.Outcome{Reason: claim.ReasonForeign, Key: "k", Record: claim.Record{Ref: types.NamespacedName{Namespace: o.Namespace, Name: "claim-abc"}}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var shown []string
+			for _, other := range others {
+				o := tc.of(other)
+				o.Message = claim.DefaultMessage(o)
+				// When the outcome about other is shown under DiscloseNone
+				got := redact(DiscloseNone, o, self)
+				// Then it names neither other's namespace nor its name nor
+				// its kind, and the decision is the same
+				for _, hidden := range []string{other.Namespace, other.Name, other.Kind} {
+					if strings.Contains(got.Message, hidden) {
+						t.Errorf("message %q names %q", got.Message, hidden)
+					}
+				}
+				if got.Reason != o.Reason || got.Holder != o.Holder || !strings.Contains(got.Message, `"k"`) {
+					t.Errorf("redact changed the decision or lost the key: %+v", got)
+				}
+				shown = append(shown, got.Message)
+			}
+			// And it says the same whichever object it is about
+			if shown[0] != shown[1] {
+				t.Errorf("messages differ with the other object: %q, %q", shown[0], shown[1])
 			}
 		})
 	}

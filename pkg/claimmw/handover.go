@@ -218,12 +218,16 @@ func (m *Middleware) commitHandovers(ctx context.Context, obj client.Object, sel
 }
 
 // shownTo is other as the events of viewer may name it under the
-// middleware's disclosure: by name under DiscloseAll or when it is in
-// viewer's namespace, otherwise only as "an object outside this namespace",
-// as the conditions say (a handover to another tenant's object must not
-// tell the holder that tenant's namespace and name).
+// middleware's disclosure: by name under DiscloseAll, or under
+// DiscloseSameNamespace when it is in viewer's namespace; otherwise only as
+// "an object outside this namespace", or, under DiscloseNone, "another
+// object", as the conditions say (a handover to another tenant's object
+// must not tell the holder that tenant's namespace and name).
 func (m *Middleware) shownTo(viewer client.Object, other claim.Holder) string {
-	if m.cfg.disclosure == DiscloseAll || other.Namespace == viewer.GetNamespace() {
+	switch {
+	case m.cfg.disclosure == DiscloseNone:
+		return "another object"
+	case m.cfg.disclosure == DiscloseAll || other.Namespace == viewer.GetNamespace():
 		return other.String()
 	}
 	return "an object outside this namespace"

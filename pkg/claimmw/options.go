@@ -337,7 +337,7 @@ func (c *config) validate() error {
 	if c.parkedRequeue < 0 || c.waitRequeue < 0 {
 		errs = append(errs, fmt.Errorf("requeue: intervals must not be negative (parked %s, waiting %s)", c.parkedRequeue, c.waitRequeue))
 	}
-	if c.disclosure != DiscloseSameNamespace && c.disclosure != DiscloseAll {
+	if c.disclosure != DiscloseSameNamespace && c.disclosure != DiscloseAll && c.disclosure != DiscloseNone {
 		errs = append(errs, fmt.Errorf("disclosure: unknown value %d", c.disclosure))
 	}
 	if c.maxKeys == 0 {

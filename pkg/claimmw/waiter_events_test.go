@@ -103,3 +103,60 @@ func TestTheStartOfAHoldersDeletionRunsNoPassOfItsWaitersBeforeItReleases(t *tes
 	failing.Store(false)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
+
+// Under DiscloseNone a waiter's condition says its key is held, not by
+// whom: when the holder it waits behind changes, its status is not written
+// at all (the setting for many objects waiting on one key).
+func TestUnderDiscloseNoneAWaitersStatusIsNotWrittenWhenTheHolderItWaitsBehindChanges(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithDisclosure(claimmw.DiscloseNone)}})
+	// Given alpha holds k, and bravo and charlie wait for it, their
+	// conditions naming no holder
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	versions := map[string]string{}
+	for _, name := range []string{"bravo", "charlie"} {
+		f.createAndWait(t, name, conditions.ReasonParked, "k")
+		if c := f.claimed(t, name); c.Message != `Key "k" is held by another object.` {
+			t.Fatalf("%s's condition %+v names more than that k is held", name, c)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the passes their creation caused are over
+	for _, name := range []string{"bravo", "charlie"} {
+		w, err := f.widget(t, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions[name] = w.ResourceVersion
+	}
+	// When alpha is deleted
+	alpha, err := f.widget(t, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := direct(t).Delete(context.Background(), alpha); err != nil {
+		t.Fatal(err)
+	}
+	// Then one of them holds k
+	var waiter string
+	eventually(t, wakeWithin, func() (bool, string) {
+		b, c := f.claimed(t, "bravo"), f.claimed(t, "charlie")
+		switch {
+		case b.Reason == string(conditions.ReasonClaimed):
+			waiter = "charlie"
+		case c.Reason == string(conditions.ReasonClaimed):
+			waiter = "bravo"
+		default:
+			return false, fmt.Sprintf("bravo %+v, charlie %+v", b, c)
+		}
+		return true, ""
+	})
+	// And the other, which waits for k all along, was never written
+	time.Sleep(time.Second)
+	w, err := f.widget(t, waiter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.ResourceVersion != versions[waiter] {
+		t.Errorf("%s, which waited for k all along, was written (resourceVersion %s -> %s): %+v", waiter, versions[waiter], w.ResourceVersion, f.claimed(t, waiter))
+	}
+}

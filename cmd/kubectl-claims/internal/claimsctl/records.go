@@ -245,11 +245,12 @@ func (ss *session) waiters(ctx context.Context, key string, holder claim.Holder)
 
 // waitsBehind reports whether cond is a claim condition written with the
 // claim's default messages (claim.DefaultMessage), as the middleware shows
-// them to self under either disclosure (a holder in another namespace is
-// not named by default), for an object parked behind holder on key, or
-// waiting for holder to hand key over. An object waiting for the same key in
-// another install (another claim namespace, another record) names another
-// holder, and does not count.
+// them to self under any disclosure (a holder in another namespace is not
+// named by default, and no holder under DiscloseNone), for an object parked
+// behind holder on key, or waiting for holder to hand key over. An object
+// waiting for the same key in another install (another claim namespace,
+// another record) names another holder, and does not count, unless its
+// install names none (DiscloseNone).
 func waitsBehind(cond *metav1.Condition, key string, holder, self claim.Holder) bool {
 	if cond == nil || cond.Status == metav1.ConditionTrue {
 		return false
@@ -258,7 +259,7 @@ func waitsBehind(cond *metav1.Condition, key string, holder, self claim.Holder) 
 	parked.Message = claim.DefaultMessage(parked)
 	waiting := claim.Outcome{Reason: claim.ReasonWaitingForHandover, Key: key, Previous: holder}
 	waiting.Message = claim.DefaultMessage(waiting)
-	for _, d := range []claimmw.Disclosure{claimmw.DiscloseAll, claimmw.DiscloseSameNamespace} {
+	for _, d := range []claimmw.Disclosure{claimmw.DiscloseAll, claimmw.DiscloseSameNamespace, claimmw.DiscloseNone} {
 		wait := strings.TrimSuffix(d.Message(waiting, self), ".")
 		if cond.Message == d.Message(parked, self) || cond.Message == wait+"." || strings.HasPrefix(cond.Message, wait+": ") {
 			return true
