@@ -576,6 +576,50 @@ func TestAKeySwappedAfterAnUpgradeIsReleasedThoughTheCacheCannotSeeItsOldRecord(
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
 
+// A key an object gave up under a release without claim labels, whose
+// record that release did not get to delete (its Lease deletes failed, or
+// it was stopped for the upgrade between the told pass and the release),
+// is released by the release that adds claim.Config.Labels and restricts
+// its Lease cache to them (docs/middleware.md, Upgrades; "no leak"): the
+// holder's condition already speaks of its current keys when the new
+// release starts, so no pass after a spec change lists its records
+// uncached for it, and its cache cannot show that record.
+func TestAKeyGivenUpJustBeforeAnUpgradeThatAddsClaimLabelsIsReleasedAfterIt(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	f, stop := startIn(t, ns, setup{})
+	// Given, under a release without claim labels, alpha held old and bravo
+	// waited for it
+	f.holdsAndWaits(t, "alpha", "old", "bravo")
+	// And alpha moved to k: its told pass succeeded and it says Claimed for
+	// k, but the release of old failed
+	f.writes.failLeaseDeletes.Store(true)
+	f.setKeys(t, "alpha", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := f.claimed(t, "alpha")
+		return c.Reason == string(conditions.ReasonClaimed) && c.ObservedGeneration == 2 && !strings.Contains(c.Message, "may still act"),
+			fmt.Sprintf("alpha: %+v", c)
+	})
+	if !f.leaseExists(t, "old") {
+		t.Fatal("old was released although its Lease deletes fail")
+	}
+
+	// When the operator is upgraded to claim labels, its Lease cache
+	// restricted to them, and both objects are reconciled
+	stop()
+	f, _ = startIn(t, ns, labelledSetup())
+	f.touch(t, "alpha")
+	f.touch(t, "bravo")
+
+	// Then alpha's record of old, a key it no longer names, is released,
+	// and bravo gets it
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := f.claimed(t, "bravo")
+		return c.Reason == string(conditions.ReasonClaimed),
+			fmt.Sprintf("bravo: %+v; alpha: %+v; record of old: %+v", c, f.claimed(t, "alpha"), f.record(t, "old"))
+	})
+}
+
 func TestAReenteredRecordWrittenBeforeTheLabelsIsStampedWithThem(t *testing.T) {
 	t.Parallel()
 	f := start(t, labelledSetup())
