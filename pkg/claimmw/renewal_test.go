@@ -362,3 +362,47 @@ func TestAnOperatorRestartedWithClaimLabelsRenewsTheRecordsWrittenWithoutThemBef
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// An upgrade that changes the value claim.Config.HolderLabels gives under
+// the same label key (a port that selected a holder's records by its name
+// moving to its UID, as docs/porting.md advises) is a restart: the renewals
+// the new process resumes reach the records its objects hold from before,
+// labelled with the old values, before a contender's count of the lease
+// duration runs out (docs/middleware.md: every record the object still
+// holds is renewed "after a restart", so it expires only when the operator
+// itself stopped renewing).
+func TestAnOperatorRestartedWithOtherHolderLabelValuesRenewsTheRecordsLabelledWithTheOldOnesBeforeTheirHoldersFirstPass(t *testing.T) {
+	ns := env.Namespace(t)
+	const holderLabel = "example.com/claim-holder"
+	s := shortRenewal(t)
+	s.claimCfg = &claim.Config{HolderLabels: func(h claim.Holder) map[string]string { return map[string]string{holderLabel: h.Name} }}
+	f, stop := startIn(t, ns, s)
+	// Given a holds k on time-based liveness and b waits for it, under a
+	// release whose holder label carries the holder's name
+	f.holdsAndWaits(t, "a", "k", "b")
+
+	// When the operator restarts with the holder's UID under that label,
+	// and does not get to a's first pass for longer than a lease
+	stop()
+	released := make(chan struct{})
+	s.claimCfg = &claim.Config{HolderLabels: func(h claim.Holder) map[string]string { return map[string]string{holderLabel: string(h.UID)} }}
+	s.workers = 2
+	s.beforeWidgetGet = func(key client.ObjectKey) {
+		if key.Name == "a" {
+			<-released
+		}
+	}
+	restarted := time.Now()
+	f, _ = startIn(t, ns, s)
+	t.Cleanup(func() { close(released) }) // before the manager stops: cleanups run last first
+
+	// Then the new process renews k all the same, and b does not take it
+	// over while a's workloads still run, though more than a lease passes
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		if c := f.claimed(t, "b"); c.Reason == string(conditions.ReasonClaimed) {
+			t.Fatalf("b took k over while a's renewals were due from the restarted operator (k last renewed at %v, restart at %v): %+v", f.renewTimeOf(t, "k"), restarted, c)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
