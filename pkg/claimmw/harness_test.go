@@ -320,6 +320,9 @@ type setup struct {
 	// failStatusOf, when set, refuses the status writes of the Widget of
 	// that name from the manager's start (writes.failStatusOf).
 	failStatusOf string
+	// failRenewalsOf, when set, fails every Lease update that names that
+	// holder from the manager's start (writes.failRenewalsOf).
+	failRenewalsOf types.UID
 	// beforeWidgetGet, when set, runs before each read of a Widget through
 	// the manager's client from the manager's start (writes.beforeWidgetGet).
 	beforeWidgetGet func(client.ObjectKey)
@@ -367,6 +370,9 @@ func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
 	f := &fixture{ns: ns, inner: &inner{fail: s.innerFail}, writes: &writes{}}
 	if s.failStatusOf != "" {
 		f.writes.failStatusOf.Store(s.failStatusOf)
+	}
+	if s.failRenewalsOf != "" {
+		f.writes.failRenewalsOf.Store(s.failRenewalsOf)
 	}
 	if s.beforeWidgetGet != nil {
 		f.writes.beforeWidgetGet.Store(s.beforeWidgetGet)

@@ -406,3 +406,50 @@ func TestAnOperatorRestartedWithOtherHolderLabelValuesRenewsTheRecordsLabelledWi
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// The renewals a starting process resumes outlast a write the API server
+// refuses once (a 503 while it is busy with the rollout that restarted the
+// operator, or a conflict with the old process's last renewal): the
+// holder's record stays renewed, and a contender does not take it over
+// while its first pass is still to come (docs/middleware.md: every record
+// is renewed "after a restart", so it expires only when the operator itself
+// stopped renewing).
+func TestARestartedOperatorKeepsRenewingWhatItsObjectsHoldAfterARenewalTheAPIServerRefusedOnce(t *testing.T) {
+	ns := env.Namespace(t)
+	s := shortRenewal(t)
+	f, stop := startIn(t, ns, s)
+	// Given a holds k on time-based liveness and b waits for it
+	f.holdsAndWaits(t, "a", "k", "b")
+	a := f.holderOf(t, "a")
+
+	// When the operator restarts, the API server refuses the first renewal
+	// of a's record the new process sends and accepts every write after
+	// it, and the new process does not get to a's first pass for longer
+	// than a lease
+	stop()
+	released := make(chan struct{})
+	s.workers = 2
+	s.failRenewalsOf = a.UID
+	s.beforeWidgetGet = func(key client.ObjectKey) {
+		if key.Name == "a" {
+			<-released
+		}
+	}
+	restarted := time.Now()
+	f, _ = startIn(t, ns, s)
+	t.Cleanup(func() { close(released) }) // before the manager stops: cleanups run last first
+	eventually(t, 2*time.Second, func() (bool, string) {
+		return f.writes.failedRenewals.Load() >= 1, "the restarted operator sent no renewal of a's record"
+	})
+	f.writes.failRenewalsOf.Store(types.UID(""))
+
+	// Then b does not take k over while a's workloads still run, though
+	// more than a lease passes
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		if c := f.claimed(t, "b"); c.Reason == string(conditions.ReasonClaimed) {
+			t.Fatalf("b took k over while a's renewals were due from the restarted operator (k last renewed at %v, restart at %v): %+v", f.renewTimeOf(t, "k"), restarted, c)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
