@@ -250,3 +250,36 @@ func (f *fixture) leaseUID(t *testing.T, key string) types.UID {
 	}
 	return l.UID
 }
+
+// The deletion path's window ends when a deletion pass succeeds, and a
+// deletion pass whose workloads are still going away says so the way
+// docs/middleware.md (Deletion) tells it to: "stop or delete them in your
+// deletion pass (return an error or a requeue until they are gone), as the
+// window ends when that pass succeeds". Its keys stay held while its passes
+// return a requeue, and go to the next holder after the pass that returns
+// neither.
+func TestADeletionPassThatReturnsARequeueKeepsItsKeysUntilItsWorkloadsAreGone(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given a holds k and b waits for it
+	f.aHoldsKAndBWaits(t)
+	// And a's deletion passes return a requeue while its workloads of k
+	// are still going away
+	var gone atomic.Bool
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "a" && c.state.Deleting && !gone.Load() {
+			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	// When a is deleted
+	f.deleteWidgetAsync(t, "a")
+	eventually(t, wakeWithin, func() (bool, string) {
+		return len(deletionCalls(f, "a")) > 0, "no deletion pass of a"
+	})
+	// Then b does not get k while a's workloads of k still run
+	f.neverClaimed(t, "b", 3*time.Second)
+	// When they are gone, b gets k
+	gone.Store(true)
+	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
+}
