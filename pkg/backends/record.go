@@ -160,6 +160,18 @@ type UnlabelledLister interface {
 	ListUnlabelled(ctx context.Context) ([]Record, error)
 }
 
+// AllLister is implemented by backends that can list the records of every
+// holder in one read, so that a process starting up finds every record
+// whatever labels it carries.
+type AllLister interface {
+	// ListAll returns, through the backend's reader, every record stored
+	// where a reader restricted by Config.Labels can see it (all of them
+	// without Config.Labels), whatever its holder labels say. It may return
+	// objects that store no claim record (their Record is not Ours); the
+	// caller filters.
+	ListAll(ctx context.Context) ([]Record, error)
+}
+
 // Factory builds a Backend for claim.New from its reader and writer and the
 // storage part of its configuration, every default filled in. Backend
 // packages export one; claim.WithBackend selects it.

@@ -757,6 +757,45 @@ func (c *Claimer) CachedHoldings(ctx context.Context, self Holder) ([]Record, er
 	return c.holdings(ctx, c.cached, self)
 }
 
+// RecordsByHolder returns, by holder UID and sorted by key, every record of
+// the Claimer's set, whatever labels it carries: those the reader of
+// [WithCachedReader] shows (uncached without one), and, read uncached,
+// those a cache restricted by Config.Labels does not hold
+// ([Claimer.UnlabelledHoldings]). A record whose labels differ from what
+// the Claimer writes has Unlabelled set: stamp it with [Claimer.Restamp].
+// ok is false, with nothing listed, when the backend cannot list the
+// records of every holder at once ([backends.AllLister]): list each
+// holder's with [Claimer.CachedHoldings] then. When only the uncached
+// listing fails, it returns what the cache shows with the error.
+func (c *Claimer) RecordsByHolder(ctx context.Context) (byHolder map[types.UID][]Record, ok bool, err error) {
+	al, ok := c.cached.(backends.AllLister)
+	if !ok {
+		return nil, false, nil
+	}
+	recs, err := al.ListAll(ctx)
+	if err != nil {
+		return nil, true, fmt.Errorf("listing claims: %w", err)
+	}
+	out := map[types.UID][]Record{}
+	for _, rec := range recs {
+		if rec.Ours() && rec.Holder.UID != "" && ownSet(rec.Set, c.cfg.sets()) {
+			out[rec.Holder.UID] = append(out[rec.Holder.UID], rec)
+		}
+	}
+	unlabelled, err := c.UnlabelledHoldings(ctx)
+	for uid, held := range unlabelled {
+		for _, rec := range held {
+			if !slices.ContainsFunc(out[uid], func(r Record) bool { return r.Key == rec.Key }) {
+				out[uid] = append(out[uid], rec)
+			}
+		}
+	}
+	for _, held := range out {
+		slices.SortFunc(held, func(a, b Record) int { return strings.Compare(a.Key, b.Key) })
+	}
+	return out, true, err
+}
+
 // UnlabelledHoldings returns, by holder UID and sorted by key, the records
 // of the Claimer's set that a cache restricted by Config.Labels
 // (lease.CacheByObject) does not hold: those written before the labels were

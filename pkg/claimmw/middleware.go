@@ -166,10 +166,10 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 			return nil, fmt.Errorf("configuring claim middleware: %w", err)
 		}
 		m.renew = r
-		if c.manager != nil {
-			if err := c.manager.Add(manager.RunnableFunc(m.Start)); err != nil {
-				return nil, fmt.Errorf("configuring claim middleware: adding the renewals to the manager: %w", err)
-			}
+	}
+	if c.manager != nil {
+		if err := c.manager.Add(manager.RunnableFunc(m.Start)); err != nil {
+			return nil, fmt.Errorf("configuring claim middleware: adding its start to the manager: %w", err)
 		}
 	}
 	fin, err := finalizer.New(c.finalizer, c.client, c.apiReader)
@@ -186,28 +186,48 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 // Start blocks until ctx ends, then stops every renewal of [WithRenewal] and
 // refuses new ones. [FromManager] adds it to the manager; a middleware built
 // without one runs it itself, or its renewals end only with their claims.
-// With [WithRenewal] and [FromManager], it first resumes the renewals of
-// every record the objects of its kind in the manager's cache hold, beside
-// their passes and without waiting for them, many objects at once: a
-// process that starts (a restart, a new leader) renews what its objects hold
-// although its queue may reach an object only after a contender's count of
-// the lease duration has run out. The records a Lease cache restricted by
-// Config.Labels cannot show (written before those labels were set) are
-// found by one uncached listing per label, at start.
+// With [FromManager], it first lists every record of its claim set once
+// (from the cache, and uncached those a cache restricted by Config.Labels
+// does not hold) and, beside the first passes and without waiting for
+// them, many at once:
+//   - with [WithRenewal], resumes the renewals of every record the objects
+//     of its kind in the manager's cache hold: a process that starts (a
+//     restart, a new leader) renews what its objects hold although its
+//     queue may reach an object only after a contender's count of the lease
+//     duration has run out;
+//   - stamps every record whose labels differ from what it writes (written
+//     before Config.Labels were set, or under other HolderLabels values),
+//     so that the listings by label of later passes (the give-up rule, the
+//     release sweep) find it.
 func (m *Middleware) Start(ctx context.Context) error {
-	if m.renew != nil && m.cfg.manager != nil {
-		go m.resumeRenewals(ctx)
+	if m.cfg.manager != nil {
+		go m.resume(ctx)
 	}
 	<-ctx.Done()
 	m.renew.close()
 	return nil
 }
 
+// resume lists every record of the middleware's claim set, resumes their
+// renewals (with WithRenewal) and stamps those that lack its labels.
+func (m *Middleware) resume(ctx context.Context) {
+	byHolder, listed, err := m.claimer.RecordsByHolder(ctx)
+	if err != nil {
+		// What the cache shows is resumed and stamped all the same; the
+		// rest is renewed and stamped from its holder's first pass.
+		logError(ctx, err, "listing the claims at start")
+	}
+	if m.renew != nil {
+		m.resumeRenewals(ctx, byHolder, listed)
+	}
+	m.stampAll(ctx, byHolder)
+}
+
 // resumeRenewals starts a hold for every record an object of m's kind
-// holds, as the manager's caches show them and as the uncached listing of
-// the records without the claim labels finds them. Each is renewed once
-// first, which proves it is still held; a record found lost is skipped.
-func (m *Middleware) resumeRenewals(ctx context.Context) {
+// holds: those of byHolder, when listed, or else those its cached listing
+// finds. Each is renewed once first, which proves it is still held; a
+// record found lost is skipped.
+func (m *Middleware) resumeRenewals(ctx context.Context, byHolder map[types.UID][]claim.Record, listed bool) {
 	list, err := m.newList()
 	if err != nil {
 		logError(ctx, err, "resuming the renewals of held claims")
@@ -216,12 +236,6 @@ func (m *Middleware) resumeRenewals(ctx context.Context) {
 	if err := m.cfg.client.List(ctx, list); err != nil {
 		logError(ctx, err, "resuming the renewals of held claims: listing the objects")
 		return
-	}
-	// A failed listing leaves the cache's records to resume: the others
-	// are renewed from their holder's first pass, as without it.
-	unlabelled, err := m.claimer.UnlabelledHoldings(ctx)
-	if err != nil {
-		logError(ctx, err, "resuming the renewals of held claims")
 	}
 	// The objects' renewals run side by side (each object's records one
 	// after another): contenders count the lease duration from this
@@ -238,15 +252,16 @@ func (m *Middleware) resumeRenewals(ctx context.Context) {
 		if err != nil {
 			return nil
 		}
-		recs, err := m.claimer.CachedHoldings(ctx, self)
-		if err != nil {
+		var recs []claim.Record
+		if listed {
+			for _, rec := range byHolder[self.UID] {
+				if rec.Holder.Is(self) {
+					recs = append(recs, rec)
+				}
+			}
+		} else if recs, err = m.claimer.CachedHoldings(ctx, self); err != nil {
 			logError(ctx, err, "resuming the renewals of held claims", "object", client.ObjectKeyFromObject(obj))
 			return nil
-		}
-		for _, rec := range unlabelled[self.UID] {
-			if rec.Holder.Is(self) && !slices.ContainsFunc(recs, func(r claim.Record) bool { return r.Key == rec.Key }) {
-				recs = append(recs, rec)
-			}
 		}
 		if len(recs) == 0 {
 			return nil
@@ -259,6 +274,30 @@ func (m *Middleware) resumeRenewals(ctx context.Context) {
 		}()
 		return nil
 	})
+	wg.Wait()
+}
+
+// stampAll stamps every record of byHolder that lacks the labels the
+// middleware writes, resumeRenewers at once. A record renewed since is
+// stamped already, and costs one read.
+func (m *Middleware) stampAll(ctx context.Context, byHolder map[types.UID][]claim.Record) {
+	sem := make(chan struct{}, resumeRenewers)
+	var wg sync.WaitGroup
+	for _, held := range byHolder {
+		for _, rec := range held {
+			if !rec.Unlabelled || ctx.Err() != nil {
+				continue
+			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if _, err := m.claimer.Restamp(ctx, rec.Holder, rec); err != nil && !errors.Is(err, claim.ErrNotHolder) {
+					logError(ctx, err, "stamping a claim at start", "claimKey", claim.Redact(rec.Key))
+				}
+			}()
+		}
+	}
 	wg.Wait()
 }
 
@@ -807,7 +846,8 @@ func (m *Middleware) confirmGrants(ctx, userCtx context.Context, req reconcile.R
 func (m *Middleware) cacheShows(ctx context.Context, obj client.Object) bool {
 	want := obj.GetResourceVersion()
 	cached := newObject(m.cfg.prototype)
-	for wait := time.Millisecond; wait <= cacheShowsWait; wait *= 2 {
+	deadline := time.Now().Add(cacheShowsWait)
+	for wait := time.Millisecond; ; wait = min(2*wait, cacheShowsPoll) {
 		if err := m.cfg.client.Get(ctx, client.ObjectKeyFromObject(obj), cached); err != nil {
 			return false
 		}
@@ -816,18 +856,25 @@ func (m *Middleware) cacheShows(ctx context.Context, obj client.Object) bool {
 		} else if cmp >= 0 {
 			return cached.GetUID() == obj.GetUID()
 		}
+		if time.Now().After(deadline) {
+			return false
+		}
 		select {
 		case <-ctx.Done():
 			return false
 		case <-time.After(wait):
 		}
 	}
-	return false
 }
 
-// cacheShowsWait bounds the wait of cacheShows (the sum of its sleeps is
-// about twice as much); a cache slower than that costs uncached reads.
-const cacheShowsWait = 256 * time.Millisecond
+// cacheShowsWait bounds the wait of cacheShows; a cache slower than that
+// costs uncached reads. cacheShowsPoll bounds the time between its reads of
+// the cache, and so the time it waits after the cache caught up (a read of
+// the cache copies one object).
+const (
+	cacheShowsWait = 512 * time.Millisecond
+	cacheShowsPoll = 4 * time.Millisecond
+)
 
 // recordedHolder is the holder rec names, zero when there is no record.
 func recordedHolder(rec claim.Record) claim.Holder {
@@ -1306,6 +1353,12 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	stop()
 	if err != nil {
 		return res, err
+	}
+	if !res.IsZero() {
+		// A deletion pass that asks to run again has not finished: its
+		// workloads may still be going away. What it holds stays held,
+		// and renewed, until a pass returns neither an error nor a requeue.
+		return res, nil
 	}
 	if mayAct(was) || len(holdings) > 0 && !saysReleased(was) {
 		// Its deletion pass succeeded: it acts for no key any more. Said

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -36,6 +38,10 @@ type renewals struct {
 	ended chan event.GenericEvent
 	// prototype is the middleware's object type, for those events.
 	prototype client.Object
+	// clock and every are the Keeper's clock and RenewEvery, which bound
+	// the waits of retry.
+	clock clock.Clock
+	every time.Duration
 
 	mu     sync.Mutex
 	holds  map[holdKey]*hold
@@ -62,7 +68,15 @@ func newRenewals(c *claim.Claimer, cfg expiry.KeeperConfig, prototype client.Obj
 	if err != nil {
 		return nil, err
 	}
-	return &renewals{keeper: k, claimer: c, holds: map[holdKey]*hold{}, ended: make(chan event.GenericEvent, holdEndedBuffer), prototype: prototype}, nil
+	// The Keeper's clock, as it defaults it: retries wait on the time its
+	// deadlines count.
+	var clk clock.Clock = clock.RealClock{}
+	if cfg.Clock != nil {
+		clk = cfg.Clock
+	} else if withTicker, ok := claimhook.Clock(c).(clock.WithTicker); ok {
+		clk = withTicker
+	}
+	return &renewals{keeper: k, claimer: c, clock: clk, every: cfg.RenewEvery, holds: map[holdKey]*hold{}, ended: make(chan event.GenericEvent, holdEndedBuffer), prototype: prototype}, nil
 }
 
 // watch wakes obj when the hold held ends on its own.
@@ -168,8 +182,9 @@ func (r *renewals) install(hk holdKey, uid types.UID, hctx context.Context, stop
 // may still be stopping its use of it. Each is renewed once first (by the
 // key as stored: its raw form may be unknown), which proves it is still
 // held. A record found lost is skipped; any other renewal error is logged
-// and tried again in the next pass, as a pass that must stop using a key
-// is never held up by a renewal. It returns the live holds by key.
+// and the renewal tried again in the background until it succeeds or the
+// record is lost (retry), as a pass that must stop using a key is never
+// held up by a renewal. It returns the live holds by key.
 func (r *renewals) keep(ctx context.Context, obj types.NamespacedName, self claim.Holder, recs []claim.Record) map[string]context.Context {
 	if r == nil || len(recs) == 0 {
 		return nil
@@ -191,23 +206,73 @@ func (r *renewals) keep(ctx context.Context, obj types.NamespacedName, self clai
 		if ok {
 			h.stop()
 		}
-		renewed, err := claimhook.RenewNormalized(ctx, r.claimer, rec.Key, self)
-		if err != nil {
-			r.drop(hk)
-			if !errors.Is(err, claim.ErrNotHolder) {
-				log.FromContext(ctx).Error(err, "renewing a claim the object still holds; trying again in its next pass", "claimKey", claim.Redact(rec.Key))
-			}
-			continue
-		}
-		hctx, stop := claimhook.HoldNormalized(r.keeper, context.WithoutCancel(ctx), rec.Key, renewed)
-		hctx, ok = r.install(hk, self.UID, hctx, stop)
-		if !ok {
+		hctx, err := r.renewAndHold(ctx, hk, self)
+		switch {
+		case errors.Is(err, errStopped):
 			return out
+		case errors.Is(err, claim.ErrNotHolder):
+			continue
+		case err != nil:
+			log.FromContext(ctx).Error(err, "renewing a claim the object still holds; trying again", "claimKey", claim.Redact(rec.Key))
+			r.retry(ctx, hk, self)
+			continue
 		}
 		out[rec.Key] = hctx
 	}
 	return out
 }
+
+// renewAndHold renews hk's record once and installs a hold of it. Without a
+// hold of hk afterwards, it returns errStopped when the renewals closed, an
+// error wrapping claim.ErrNotHolder when the record is lost, or the
+// renewal's error.
+func (r *renewals) renewAndHold(ctx context.Context, hk holdKey, self claim.Holder) (context.Context, error) {
+	renewed, err := claimhook.RenewNormalized(ctx, r.claimer, hk.key, self)
+	if err != nil {
+		r.drop(hk)
+		return nil, err
+	}
+	hctx, stop := claimhook.HoldNormalized(r.keeper, context.WithoutCancel(ctx), hk.key, renewed)
+	hctx, ok := r.install(hk, self.UID, hctx, stop)
+	if !ok {
+		return nil, errStopped
+	}
+	return hctx, nil
+}
+
+// retry tries, in the background, the first renewal of a record keep could
+// not renew, again and again (after retryFirst, doubling up to RenewEvery)
+// until one succeeds and its hold is installed, the record is found lost,
+// a hold of it is live again (a pass installed one), or the renewals close:
+// no pass may come before a contender's count of the lease duration runs
+// out (a starting process resumes renewals before the first passes), and
+// nothing but a renewal keeps the key from expiring under its holder.
+func (r *renewals) retry(ctx context.Context, hk holdKey, self claim.Holder) {
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		wait := retryFirst
+		for {
+			<-r.clock.After(wait)
+			wait = min(2*wait, r.every)
+			r.mu.Lock()
+			h, ok := r.holds[hk]
+			closed := r.closed
+			r.mu.Unlock()
+			if closed || ok && h.uid == self.UID && h.ctx.Err() == nil {
+				return
+			}
+			_, err := r.renewAndHold(ctx, hk, self)
+			switch {
+			case err == nil, errors.Is(err, errStopped), errors.Is(err, claim.ErrNotHolder):
+				return
+			}
+			log.FromContext(ctx).V(1).Info("renewing a claim the object still holds failed again; trying again", "claimKey", claim.Redact(hk.key), "error", err.Error())
+		}
+	}()
+}
+
+// retryFirst is the first wait of retry.
+const retryFirst = 50 * time.Millisecond
 
 // stop ends obj's hold of key, if any.
 func (r *renewals) stop(obj types.NamespacedName, key string) {

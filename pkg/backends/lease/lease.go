@@ -61,6 +61,7 @@ type store struct {
 var (
 	_ backends.FreshLister      = (*store)(nil)
 	_ backends.UnlabelledLister = (*store)(nil)
+	_ backends.AllLister        = (*store)(nil)
 )
 
 func (s *store) ref(key string) types.NamespacedName {
@@ -154,6 +155,26 @@ func (s *store) list(ctx context.Context, holder backends.Holder, opts ...client
 		return nil, err
 	}
 	return backends.KeepLost(holder, labelled, unlabelled), nil
+}
+
+// ListAll implements [backends.AllLister]: one List of the Leases in the
+// claim namespace that carry Config.Labels.
+func (s *store) ListAll(ctx context.Context) ([]backends.Record, error) {
+	var list coordinationv1.LeaseList
+	// Decoding only reads the objects: a cache need not copy them.
+	opts := []client.ListOption{client.InNamespace(s.cfg.Namespace), client.UnsafeDisableDeepCopy}
+	if len(s.cfg.Labels) > 0 {
+		opts = append(opts, client.MatchingLabels(s.cfg.Labels))
+	}
+	if err := s.reader.List(ctx, &list, opts...); err != nil {
+		return nil, fmt.Errorf("listing the Leases in %s: %w", s.cfg.Namespace, err)
+	}
+	out := make([]backends.Record, 0, len(list.Items))
+	for i := range list.Items {
+		l := &list.Items[i]
+		out = append(out, withSpec(s.cfg.DecodeListed(stored(l)), l))
+	}
+	return out, nil
 }
 
 // ListUnlabelled implements [backends.UnlabelledLister]: one List per key

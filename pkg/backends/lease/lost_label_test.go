@@ -226,3 +226,71 @@ func TestTheRecordsWithoutTheClaimLabelsAreListedByHolderInOneFilteredRead(t *te
 		t.Fatalf("records without the claim labels of a Claimer without labels: %v, %v; want none", got, err)
 	}
 }
+
+// A starting process lists every record of its claim set once, by holder,
+// whatever labels each carries: records written before Config.Labels were
+// set, and records under another HolderLabels, are found and marked
+// Unlabelled (to be stamped); another set's records and Leases that are no
+// claim records are not.
+func TestEveryRecordOfTheSetIsListedByHolderWhateverItsLabels(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	writer, err := env.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": "claims"}
+	byName := func(h claim.Holder) map[string]string { return map[string]string{"example.com/holder-name": h.Name} }
+	claimerOf := func(cfg claim.Config) *claim.Claimer {
+		t.Helper()
+		cfg.Namespace = ns
+		c, err := claim.New(env.APIReader, writer, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	before := claimerOf(claim.Config{Set: "widgets"})
+	renamed := claimerOf(claim.Config{Set: "widgets", Labels: labels, HolderLabels: byName})
+	after := claimerOf(claim.Config{Set: "widgets", Labels: labels})
+	other := claimerOf(claim.Config{Set: "gadgets", Labels: labels})
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	// Given a holds k1 from before the labels, k5 under another holder
+	// label and k2 as the Claimer writes today; b holds k3, and k4 in
+	// another set; and the namespace has a Lease that is no claim record
+	for _, g := range []struct {
+		c   *claim.Claimer
+		key string
+		h   claim.Holder
+	}{{before, "k1", a}, {renamed, "k5", a}, {after, "k2", a}, {after, "k3", b}, {other, "k4", b}} {
+		wantReason(t, acquire(t, g.c, g.key, g.h), claim.ReasonAcquired)
+	}
+	leader := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "operator-leader-election", Labels: labels}}
+	if err := env.Client.Create(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	// When today's Claimer lists every record of its set
+	got, ok, err := after.RecordsByHolder(ctx)
+	if err != nil || !ok {
+		t.Fatalf("listing every record: ok %t, %v", ok, err)
+	}
+	// Then it finds a's k1, k2 and k5 and b's k3, those it does not write
+	// as they are marked to be stamped
+	type found struct {
+		Key        string
+		Unlabelled bool
+	}
+	byHolder := map[string][]found{}
+	for uid, recs := range got {
+		for _, r := range recs {
+			byHolder[string(uid)] = append(byHolder[string(uid)], found{r.Key, r.Unlabelled})
+		}
+	}
+	want := map[string][]found{
+		string(a.UID): {{"k1", true}, {"k2", false}, {"k5", true}},
+		string(b.UID): {{"k3", false}},
+	}
+	if diff := cmp.Diff(want, byHolder); diff != "" {
+		t.Fatalf("every record of the set by holder UID (-want +got):\n%s", diff)
+	}
+}
