@@ -195,10 +195,11 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 //     restart, a new leader) renews what its objects hold although its
 //     queue may reach an object only after a contender's count of the lease
 //     duration has run out;
-//   - stamps every record whose labels differ from what it writes (written
-//     before Config.Labels were set, or under other HolderLabels values),
-//     so that the listings by label of later passes (the give-up rule, the
-//     release sweep) find it.
+//   - stamps every record of its set whose labels differ from what it
+//     writes (written before Config.Labels were set, or under other
+//     HolderLabels values), so that the listings by label of later passes
+//     (the give-up rule, the release sweep) find it. Records without a set
+//     are stamped by their holder's passes.
 func (m *Middleware) Start(ctx context.Context) error {
 	if m.cfg.manager != nil {
 		go m.resume(ctx)
@@ -279,13 +280,15 @@ func (m *Middleware) resumeRenewals(ctx context.Context, byHolder map[types.UID]
 
 // stampAll stamps every record of byHolder that lacks the labels the
 // middleware writes, resumeRenewers at once. A record renewed since is
-// stamped already, and costs one read.
+// stamped already, and costs one read. A record without a set is left to
+// its holder's passes: a stamp writes the set too, and which middleware of
+// the kind such a record belongs to only a pass decides.
 func (m *Middleware) stampAll(ctx context.Context, byHolder map[types.UID][]claim.Record) {
 	sem := make(chan struct{}, resumeRenewers)
 	var wg sync.WaitGroup
 	for _, held := range byHolder {
 		for _, rec := range held {
-			if !rec.Unlabelled || ctx.Err() != nil {
+			if !rec.Unlabelled || rec.Set == "" || ctx.Err() != nil {
 				continue
 			}
 			sem <- struct{}{}
