@@ -540,6 +540,43 @@ func TestAHandoverIsCommittedOnlyToASuccessorWaitingForThatKey(t *testing.T) {
 
 // labelledSetup is a fixture whose claim records carry team=x and whose
 // Lease cache sees only records with that label, as the docs recommend.
+// The stamp a starting process gives the records of its set whose labels
+// differ from what it writes leaves a record without a set alone: a stamp
+// writes the set too, and which middleware of the kind such a record
+// belongs to (it may be another's, written before sets existed) is decided
+// by its holder's passes, not by whichever middleware starts first.
+func TestTheStampAtStartLeavesARecordWithoutASetToItsHoldersPasses(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	f, stop := startIn(t, ns, setup{})
+	// Given alpha holds k under a release without claim labels, its record
+	// as a version without sets wrote it
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	l := f.leaseOf(t, "k")
+	delete(l.Annotations, backends.DefaultSetAnnotation)
+	if err := direct(t).Update(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	// When the operator is upgraded to claim labels and has not got to
+	// alpha's first pass yet
+	stop()
+	released := make(chan struct{})
+	s := labelledSetup()
+	s.beforeWidgetGet = func(key client.ObjectKey) {
+		if key.Name == "alpha" {
+			<-released
+		}
+	}
+	f, _ = startIn(t, ns, s)
+	t.Cleanup(func() { close(released) }) // before the manager stops: cleanups run last first
+	// Then the record still carries no set, and no labels of the new
+	// release, until alpha's pass decides
+	time.Sleep(2 * time.Second)
+	if l := f.leaseOf(t, "k"); l.Annotations[backends.DefaultSetAnnotation] != "" || l.Labels["team"] != "" {
+		t.Fatalf("the record of k was stamped before alpha's pass: labels %v, set %q", l.Labels, l.Annotations[backends.DefaultSetAnnotation])
+	}
+}
+
 func labelledSetup() setup {
 	labels := map[string]string{"team": "x"}
 	return setup{claimCfg: &claim.Config{Labels: labels}, leaseLabels: labels}
