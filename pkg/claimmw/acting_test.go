@@ -559,16 +559,7 @@ func TestTheStampAtStartLeavesARecordWithoutASetToItsHoldersPasses(t *testing.T)
 	}
 	// When the operator is upgraded to claim labels and has not got to
 	// alpha's first pass yet
-	stop()
-	released := make(chan struct{})
-	s := labelledSetup()
-	s.beforeWidgetGet = func(key client.ObjectKey) {
-		if key.Name == "alpha" {
-			<-released
-		}
-	}
-	f, _ = startIn(t, ns, s)
-	t.Cleanup(func() { close(released) }) // before the manager stops: cleanups run last first
+	f, _ = restartHoldingBack(t, ns, stop, labelledSetup(), named("alpha"))
 	// Then the record still carries no set, and no labels of the new
 	// release, until alpha's pass decides
 	time.Sleep(2 * time.Second)

@@ -211,17 +211,8 @@ func TestARestartedOperatorRenewsWhatItsObjectsHoldBeforeTheirFirstPass(t *testi
 
 	// When the operator restarts, and the new process does not get to a's
 	// first pass for longer than a lease
-	stop()
-	released := make(chan struct{})
 	s.workers = 2
-	s.beforeWidgetGet = func(key client.ObjectKey) {
-		if key.Name == "a" {
-			<-released
-		}
-	}
-	restarted := time.Now()
-	f, _ = startIn(t, ns, s)
-	t.Cleanup(func() { close(released) }) // before the manager stops: cleanups run last first
+	f, restarted := restartHoldingBack(t, ns, stop, s, named("a"))
 
 	// Then the new process renews k all the same
 	eventually(t, 2*time.Second, func() (bool, string) {
@@ -229,13 +220,7 @@ func TestARestartedOperatorRenewsWhatItsObjectsHoldBeforeTheirFirstPass(t *testi
 		return got.After(restarted), fmt.Sprintf("k was last renewed at %v, before the restart at %v", got, restarted)
 	})
 	// And b does not take k over, though more than a lease passes
-	deadline := time.Now().Add(4 * time.Second)
-	for time.Now().Before(deadline) {
-		if c := f.claimed(t, "b"); c.Reason == string(conditions.ReasonClaimed) {
-			t.Fatalf("b took k over while a's renewals were due from the restarted operator: %+v", c)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	f.notTakenOver(t, restarted, 4*time.Second, map[string]string{"b": "k"})
 	rec, err := f.mw.Claimer().Current(context.Background(), "k")
 	if err != nil {
 		t.Fatal(err)
@@ -296,29 +281,17 @@ func TestARestartedOperatorRenewsEveryRecordItsObjectsHoldBeforeAContendersCount
 	// answer a Lease write (eight records at 700 ms stand for thousands at a
 	// few milliseconds each), and the new process does not get to the
 	// holders' first passes for longer than a lease
-	stop()
-	released := make(chan struct{})
 	s.workers = 2 * n
-	s.beforeWidgetGet = func(key client.ObjectKey) {
-		if strings.HasPrefix(key.Name, "a") {
-			<-released
-		}
-	}
 	s.beforeLeaseUpdate = func(*coordinationv1.Lease) { time.Sleep(700 * time.Millisecond) }
-	f, _ = startIn(t, ns, s)
-	t.Cleanup(func() { close(released) }) // before the manager stops: cleanups run last first
+	f, restarted := restartHoldingBack(t, ns, stop, s, func(name string) bool { return strings.HasPrefix(name, "a") })
 
 	// Then no contender takes a key over while its holder's renewals are due
 	// from the restarted operator
-	deadline := time.Now().Add(8 * time.Second)
-	for time.Now().Before(deadline) {
-		for i := range n {
-			if c := f.claimed(t, fmt.Sprintf("b%d", i)); c.Reason == string(conditions.ReasonClaimed) {
-				t.Fatalf("b%d took k%d over while a%d's renewals were due from the restarted operator (k%d last renewed at %v): %+v", i, i, i, i, f.renewTimeOf(t, fmt.Sprintf("k%d", i)), c)
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
+	waiters := map[string]string{}
+	for i := range n {
+		waiters[fmt.Sprintf("b%d", i)] = fmt.Sprintf("k%d", i)
 	}
+	f.notTakenOver(t, restarted, 8*time.Second, waiters)
 }
 
 // The upgrade that adds claim.Config.Labels (and restricts the manager's
@@ -337,30 +310,15 @@ func TestAnOperatorRestartedWithClaimLabelsRenewsTheRecordsWrittenWithoutThemBef
 	// When the operator restarts with claim labels, its Lease cache
 	// restricted to them, and does not get to a's first pass for longer
 	// than a lease
-	stop()
-	released := make(chan struct{})
 	labels := map[string]string{"app.example.com/claims": "widgets"}
 	s.claimCfg = &claim.Config{Labels: labels}
 	s.leaseLabels = labels
 	s.workers = 2
-	s.beforeWidgetGet = func(key client.ObjectKey) {
-		if key.Name == "a" {
-			<-released
-		}
-	}
-	restarted := time.Now()
-	f, _ = startIn(t, ns, s)
-	t.Cleanup(func() { close(released) }) // before the manager stops: cleanups run last first
+	f, restarted := restartHoldingBack(t, ns, stop, s, named("a"))
 
 	// Then the new process renews k all the same, and b does not take it
 	// over, though more than a lease passes
-	deadline := time.Now().Add(6 * time.Second)
-	for time.Now().Before(deadline) {
-		if c := f.claimed(t, "b"); c.Reason == string(conditions.ReasonClaimed) {
-			t.Fatalf("b took k over while a's renewals were due from the restarted operator (k last renewed at %v, restart at %v): %+v", f.renewTimeOf(t, "k"), restarted, c)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	f.notTakenOver(t, restarted, 6*time.Second, map[string]string{"b": "k"})
 }
 
 // An upgrade that changes the value claim.Config.HolderLabels gives under
@@ -383,28 +341,13 @@ func TestAnOperatorRestartedWithOtherHolderLabelValuesRenewsTheRecordsLabelledWi
 
 	// When the operator restarts with the holder's UID under that label,
 	// and does not get to a's first pass for longer than a lease
-	stop()
-	released := make(chan struct{})
 	s.claimCfg = &claim.Config{HolderLabels: func(h claim.Holder) map[string]string { return map[string]string{holderLabel: string(h.UID)} }}
 	s.workers = 2
-	s.beforeWidgetGet = func(key client.ObjectKey) {
-		if key.Name == "a" {
-			<-released
-		}
-	}
-	restarted := time.Now()
-	f, _ = startIn(t, ns, s)
-	t.Cleanup(func() { close(released) }) // before the manager stops: cleanups run last first
+	f, restarted := restartHoldingBack(t, ns, stop, s, named("a"))
 
 	// Then the new process renews k all the same, and b does not take it
 	// over while a's workloads still run, though more than a lease passes
-	deadline := time.Now().Add(6 * time.Second)
-	for time.Now().Before(deadline) {
-		if c := f.claimed(t, "b"); c.Reason == string(conditions.ReasonClaimed) {
-			t.Fatalf("b took k over while a's renewals were due from the restarted operator (k last renewed at %v, restart at %v): %+v", f.renewTimeOf(t, "k"), restarted, c)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	f.notTakenOver(t, restarted, 6*time.Second, map[string]string{"b": "k"})
 }
 
 // The renewals a starting process resumes outlast a write the API server
@@ -426,18 +369,9 @@ func TestARestartedOperatorKeepsRenewingWhatItsObjectsHoldAfterARenewalTheAPISer
 	// of a's record the new process sends and accepts every write after
 	// it, and the new process does not get to a's first pass for longer
 	// than a lease
-	stop()
-	released := make(chan struct{})
 	s.workers = 2
 	s.failRenewalsOf = a.UID
-	s.beforeWidgetGet = func(key client.ObjectKey) {
-		if key.Name == "a" {
-			<-released
-		}
-	}
-	restarted := time.Now()
-	f, _ = startIn(t, ns, s)
-	t.Cleanup(func() { close(released) }) // before the manager stops: cleanups run last first
+	f, restarted := restartHoldingBack(t, ns, stop, s, named("a"))
 	eventually(t, 2*time.Second, func() (bool, string) {
 		return f.writes.failedRenewals.Load() >= 1, "the restarted operator sent no renewal of a's record"
 	})
@@ -445,11 +379,43 @@ func TestARestartedOperatorKeepsRenewingWhatItsObjectsHoldAfterARenewalTheAPISer
 
 	// Then b does not take k over while a's workloads still run, though
 	// more than a lease passes
-	deadline := time.Now().Add(6 * time.Second)
-	for time.Now().Before(deadline) {
-		if c := f.claimed(t, "b"); c.Reason == string(conditions.ReasonClaimed) {
-			t.Fatalf("b took k over while a's renewals were due from the restarted operator (k last renewed at %v, restart at %v): %+v", f.renewTimeOf(t, "k"), restarted, c)
+	f.notTakenOver(t, restarted, 6*time.Second, map[string]string{"b": "k"})
+}
+
+// restartHoldingBack stops the operator (stop) and starts it again in ns
+// with s, where the passes of the Widgets heldBack names do not get past
+// their first read until the test ends: a queue that reaches those objects
+// only after a contender's count of the lease duration ran out. It returns
+// the new fixture and when it started.
+func restartHoldingBack(t *testing.T, ns string, stop func(), s setup, heldBack func(name string) bool) (*fixture, time.Time) {
+	t.Helper()
+	stop()
+	released := make(chan struct{})
+	s.beforeWidgetGet = func(key client.ObjectKey) {
+		if heldBack(key.Name) {
+			<-released
 		}
-		time.Sleep(100 * time.Millisecond)
+	}
+	restarted := time.Now()
+	f, _ := startIn(t, ns, s)
+	t.Cleanup(func() { close(released) }) // before the manager stops: cleanups run last first
+	return f, restarted
+}
+
+// named is the heldBack of restartHoldingBack for the Widget name.
+func named(name string) func(string) bool { return func(n string) bool { return n == name } }
+
+// notTakenOver asserts the Then "no waiter takes its key over for d while
+// the holder's renewals are due from the operator restarted at restarted":
+// waiters maps each waiter to the key it waits for.
+func (f *fixture) notTakenOver(t *testing.T, restarted time.Time, d time.Duration, waiters map[string]string) {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for waiter, key := range waiters {
+			if c := f.claimed(t, waiter); c.Reason == string(conditions.ReasonClaimed) {
+				t.Fatalf("%s took %s over while its holder's renewals were due from the restarted operator (%s last renewed at %v, restart at %v): %+v",
+					waiter, key, key, f.renewTimeOf(t, key), restarted, c)
+			}
+		}
 	}
 }

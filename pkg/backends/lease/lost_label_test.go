@@ -174,20 +174,8 @@ func acquireK1K2ForAAndK3ForB(t *testing.T, c *claim.Claimer, a, b claim.Holder)
 func TestTheRecordsWithoutTheClaimLabelsAreListedByHolderInOneFilteredRead(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	claimerOf := claimersIn(t, ns)
 	labels := map[string]string{"app": "claims"}
-	claimerOf := func(cfg claim.Config, reader client.Reader) *claim.Claimer {
-		t.Helper()
-		cfg.Namespace = ns
-		c, err := claim.New(reader, writer, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
 	before := claimerOf(claim.Config{Set: "widgets"}, env.APIReader)
 	other := claimerOf(claim.Config{Set: "gadgets"}, env.APIReader)
 	reader := &sent{Reader: env.APIReader}
@@ -235,25 +223,13 @@ func TestTheRecordsWithoutTheClaimLabelsAreListedByHolderInOneFilteredRead(t *te
 func TestEveryRecordOfTheSetIsListedByHolderWhateverItsLabels(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	claimerOf := claimersIn(t, ns)
 	labels := map[string]string{"app": "claims"}
 	byName := func(h claim.Holder) map[string]string { return map[string]string{"example.com/holder-name": h.Name} }
-	claimerOf := func(cfg claim.Config) *claim.Claimer {
-		t.Helper()
-		cfg.Namespace = ns
-		c, err := claim.New(env.APIReader, writer, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	before := claimerOf(claim.Config{Set: "widgets"})
-	renamed := claimerOf(claim.Config{Set: "widgets", Labels: labels, HolderLabels: byName})
-	after := claimerOf(claim.Config{Set: "widgets", Labels: labels})
-	other := claimerOf(claim.Config{Set: "gadgets", Labels: labels})
+	before := claimerOf(claim.Config{Set: "widgets"}, env.APIReader)
+	renamed := claimerOf(claim.Config{Set: "widgets", Labels: labels, HolderLabels: byName}, env.APIReader)
+	after := claimerOf(claim.Config{Set: "widgets", Labels: labels}, env.APIReader)
+	other := claimerOf(claim.Config{Set: "gadgets", Labels: labels}, env.APIReader)
 	a, b := holder(t, ns, "a"), holder(t, ns, "b")
 	// Given a holds k1 from before the labels, k5 under another holder
 	// label and k2 as the Claimer writes today; b holds k3, and k4 in
@@ -292,5 +268,25 @@ func TestEveryRecordOfTheSetIsListedByHolderWhateverItsLabels(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, byHolder); diff != "" {
 		t.Fatalf("every record of the set by holder UID (-want +got):\n%s", diff)
+	}
+}
+
+// claimersIn returns a constructor of Claimers in ns that read through the
+// reader given and write through one client: Claimers of releases with
+// other Configs writing the same records.
+func claimersIn(t *testing.T, ns string) func(claim.Config, client.Reader) *claim.Claimer {
+	t.Helper()
+	writer, err := env.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(cfg claim.Config, reader client.Reader) *claim.Claimer {
+		t.Helper()
+		cfg.Namespace = ns
+		c, err := claim.New(reader, writer, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
 }
