@@ -658,14 +658,7 @@ func TestAKeyDeletedFromOutsideWhileItsHolderCleansUpIsNotGrantedToAWaiter(t *te
 	// When alpha is deleted and its deletion pass, given k, keeps failing
 	// (its cleanup of k's workloads is not done)
 	f.deleteWidgetAsync(t, "alpha")
-	eventually(t, wakeWithin, func() (bool, string) {
-		for _, c := range f.inner.callsOf("alpha") {
-			if c.state.Deleting && len(c.state.Grants) == 1 {
-				return true, ""
-			}
-		}
-		return false, "alpha's deletion pass was never given k"
-	})
+	f.waitForDeletionPassGiven(t, "alpha", "k")
 	// And a person deletes k's record while alpha still cleans up
 	f.deleteLease(t, "k")
 	// Then bravo is not granted k while alpha's window for k is open

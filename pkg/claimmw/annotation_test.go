@@ -90,24 +90,9 @@ func TestADeletionPassIsToldAnAnnotationRecordWhoseLabelsAnotherWriterReplaced(t
 	// alpha's cleanup of k (a deletion pass given k) keeps failing
 	f, c, cm := startAnnotationHeld(t, "bravo")
 	ctx := context.Background()
-	f.inner.setFail(func(name string, cl call) error {
-		if name == "alpha" && cl.state.Deleting && len(cl.state.Grants) > 0 {
-			return errNotStopped
-		}
-		return nil
-	})
-	alpha, _ := f.widget(t, "alpha")
-	if err := direct(t).Delete(ctx, alpha); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, wakeWithin, func() (bool, string) {
-		for _, cl := range f.inner.callsOf("alpha") {
-			if cl.state.Deleting && len(cl.state.Grants) == 1 {
-				return true, ""
-			}
-		}
-		return false, "alpha's deletion pass was never given k"
-	})
+	f.failPassesOf("alpha", func(s claimmw.State) bool { return s.Deleting && len(s.Grants) > 0 })
+	alpha := f.deleteWidgetAsync(t, "alpha")
+	f.waitForDeletionPassGiven(t, "alpha", "k")
 	// When another writer replaces the storage object's labels whole
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
 		t.Fatal(err)

@@ -77,10 +77,7 @@ func TestTwoMiddlewaresOnOneKindBothRunTheirDeletionPath(t *testing.T) {
 			return nil
 		})
 	}
-	x, _ := st.widget(t, "x")
-	if err := direct(t).Delete(context.Background(), x); err != nil {
-		t.Fatal(err)
-	}
+	st.deleteWidgetAsync(t, "x")
 	eventually(t, 10*time.Second, func() (bool, string) {
 		_, err := st.widget(t, "x")
 		return apierrors.IsNotFound(err), fmt.Sprintf("x after deletion: %v", err)
