@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/expiry"
@@ -22,12 +23,7 @@ var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 // the protocol moves only through fake clocks; this waits for goroutines.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	envtest.EventuallyEvery(t, 10*time.Second, 10*time.Millisecond, func() (bool, string) { return cond(), "timed out waiting for " + what })
 }
 
 func expiryClaimer(t *testing.T, ns string, clk *clocktesting.FakeClock, d time.Duration) *claim.Claimer {

@@ -108,6 +108,15 @@ func leaseOf(t *testing.T, c *claim.Claimer, k string) *coordinationv1.Lease {
 	return &l
 }
 
+// touchLease edits a label of k's Lease through w, so that a write
+// conditional on what was read of it before is refused.
+func touchLease(ctx context.Context, t *testing.T, w client.Client, c *claim.Claimer, k string) error {
+	t.Helper()
+	l := leaseOf(t, c, k)
+	l.Labels["touched"] = "yes"
+	return w.Update(ctx, l)
+}
+
 func TestFirstClaimantWinsAndReentryWritesNothing(t *testing.T) {
 	ns := env.Namespace(t)
 	a, b := holder(t, ns, "a"), holder(t, ns, "b")
@@ -204,9 +213,7 @@ func TestTakeoverLosesToAChangeOfTheLeaseBetweenReadAndWrite(t *testing.T) {
 	// Given a Liveness that judges a dead while someone edits the Lease
 	var c *claim.Claimer
 	c = newClaimer(t, ns, nil, nil, claim.WithLiveness(hookLiveness(func() {
-		l := leaseOf(t, c, key)
-		l.Labels["touched"] = "yes"
-		if err := env.Client.Update(context.Background(), l); err != nil {
+		if err := touchLease(context.Background(), t, env.Client, c, key); err != nil {
 			t.Errorf("editing Lease mid-call: %v", err)
 		}
 	})))
@@ -457,9 +464,7 @@ func TestReleaseOfAChangedLeaseIsAnError(t *testing.T) {
 	writer, _ := env.NewClient()
 	racing := interceptor.NewClient(writer, interceptor.Funcs{
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			l := leaseOf(t, base, key)
-			l.Labels["touched"] = "yes"
-			if err := c.Update(ctx, l); err != nil {
+			if err := touchLease(ctx, t, c, base, key); err != nil {
 				return err
 			}
 			return c.Delete(ctx, obj, opts...)
