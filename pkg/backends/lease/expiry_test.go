@@ -26,6 +26,16 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	envtest.EventuallyEvery(t, 10*time.Second, 10*time.Millisecond, func() (bool, string) { return cond(), "timed out waiting for " + what })
 }
 
+// holdEndsWith waits for held to end, and fails t unless it ended with
+// want.
+func holdEndsWith(held context.Context, t *testing.T, what string, want error) {
+	t.Helper()
+	eventually(t, what, func() bool { return held.Err() != nil })
+	if !errors.Is(context.Cause(held), want) {
+		t.Fatalf("cause = %v, want %v", context.Cause(held), want)
+	}
+}
+
 func expiryClaimer(t *testing.T, ns string, clk *clocktesting.FakeClock, d time.Duration) *claim.Claimer {
 	t.Helper()
 	e, err := expiry.New(d, clk)
@@ -133,6 +143,14 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 		}
 		return o
 	}
+	// stepToARenewal moves the clock to the next renewal and waits until it
+	// wrote the Lease.
+	stepToARenewal := func(t *testing.T) {
+		t.Helper()
+		before := leaseOf(t, c, key).ResourceVersion
+		clk.Step(5 * time.Second)
+		eventually(t, "a renewal", func() bool { return leaseOf(t, c, key).ResourceVersion != before })
+	}
 	k, err := expiry.NewKeeper(c, expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -141,9 +159,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 	t.Run("given renewals succeed then the holder keeps acting", func(t *testing.T) {
 		held, stop := k.Hold(context.Background(), key, renewed(t))
 		defer stop()
-		before := leaseOf(t, c, key).ResourceVersion
-		clk.Step(5 * time.Second)
-		eventually(t, "a renewal", func() bool { return leaseOf(t, c, key).ResourceVersion != before })
+		stepToARenewal(t)
 		clk.Step(5 * time.Second)
 		if held.Err() != nil {
 			t.Fatalf("hold ended while renewing: %v", context.Cause(held))
@@ -153,9 +169,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 		mode.set("")
 		held, stop := k.Hold(context.Background(), key, renewed(t))
 		defer stop()
-		before := leaseOf(t, c, key).ResourceVersion
-		clk.Step(5 * time.Second)
-		eventually(t, "a renewal", func() bool { return leaseOf(t, c, key).ResourceVersion != before })
+		stepToARenewal(t)
 		mode.set("fail")
 		for range 3 {
 			clk.Step(5 * time.Second)
@@ -165,10 +179,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 			t.Fatalf("hold ended %v before the deadline: %v", 15*time.Second, context.Cause(held))
 		}
 		clk.Step(5 * time.Second)
-		eventually(t, "the hold to end", func() bool { return held.Err() != nil })
-		if !errors.Is(context.Cause(held), expiry.ErrRenewDeadline) {
-			t.Fatalf("cause = %v, want ErrRenewDeadline", context.Cause(held))
-		}
+		holdEndsWith(held, t, "the hold to end", expiry.ErrRenewDeadline)
 	})
 	t.Run("given a renewal hangs then the holder still stops at the deadline", func(t *testing.T) {
 		mode.set("")
@@ -181,10 +192,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 		for range 3 {
 			clk.Step(5 * time.Second)
 		}
-		eventually(t, "the hold to end while a renewal hangs", func() bool { return held.Err() != nil })
-		if !errors.Is(context.Cause(held), expiry.ErrRenewDeadline) {
-			t.Fatalf("cause = %v, want ErrRenewDeadline", context.Cause(held))
-		}
+		holdEndsWith(held, t, "the hold to end while a renewal hangs", expiry.ErrRenewDeadline)
 	})
 	t.Run("given the claim was lost then the holder stops at once", func(t *testing.T) {
 		mode.set("")
@@ -194,10 +202,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Step(5 * time.Second)
-		eventually(t, "the hold to end", func() bool { return held.Err() != nil })
-		if !errors.Is(context.Cause(held), claim.ErrNotHolder) {
-			t.Fatalf("cause = %v, want ErrNotHolder", context.Cause(held))
-		}
+		holdEndsWith(held, t, "the hold to end", claim.ErrNotHolder)
 	})
 }
 
