@@ -47,7 +47,8 @@ func xHoldsKThroughStorageAndNetwork(t *testing.T) (st, nw *fixture) {
 // docs/middleware.md asks) coexist; each one's deletion path runs its inner
 // reconciler with the keys it holds and releases its records before the
 // finalizer comes off. (Sharing the default finalizer is refused at setup,
-// see TestTwoMiddlewaresSharingAFinalizerOrConditionTypeAreRefusedAtSetup;
+// see
+// TestASecondMiddlewareOnOneKindIsRefusedAtSetupWhenItSharesANameAFinalizerOrAConditionType;
 // each has its own here.)
 func TestTwoMiddlewaresOnOneKindBothRunTheirDeletionPath(t *testing.T) {
 	// Given x holds storage/k through one middleware and network/k through
