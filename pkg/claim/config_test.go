@@ -6,11 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocf-claim/claim/pkg/backends"
-
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/ocf-claim/claim/pkg/backends"
+	"github.com/ocf-claim/claim/pkg/backends/annotation"
 )
 
 // nopBackend lets construction tests run without storage: a backend that
@@ -19,6 +20,11 @@ func nopBackend(client.Reader, client.Client, backends.Config) (backends.Backend
 	return countingBackend{n: new(int)}, nil
 }
 
+// TestNewValidatesOnceAndReportsEveryProblem: New reports every problem of
+// its configuration in one error naming the field and value, the backend
+// factory's included (the default Lease backend's missing Namespace; the
+// annotation backend's missing Object and Target), so that a user does not
+// fix one error, run again, and meet the next.
 func TestNewValidatesOnceAndReportsEveryProblem(t *testing.T) {
 	c := fake.NewClientBuilder().Build()
 	tests := []struct {
@@ -69,6 +75,18 @@ func TestNewValidatesOnceAndReportsEveryProblem(t *testing.T) {
 				return nil, errors.New("config.Namespace is empty")
 			})},
 			want: []string{"backend: config.Namespace is empty"},
+		},
+		{
+			name:   "default Lease backend: bad prefix and no namespace",
+			reader: c, writer: c,
+			cfg:  Config{Prefix: "UPPER_"},
+			want: []string{`config.Prefix "UPPER_"`, "config.Namespace is empty"},
+		},
+		{
+			name:   "annotation backend: bad label and no Object/Target",
+			reader: c, writer: c, opts: []Option{WithBackend(annotation.Backend(annotation.Options{}))},
+			cfg:  Config{Labels: map[string]string{"ok": "bad value!"}},
+			want: []string{`config.Labels["ok"] value "bad value!"`, "options.Object is nil", "options.Target is nil"},
 		},
 	}
 	for _, tt := range tests {

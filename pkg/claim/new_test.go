@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/ocf-claim/claim/pkg/backends"
-	"github.com/ocf-claim/claim/pkg/backends/annotation"
 	"github.com/ocf-claim/claim/pkg/backends/memory"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/expiry"
@@ -28,48 +27,6 @@ func TestNewWithANilOptionReturnsAnErrorNotAPanic(t *testing.T) {
 		}
 	}()
 	_, _ = claim.New(c, c, claim.Config{Namespace: "ns"}, conditional)
-}
-
-// TestNewReportsConfigAndBackendProblemsInOneError: New reports every problem
-// of its configuration in one error naming the field and value, the backend
-// factory's included. Given a config with a bad field and a problem the
-// backend factory reports (the default Lease backend's missing Namespace; the
-// annotation backend's missing Object and Target), When New is called, Then
-// the one error names both, so that a user does not fix one error, run again,
-// and meet the next.
-func TestNewReportsConfigAndBackendProblemsInOneError(t *testing.T) {
-	c := fake.NewClientBuilder().Build()
-	tests := []struct {
-		name string
-		cfg  claim.Config
-		opts []claim.Option
-		want []string
-	}{
-		{
-			name: "default Lease backend: bad prefix and no namespace",
-			cfg:  claim.Config{Prefix: "UPPER_"},
-			want: []string{`config.Prefix "UPPER_"`, "config.Namespace is empty"},
-		},
-		{
-			name: "annotation backend: bad label and no Object/Target",
-			cfg:  claim.Config{Labels: map[string]string{"ok": "bad value!"}},
-			opts: []claim.Option{claim.WithBackend(annotation.Backend(annotation.Options{}))},
-			want: []string{`config.Labels["ok"] value "bad value!"`, "options.Object is nil", "options.Target is nil"},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := claim.New(c, c, tt.cfg, tt.opts...)
-			if err == nil {
-				t.Fatal("New() = nil error")
-			}
-			for _, frag := range tt.want {
-				if !strings.Contains(err.Error(), frag) {
-					t.Errorf("New() error does not name %q; the error was:\n%v", frag, err)
-				}
-			}
-		})
-	}
 }
 
 // TestNewNeverPanicsOnANameFuncThatOnlyKnowsNormalizedKeys: New never panics

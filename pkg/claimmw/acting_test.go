@@ -171,6 +171,18 @@ func (f *fixture) alphaLostJAndStopsWhileBravoWaitsForK(t *testing.T) {
 	f.waitForReason(t, "alpha", conditions.ReasonStopping, lossWithin)
 }
 
+// bravoGetsKOnlyOnceAlphaStops is the When and Then of the tests of a
+// stopping alpha that may still act for k, its passes failing while failing
+// is set: a person deletes k's record, bravo waits for alpha's handover and
+// is not granted k; once alpha's passes succeed, bravo is granted k.
+func (f *fixture) bravoGetsKOnlyOnceAlphaStops(t *testing.T, failing *atomic.Bool) {
+	t.Helper()
+	f.deleteLease(t, "k")
+	f.waitsForHandoverFrom(t, "bravo", "alpha")
+	failing.Store(false)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
 // grants reports whether s grants key.
 func grants(s claimmw.State, key string) bool {
 	return slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == key })
@@ -291,14 +303,11 @@ func TestAKeyFreedFromOutsideGoesToAWaiterOnlyOnceItsStoppingHolderSucceeded(t *
 	if rec := f.record(t, "k"); !rec.Exists || rec.Holder.UID != alpha.UID {
 		t.Fatalf("record of k while alpha's told pass fails: exists %t, holder %s; want alpha's", rec.Exists, rec.Holder)
 	}
-	// And a person deletes k's record
-	f.deleteLease(t, "k")
-	// Then bravo waits for alpha to stop, and is not granted k
-	f.waitsForHandoverFrom(t, "bravo", "alpha")
-	// When alpha's told pass succeeds, bravo is granted k
-	failing.Store(false)
+	// And a person deletes k's record: then bravo waits for alpha to stop,
+	// and is granted k only once alpha's told pass succeeds
+	f.bravoGetsKOnlyOnceAlphaStops(t, failing)
+	// And alpha is Parked
 	f.waitForReason(t, "alpha", conditions.ReasonParked, wakeWithin)
-	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
 
 func TestAKeyFreedFromOutsideIsNotGrantedWhileAHolderThatNoLongerNamesItHasNotStopped(t *testing.T) {
@@ -313,13 +322,10 @@ func TestAKeyFreedFromOutsideIsNotGrantedWhileAHolderThatNoLongerNamesItHasNotSt
 	// longer names it
 	f.setKeys(t, "alpha", "j")
 	f.waitForInnerCall(t, "alpha", "a pass told to give k up", func(s claimmw.State) bool { return len(s.Releasing) > 0 })
-	// And a person deletes k's record, so no pass names k in Releasing again
-	f.deleteLease(t, "k")
-	// Then bravo waits for alpha, and is not granted k
-	f.waitsForHandoverFrom(t, "bravo", "alpha")
-	// When alpha's told pass succeeds, bravo is granted k
-	failing.Store(false)
-	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+	// And a person deletes k's record, so no pass names k in Releasing
+	// again: then bravo waits for alpha, and is granted k only once alpha's
+	// told pass succeeds
+	f.bravoGetsKOnlyOnceAlphaStops(t, failing)
 }
 
 func TestAWaiterIsNotLeftWaitingWhenItsPredecessorStopsWhileItsConditionIsBeingWritten(t *testing.T) {
@@ -366,13 +372,10 @@ func TestAStoppingHolderWhoseSpecChangesStillCountsForTheKeysItActedForUntilItsP
 	// for the new spec has not yet succeeded
 	f.setKeys(t, "alpha", "m")
 	f.waitForGrantedPass(t, "alpha", "m")
-	// And a person deletes k's record
-	f.deleteLease(t, "k")
-	// Then bravo waits for alpha, and is not granted k
-	f.waitsForHandoverFrom(t, "bravo", "alpha")
-	// When alpha's pass succeeds, bravo is granted k and alpha holds m
-	failing.Store(false)
-	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+	// And a person deletes k's record: then bravo waits for alpha, and is
+	// granted k only once alpha's pass succeeds
+	f.bravoGetsKOnlyOnceAlphaStops(t, failing)
+	// And alpha holds m
 	f.waitForReason(t, "alpha", conditions.ReasonClaimed, wakeWithin)
 }
 
@@ -730,14 +733,7 @@ func TestAKeyDeletedFromOutsideWhileItsHolderCleansUpIsNotGrantedToAWaiter(t *te
 	// When alpha is deleted and its deletion pass, given k, keeps failing
 	// (its cleanup of k's workloads is not done)
 	f.deleteWidgetAsync(t, "alpha")
-	eventually(t, wakeWithin, func() (bool, string) {
-		for _, c := range f.inner.callsOf("alpha") {
-			if c.state.Deleting && len(c.state.Grants) == 1 {
-				return true, ""
-			}
-		}
-		return false, "alpha's deletion pass was never given k"
-	})
+	f.waitForDeletionPassGiven(t, "alpha", "k")
 	// And a person deletes k's record while alpha still cleans up
 	f.deleteLease(t, "k")
 	// Then bravo is not granted k while alpha's window for k is open

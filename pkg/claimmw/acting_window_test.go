@@ -150,21 +150,24 @@ func (w *windows) whenActs(name string, then func()) {
 // was open.
 func (w *windows) noOverlap(t *testing.T) {
 	t.Helper()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, o := range w.overlaps {
-		t.Error(o)
-	}
+	w.errorEach(t, &w.overlaps)
 }
 
 // noReleasingWhileAnotherActs fails the test for every pass that was told
 // to release the key while another Widget's window was open.
 func (w *windows) noReleasingWhileAnotherActs(t *testing.T) {
 	t.Helper()
+	w.errorEach(t, &w.releasing)
+}
+
+// errorEach reports every violation recorded in *violations, read under
+// w.mu.
+func (w *windows) errorEach(t *testing.T, violations *[]string) {
+	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, r := range w.releasing {
-		t.Error(r)
+	for _, v := range *violations {
+		t.Error(v)
 	}
 }
 
@@ -297,12 +300,7 @@ func aKeyNobodyActsForReachesItsWaiter(t *testing.T, deltaKeys []string, deltaSa
 	// computed) and is deleted, with no grants in its deletion passes
 	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "k")
 	if deletionFails {
-		f.inner.setFail(func(name string, c call) error {
-			if name == "delta" && c.state.Deleting {
-				return errNotStopped
-			}
-			return nil
-		})
+		f.failDeletionPassesOf("delta")
 		f.createWidget(t, "delta", deltaKeys...)
 	} else {
 		f.createKeptWidget(t, "delta", deltaKeys...)

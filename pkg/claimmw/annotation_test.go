@@ -43,11 +43,7 @@ func TestAnAnnotationRecordErasedByAnotherWriterIsNoticedAtOnce(t *testing.T) {
 	// object it names is Claimed
 	onlyTheRecordedHolderIsClaimed(ctx, t, f)
 	// And if alpha lost it, a Lost event says so
-	if f.claimed(t, "alpha").Status == "False" {
-		eventually(t, wakeWithin, func() (bool, string) {
-			return f.hasEvent(t, "alpha", string(claimmw.EventLost)), "no Lost event on alpha"
-		})
-	}
+	f.toldIfItLost(t, "alpha")
 }
 
 // startAnnotationHeld starts a fixture whose claims are stored as
@@ -90,24 +86,9 @@ func TestADeletionPassIsToldAnAnnotationRecordWhoseLabelsAnotherWriterReplaced(t
 	// alpha's cleanup of k (a deletion pass given k) keeps failing
 	f, c, cm := startAnnotationHeld(t, "bravo")
 	ctx := context.Background()
-	f.inner.setFail(func(name string, cl call) error {
-		if name == "alpha" && cl.state.Deleting && len(cl.state.Grants) > 0 {
-			return errNotStopped
-		}
-		return nil
-	})
-	alpha, _ := f.widget(t, "alpha")
-	if err := direct(t).Delete(ctx, alpha); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, wakeWithin, func() (bool, string) {
-		for _, cl := range f.inner.callsOf("alpha") {
-			if cl.state.Deleting && len(cl.state.Grants) == 1 {
-				return true, ""
-			}
-		}
-		return false, "alpha's deletion pass was never given k"
-	})
+	f.failPassesOf("alpha", func(s claimmw.State) bool { return s.Deleting && len(s.Grants) > 0 })
+	alpha := f.deleteWidgetAsync(t, "alpha")
+	f.waitForDeletionPassGiven(t, "alpha", "k")
 	// When another writer replaces the storage object's labels whole
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
 		t.Fatal(err)
@@ -149,11 +130,7 @@ func TestAnAnnotationRecordErasedByDeleteAndRecreateLeavesOnlyItsRecordedHolderC
 	// Then soon exactly the object the new record names is Claimed
 	onlyTheRecordedHolderIsClaimed(ctx, t, f)
 	// And if alpha lost it, a Lost event says so
-	if f.claimed(t, "alpha").Status == "False" {
-		eventually(t, wakeWithin, func() (bool, string) {
-			return f.hasEvent(t, "alpha", string(claimmw.EventLost)), "no Lost event on alpha"
-		})
-	}
+	f.toldIfItLost(t, "alpha")
 }
 
 // TestAHolderWhoseAnnotationRecordIsErasedWithNobodyWaitingIsToldLost: a holder
@@ -226,6 +203,17 @@ func TestAHolderWhoseAnnotationRecordIsErasedAcrossClaimErrorPassesIsToldLost(t 
 	eventually(t, wakeWithin, func() (bool, string) {
 		return f.hasEvent(t, "alpha", string(claimmw.EventLost)), fmt.Sprintf("no Lost event on alpha (alpha %s, bravo %s)", f.claimed(t, "alpha").Reason, f.claimed(t, "bravo").Reason)
 	})
+}
+
+// toldIfItLost waits for a Lost event on name when its condition no longer
+// says Claimed: an object that lost its key is told so.
+func (f *fixture) toldIfItLost(t *testing.T, name string) {
+	t.Helper()
+	if f.claimed(t, name).Status == "False" {
+		eventually(t, wakeWithin, func() (bool, string) {
+			return f.hasEvent(t, name, string(claimmw.EventLost)), "no Lost event on " + name
+		})
+	}
 }
 
 // onlyTheRecordedHolderIsClaimed waits until key k's record is ours and

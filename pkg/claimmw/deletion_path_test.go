@@ -2,7 +2,6 @@ package claimmw_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -32,10 +31,7 @@ func TestAHolderDeletedWithoutItsFinalizerHandsTheKeyToTheWaiter(t *testing.T) {
 	// Given a holds k and b waits for it
 	f.aHoldsKAndBWaits(t)
 	// When a person deletes a and strips its finalizer at once
-	a, _ := f.widget(t, "a")
-	if err := direct(t).Delete(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "a")
 	if w, err := f.widget(t, "a"); err == nil {
 		w.Finalizers = nil
 		if err := direct(t).Update(ctx, w); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -56,14 +52,8 @@ func TestAHolderDeletedWithoutItsFinalizerHandsTheKeyToTheWaiter(t *testing.T) {
 // keeps the object and the object still holds k.
 func TestTheDeletionPathWithoutOurFinalizerStillReportsAndReleasesHeldKeys(t *testing.T) {
 	f := start(t, setup{})
-	ctx := context.Background()
-	var failing atomic.Bool
-	f.inner.setFail(func(name string, c call) error {
-		if c.state.Deleting && failing.Load() {
-			return errors.New("injected: cleanup not done yet")
-		}
-		return nil
-	})
+	failing := f.failDeletionPassesOf("a")
+	failing.Store(false)
 	// Given a holds k, with another controller's finalizer as well
 	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	f.edit(t, "a", func(w *testcrd.Widget) { w.Finalizers = append(w.Finalizers, "example.com/other") })
@@ -71,10 +61,7 @@ func TestTheDeletionPathWithoutOurFinalizerStillReportsAndReleasesHeldKeys(t *te
 	// When a is deleted, its first deletion passes fail, and meanwhile a
 	// person removes the middleware's finalizer
 	failing.Store(true)
-	a, _ := f.widget(t, "a")
-	if err := direct(t).Delete(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	a := f.deleteWidgetAsync(t, "a")
 	eventually(t, 5*time.Second, func() (bool, string) {
 		return len(deletionCalls(f, "a")) > 0, "no deletion pass of a"
 	})
@@ -121,10 +108,7 @@ func TestFencedClientWorksOnTheDeletionPath(t *testing.T) {
 	// Given a holds k
 	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
 	// When a is deleted
-	a, _ := f.widget(t, "a")
-	if err := direct(t).Delete(context.Background(), a); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "a")
 	// Then its deletion pass writes through a fenced client, and a is gone
 	eventually(t, 10*time.Second, func() (bool, string) {
 		_, err := f.widget(t, "a")

@@ -247,7 +247,6 @@ func TestAHolderParkedOnAnotherKeyStillHandsOverTheKeyItKeeps(t *testing.T) {
 // pass runs, and the holder meanwhile stops naming the key.
 func TestAHandoverIsNotCommittedToASuccessorDeletedDuringThePass(t *testing.T) {
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHandover(handTo)}, workers: 2})
-	ctx := context.Background()
 	var blocking atomic.Bool
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
@@ -269,10 +268,7 @@ func TestAHandoverIsNotCommittedToASuccessorDeletedDuringThePass(t *testing.T) {
 	}
 	// When b is deleted (and gone), and a stops naming k, before that pass
 	// ends
-	b, _ := f.widget(t, "b")
-	if err := direct(t).Delete(ctx, b); err != nil {
-		t.Fatal(err)
-	}
+	b := f.deleteWidgetAsync(t, "b")
 	eventually(t, 10*time.Second, func() (bool, string) {
 		_, err := f.widget(t, "b")
 		return apierrors.IsNotFound(err), fmt.Sprintf("b after deletion: %v", err)

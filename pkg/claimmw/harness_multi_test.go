@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -101,12 +100,8 @@ type replicaMW struct {
 func startReplica(t *testing.T, ns string, mws ...replicaMW) []*fixture {
 	t.Helper()
 	w := &writes{}
-	opts := env.ManagerOptions(ns)
-	opts.NewClient = intercepted(w.funcs())
-	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	funcs := w.funcs()
+	mgr := newManager(t, ns, &funcs)
 	var out []*fixture
 	for i, m := range mws {
 		f := &fixture{ns: ns, inner: &inner{}, writes: w, client: mgr.GetClient()}
@@ -122,6 +117,7 @@ func startReplica(t *testing.T, ns string, mws ...replicaMW) []*fixture {
 			claimmw.WithRequeue(time.Hour, time.Hour),
 			claimmw.WithMetrics(false),
 		}, m.opts...)
+		var err error
 		f.mw, err = claimmw.Wrap(f.inner, opts...)
 		if err != nil {
 			t.Fatal(err)

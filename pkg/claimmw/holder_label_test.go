@@ -1,7 +1,6 @@
 package claimmw_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -21,15 +19,10 @@ import (
 // holder in its annotations, so Acquire grants the key to it.
 func TestARecordWithoutItsHolderLabelIsStillReleasedWhenNoLongerNamed(t *testing.T) {
 	f := start(t, setup{})
-	ctx := context.Background()
 	// Given a holds k and b waits for it
 	f.aHoldsKAndBWaits(t)
 	// And someone removed the holder-uid label from k's Lease
-	l := f.leaseOf(t, "k")
-	delete(l.Labels, backends.DefaultHolderUIDLabel)
-	if err := direct(t).Update(ctx, l); err != nil {
-		t.Fatal(err)
-	}
+	f.stripHolderLabel(t, "k")
 	a, _ := f.widget(t, "a")
 	if rec := f.record(t, "k"); !rec.Ours() || rec.Holder.UID != a.UID {
 		t.Fatalf("record of k after relabel = %+v, want still a's", rec)
@@ -75,11 +68,8 @@ func TestTheDeletionPathReleasesARecordThatLostItsHolderLabel(t *testing.T) {
 	// Given x holds k, and k's Lease lost its holder label
 	f.createAndWait(t, "x", conditions.ReasonClaimed, "k")
 	f.stripHolderLabel(t, "k")
-	x, _ := f.widget(t, "x")
 	// When x is deleted
-	if err := direct(t).Delete(context.Background(), x); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "x")
 	eventually(t, 10*time.Second, func() (bool, string) {
 		_, err := f.widget(t, "x")
 		return apierrors.IsNotFound(err), fmt.Sprintf("x after deletion: %v", err)

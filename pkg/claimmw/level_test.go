@@ -427,43 +427,6 @@ func TestTwoMiddlewaresOnOneKindNeverReleaseEachOthersRecords(t *testing.T) {
 	}
 }
 
-func TestTwoMiddlewaresSharingAFinalizerOrConditionTypeAreRefusedAtSetup(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		second []claimmw.Option
-		want   string
-	}{
-		{"given the same default finalizer then the second setup names it", []claimmw.Option{claimmw.WithConditionType("NetworkClaimed")}, "finalizer"},
-		{"given the same default condition type then the second setup names it", []claimmw.Option{claimmw.WithFinalizer("example.com/network")}, "condition type"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ns := env.Namespace(t)
-			mgr := newManager(t, ns, nil)
-			noop := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })
-			wrap := func(name string, extra ...claimmw.Option) *claimmw.Middleware {
-				mw, err := claimmw.Wrap(noop, append([]claimmw.Option{
-					claimmw.FromManager(mgr), claimmw.For(&testcrd.Widget{}), claimmw.WithName(name), claimmw.WithMetrics(false),
-					claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)), claimmw.WithKeys(specKeys),
-				}, extra...)...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return mw
-			}
-			// Given a storage middleware with the defaults
-			if err := wrap("storage").SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{})); err != nil {
-				t.Fatal(err)
-			}
-			// When a network middleware shares one of them
-			err := wrap("network", tc.second...).SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}))
-			// Then its setup fails, naming what is shared
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("second setup: %v; want an error naming the shared %s", err, tc.want)
-			}
-		})
-	}
-}
-
 func TestFairnessNeverLetsAFreeKeyWaitForAnOlderObjectParkedElsewhere(t *testing.T) {
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithFairness()}})
 	// Given z holds A, and the older y names A and B, so it is parked on A

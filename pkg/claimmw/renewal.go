@@ -110,20 +110,16 @@ func (r *renewals) ensure(ctx context.Context, obj types.NamespacedName, self cl
 	for _, g := range granted {
 		o := g.o
 		hk := holdKey{obj: obj, key: o.Key}
-		r.mu.Lock()
-		h, ok := r.holds[hk]
-		closed := r.closed
-		r.mu.Unlock()
+		live, stopped, closed := r.current(hk, self.UID)
 		if closed {
 			return nil, errStopped
 		}
-		if ok && h.uid == self.UID && h.ctx.Err() == nil {
-			out[o.Key] = h.ctx
+		if live != nil {
+			out[o.Key] = live
 			continue
 		}
-		if ok {
-			h.stop()
-			log.FromContext(ctx).Info("claim hold ended; holding again", "claimKey", o.Key, "cause", context.Cause(h.ctx).Error())
+		if stopped != nil {
+			log.FromContext(ctx).Info("claim hold ended; holding again", "claimKey", o.Key, "cause", context.Cause(stopped.ctx).Error())
 		}
 		if o.Reason == claim.ReasonHeld {
 			renewed, err := expiry.Renew(ctx, r.claimer, g.raw, self)
@@ -137,7 +133,7 @@ func (r *renewals) ensure(ctx context.Context, obj types.NamespacedName, self cl
 		// The hold outlives this pass: it renews until the claim is released,
 		// lost, handed over, or the object deleted, each of which stops it.
 		hctx, stop := r.keeper.Hold(context.WithoutCancel(ctx), g.raw, o)
-		hctx, ok = r.install(hk, self.UID, hctx, stop)
+		hctx, ok := r.install(hk, self.UID, hctx, stop)
 		if !ok {
 			return nil, errStopped
 		}
@@ -145,6 +141,28 @@ func (r *renewals) ensure(ctx context.Context, obj types.NamespacedName, self cl
 	}
 	return out, nil
 }
+
+// current returns the context of hk's hold when it is uid's and has not
+// ended. A hold of hk that is another holder's or has ended is stopped and
+// returned as stopped, for the caller to log why it ended; closed is true
+// once the renewals are closed, and then nothing is stopped.
+func (r *renewals) current(hk holdKey, uid types.UID) (live context.Context, stopped *hold, closed bool) {
+	r.mu.Lock()
+	h, ok := r.holds[hk]
+	closed = r.closed
+	r.mu.Unlock()
+	switch {
+	case closed || !ok:
+		return nil, nil, closed
+	case h.liveFor(uid):
+		return h.ctx, nil, false
+	}
+	h.stop()
+	return nil, h, false
+}
+
+// liveFor reports whether h is uid's hold and has not ended.
+func (h *hold) liveFor(uid types.UID) bool { return h.uid == uid && h.ctx.Err() == nil }
 
 // install makes a new hold of hk the one the renewals keep, and returns the
 // context of the hold in effect; false once the renewals are closed (the
@@ -160,7 +178,7 @@ func (r *renewals) install(hk holdKey, uid types.UID, hctx context.Context, stop
 		return nil, false
 	}
 	old, ok := r.holds[hk]
-	if ok && old.uid == uid && old.ctx.Err() == nil {
+	if ok && old.liveFor(uid) {
 		r.mu.Unlock()
 		stop()
 		return old.ctx, true
@@ -192,19 +210,13 @@ func (r *renewals) keep(ctx context.Context, obj types.NamespacedName, self clai
 	out := make(map[string]context.Context, len(recs))
 	for _, rec := range recs {
 		hk := holdKey{obj: obj, key: rec.Key}
-		r.mu.Lock()
-		h, ok := r.holds[hk]
-		closed := r.closed
-		r.mu.Unlock()
+		live, _, closed := r.current(hk, self.UID)
 		if closed {
 			return out
 		}
-		if ok && h.uid == self.UID && h.ctx.Err() == nil {
-			out[rec.Key] = h.ctx
+		if live != nil {
+			out[rec.Key] = live
 			continue
-		}
-		if ok {
-			h.stop()
 		}
 		hctx, err := r.renewAndHold(ctx, hk, self)
 		switch {
@@ -258,7 +270,7 @@ func (r *renewals) retry(ctx context.Context, hk holdKey, self claim.Holder) {
 			h, ok := r.holds[hk]
 			closed := r.closed
 			r.mu.Unlock()
-			if closed || ok && h.uid == self.UID && h.ctx.Err() == nil {
+			if closed || ok && h.liveFor(self.UID) {
 				return
 			}
 			_, err := r.renewAndHold(ctx, hk, self)

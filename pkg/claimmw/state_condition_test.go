@@ -47,13 +47,7 @@ func TestStateConditionOnTheDeletionPathFoldsIntoATypedReady(t *testing.T) {
 	// Given w holds k
 	f.createAndWait(t, "w", conditions.ReasonClaimed, "k")
 	// When w is deleted
-	w, err := f.widget(t, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := direct(t).Delete(context.Background(), w); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "w")
 	var del *call
 	eventually(t, 10*time.Second, func() (bool, string) {
 		for _, c := range f.inner.callsOf("w") {

@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
@@ -20,7 +21,6 @@ import (
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
 	"github.com/ocf-claim/claim/pkg/conditions"
-	"github.com/ocf-claim/claim/pkg/finalizer"
 )
 
 // xHoldsKThroughStorageAndNetwork starts two middlewares on Widgets,
@@ -47,7 +47,8 @@ func xHoldsKThroughStorageAndNetwork(t *testing.T) (st, nw *fixture) {
 // docs/middleware.md asks) coexist; each one's deletion path runs its inner
 // reconciler with the keys it holds and releases its records before the
 // finalizer comes off. (Sharing the default finalizer is refused at setup,
-// see TestTwoMiddlewaresSharingAFinalizerOrConditionTypeAreRefusedAtSetup;
+// see
+// TestASecondMiddlewareOnOneKindIsRefusedAtSetupWhenItSharesANameAFinalizerOrAConditionType;
 // each has its own here.)
 func TestTwoMiddlewaresOnOneKindBothRunTheirDeletionPath(t *testing.T) {
 	// Given x holds storage/k through one middleware and network/k through
@@ -77,10 +78,7 @@ func TestTwoMiddlewaresOnOneKindBothRunTheirDeletionPath(t *testing.T) {
 			return nil
 		})
 	}
-	x, _ := st.widget(t, "x")
-	if err := direct(t).Delete(context.Background(), x); err != nil {
-		t.Fatal(err)
-	}
+	st.deleteWidgetAsync(t, "x")
 	eventually(t, 10*time.Second, func() (bool, string) {
 		_, err := st.widget(t, "x")
 		return apierrors.IsNotFound(err), fmt.Sprintf("x after deletion: %v", err)
@@ -167,44 +165,54 @@ func TestARecordWithoutASetIsNotReleasedByTheOtherMiddlewareOfItsHolder(t *testi
 	}
 }
 
-// Promise 10: a second middleware with the same name on one kind fails
-// setup.
-func TestASecondMiddlewareWithTheSameNameOnOneKindFailsSetup(t *testing.T) {
-	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), env.ManagerOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrap := func(name string) *claimmw.Middleware {
-		mw, err := claimmw.Wrap(&inner{},
-			claimmw.FromManager(mgr),
-			claimmw.For(&testcrd.Widget{}),
-			claimmw.WithClaim(claim.Config{Namespace: "claims"}, claim.WithBackend(lease.Backend)),
-			claimmw.WithKeys(specKeys),
-			claimmw.WithMetrics(false),
-			claimmw.WithName(name),
-			claimmw.WithConditionType(conditions.Type(name+"Claimed")),
-			claimmw.WithFinalizer(finalizer.Name("example.com/"+name)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mw
-	}
-	// Given one middleware set up on Widget
-	if err := wrap("storage").SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}).Named("w1")); err != nil {
-		t.Fatal(err)
-	}
-	// When a second one with another name, then one with the same name, is
-	// set up on Widget
-	errOther := wrap("network").SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}).Named("w2"))
-	errSame := wrap("storage").SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}).Named("w3"))
-	// Then only the same name fails
-	if errOther != nil {
-		t.Errorf("another name: %v", errOther)
-	}
-	if errSame == nil {
-		t.Error("the same name on one kind set up without an error")
-	} else {
-		mustContain(t, "error", errSame.Error(), "WithName")
+// Promise 10: a second middleware on one kind is refused at setup, with an
+// error naming what it shares with the first, when it has the first's name
+// (WithName), finalizer or condition type; one that shares none of them is
+// set up.
+func TestASecondMiddlewareOnOneKindIsRefusedAtSetupWhenItSharesANameAFinalizerOrAConditionType(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		secondName string
+		second     []claimmw.Option
+		want       string // "": the second setup succeeds
+	}{
+		{"given the same name then the second setup names WithName", "storage", nil, "WithName"},
+		{"given the same default finalizer then the second setup names it", "network", []claimmw.Option{claimmw.WithConditionType("NetworkClaimed")}, "finalizer"},
+		{"given the same default condition type then the second setup names it", "network", []claimmw.Option{claimmw.WithFinalizer("example.com/network")}, "condition type"},
+		{"given another name, finalizer and condition type then the second is set up", "network", []claimmw.Option{claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			mgr := newManager(t, ns, nil)
+			noop := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })
+			wrap := func(name string, extra ...claimmw.Option) *claimmw.Middleware {
+				mw, err := claimmw.Wrap(noop, append([]claimmw.Option{
+					claimmw.FromManager(mgr), claimmw.For(&testcrd.Widget{}), claimmw.WithName(name), claimmw.WithMetrics(false),
+					claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)), claimmw.WithKeys(specKeys),
+				}, extra...)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return mw
+			}
+			// Given a storage middleware with the defaults
+			if err := wrap("storage").SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}).Named("w1")); err != nil {
+				t.Fatal(err)
+			}
+			// When a second one is set up on Widget
+			err := wrap(tc.secondName, tc.second...).SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}).Named("w2"))
+			// Then its setup fails, naming what is shared, or succeeds when
+			// nothing is
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("second setup sharing nothing: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("second setup: %v; want an error naming the shared %s", err, tc.want)
+			}
+		})
 	}
 }
 

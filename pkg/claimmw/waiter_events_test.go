@@ -39,13 +39,7 @@ func TestAWaiterRecordsNoEventWhenOnlyTheHolderItWaitsBehindChanges(t *testing.T
 		f.createAndWait(t, name, conditions.ReasonParked, "k")
 	}
 	// When alpha is deleted
-	alpha, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := direct(t).Delete(context.Background(), alpha); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "alpha")
 	// Then one of them holds k and the other waits behind it, its condition
 	// naming the new holder
 	var successor, waiter string
@@ -86,13 +80,7 @@ func TestTheStartOfAHoldersDeletionRunsNoPassOfItsWaitersBeforeItReleases(t *tes
 	failing := f.failToldPassesOf("alpha")
 	time.Sleep(time.Second) // bravo's passes of its own condition write are over
 	before := len(f.inner.callsOf("bravo"))
-	alpha, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := direct(t).Delete(context.Background(), alpha); err != nil {
-		t.Fatal(err)
-	}
+	f.deleteWidgetAsync(t, "alpha")
 	f.waitForInnerCall(t, "alpha", "a deletion pass", func(s claimmw.State) bool { return s.Deleting })
 	time.Sleep(time.Second)
 	// Then bravo had no pass: nothing it could judge changed

@@ -27,6 +27,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
+// worker is the holder the Keeper tests hold keys for.
+var worker = claim.Holder{Kind: "Worker", Namespace: "ns", Name: "w", UID: "uid-w"}
+
+// newKeeper returns a Claimer of cfg over a fresh memory store, reading time
+// from clk, and a Keeper of kcfg over it.
+func newKeeper(t *testing.T, clk *clocktesting.FakeClock, cfg claim.Config, kcfg expiry.KeeperConfig) (*claim.Claimer, *expiry.Keeper) {
+	t.Helper()
+	c, err := memory.NewClaimer(memory.New(), cfg, claim.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := expiry.NewKeeper(c, kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, k
+}
+
 // TestAKeeperCountsTheRenewDeadlineFromTheGrantNotFromHold: Given a key
 // granted at t0 and held only 10 s later (a slow pass between Acquire and
 // Hold), When 20 s (the renew deadline) have passed since the grant was
@@ -37,16 +55,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestAKeeperCountsTheRenewDeadlineFromTheGrantNotFromHold(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns"}, claim.WithClock(clk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := expiry.NewKeeper(c, expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 15 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	self := claim.Holder{Kind: "Worker", Namespace: "ns", Name: "w", UID: "uid-w"}
-	_, granted, err := c.Acquire(ctx, "queue/orders", self)
+	c, k := newKeeper(t, clk, claim.Config{Namespace: "ns"}, expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 15 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
+	_, granted, err := c.Acquire(ctx, "queue/orders", worker)
 	if err != nil || !granted.Granted() {
 		t.Fatalf("Acquire() = %s, %v; want granted", granted.Reason, err)
 	}
@@ -80,19 +90,11 @@ func TestAKeeperCountsTheRenewDeadlineFromTheGrantNotFromHold(t *testing.T) {
 func TestAKeeperRefusesAnOutcomeThatWroteNothing(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns"}, claim.WithClock(clk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := expiry.NewKeeper(c, expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	self := claim.Holder{Kind: "Worker", Namespace: "ns", Name: "w", UID: "uid-w"}
-	if _, o, err := c.Acquire(ctx, "queue/orders", self); err != nil || !o.Granted() {
+	c, k := newKeeper(t, clk, claim.Config{Namespace: "ns"}, expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second})
+	if _, o, err := c.Acquire(ctx, "queue/orders", worker); err != nil || !o.Granted() {
 		t.Fatalf("Acquire() = %s, %v; want granted", o.Reason, err)
 	}
-	_, again, err := c.Acquire(ctx, "queue/orders", self)
+	_, again, err := c.Acquire(ctx, "queue/orders", worker)
 	if err != nil || again.Reason != claim.ReasonHeld {
 		t.Fatalf("re-entry = %s, %v; want Held", again.Reason, err)
 	}
@@ -122,17 +124,9 @@ func TestAKeepersCauseNeverEchoesTheRawKeysPassword(t *testing.T) {
 		u.User = nil
 		return u.String(), nil
 	}
-	c, err := memory.NewClaimer(memory.New(), claim.Config{Namespace: "ns", Normalize: stripUserinfo}, claim.WithClock(clk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := expiry.NewKeeper(c, expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, k := newKeeper(t, clk, claim.Config{Namespace: "ns", Normalize: stripUserinfo}, expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
 	const raw = "postgres://admin:hunter2@db.data.svc:5432/app"
-	self := claim.Holder{Kind: "Worker", Namespace: "ns", Name: "w", UID: "uid-w"}
-	_, granted, err := c.Acquire(ctx, raw, self)
+	_, granted, err := c.Acquire(ctx, raw, worker)
 	if err != nil || !granted.Granted() {
 		t.Fatalf("Acquire() = %s, %v; want granted", granted.Reason, err)
 	}

@@ -59,6 +59,26 @@ func current(t *testing.T, obj client.Object) *corev1.ConfigMap {
 	return cm
 }
 
+// deletingConfigMap creates a ConfigMap with finalizers and deletes it, and
+// returns it as the API server has it now: being deleted, kept by its
+// finalizers.
+func deletingConfigMap(t *testing.T, finalizers ...string) *corev1.ConfigMap {
+	t.Helper()
+	cm := newConfigMap(t, finalizers...)
+	if err := env.TestClient(t).Delete(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	return current(t, cm)
+}
+
+// wantFinalizers fails t unless obj's finalizers, read uncached, are want.
+func wantFinalizers(t *testing.T, obj client.Object, want ...string) {
+	t.Helper()
+	if diff := cmp.Diff(want, current(t, obj).Finalizers); diff != "" {
+		t.Errorf("finalizers (-want +got):\n%s", diff)
+	}
+}
+
 func TestNewRejectsBadConfiguration(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -113,9 +133,7 @@ func TestAddWritesOnceAndKeepsOthersFinalizers(t *testing.T) {
 		t.Fatalf("Add = %v, %v; want true, nil", wrote, err)
 	}
 	// Then the optimistic lock refused the stale patch, the retry re-read, and both finalizers are there
-	if diff := cmp.Diff([]string{"example.com/other", name}, current(t, cm).Finalizers); diff != "" {
-		t.Errorf("finalizers (-want +got):\n%s", diff)
-	}
+	wantFinalizers(t, cm, "example.com/other", name)
 	if got := patches.Load(); got != 2 {
 		t.Errorf("patches = %d, want 2 (one refused, one after the re-read)", got)
 	}
@@ -146,42 +164,28 @@ func TestRemoveKeepsOthersFinalizers(t *testing.T) {
 		t.Fatalf("Remove = %v, %v; want true, nil", wrote, err)
 	}
 	// Then only ours is gone
-	if diff := cmp.Diff([]string{"example.com/other"}, current(t, cm).Finalizers); diff != "" {
-		t.Errorf("finalizers (-want +got):\n%s", diff)
-	}
+	wantFinalizers(t, cm, "example.com/other")
 }
 
 func TestAddRefusesAnObjectBeingDeleted(t *testing.T) {
 	ctx := context.Background()
-	w := env.TestClient(t)
-	f := newFinalizer(t, w)
+	f := newFinalizer(t, env.TestClient(t))
 	// Given an object being deleted (held by another finalizer)
-	cm := newConfigMap(t, "example.com/other")
-	if err := w.Delete(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	deleting := current(t, cm)
+	deleting := deletingConfigMap(t, "example.com/other")
 	// When our finalizer is added
 	_, err := f.Add(ctx, deleting)
 	// Then it is refused and nothing was written
 	if err == nil || !strings.Contains(err.Error(), "being deleted") {
 		t.Fatalf("Add on a deleting object: %v, want an error saying it is being deleted", err)
 	}
-	if diff := cmp.Diff([]string{"example.com/other"}, current(t, cm).Finalizers); diff != "" {
-		t.Errorf("finalizers (-want +got):\n%s", diff)
-	}
+	wantFinalizers(t, deleting, "example.com/other")
 }
 
 func TestFinalizeRemovesTheFinalizerOnlyAfterCleanupSucceeded(t *testing.T) {
 	ctx := context.Background()
-	w := env.TestClient(t)
-	f := newFinalizer(t, w)
+	f := newFinalizer(t, env.TestClient(t))
 	// Given an object with our finalizer that is being deleted
-	cm := newConfigMap(t, name)
-	if err := w.Delete(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
-	obj := current(t, cm)
+	obj := deletingConfigMap(t, name)
 
 	// When cleanup fails
 	boom := errors.New("boom")
@@ -190,7 +194,7 @@ func TestFinalizeRemovesTheFinalizerOnlyAfterCleanupSucceeded(t *testing.T) {
 	if !errors.Is(err, boom) || removed {
 		t.Fatalf("Finalize with failing cleanup = %v, %v; want false, boom", removed, err)
 	}
-	if !f.Has(current(t, cm)) {
+	if !f.Has(current(t, obj)) {
 		t.Fatal("finalizer removed although cleanup failed")
 	}
 
@@ -201,7 +205,7 @@ func TestFinalizeRemovesTheFinalizerOnlyAfterCleanupSucceeded(t *testing.T) {
 		t.Fatalf("Finalize = %v, %v (cleanup ran: %v); want true, nil, ran", removed, err, ran)
 	}
 	// Then the object is gone
-	err = env.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
+	err = env.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), &corev1.ConfigMap{})
 	if !apierrors.IsNotFound(err) {
 		t.Fatalf("object after Finalize: %v, want NotFound", err)
 	}

@@ -37,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/internal/contractsuite"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
@@ -132,13 +133,7 @@ func Cases() []Case {
 // fresh Env.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	for _, c := range Cases() {
-		t.Run(c.Name, func(t *testing.T) {
-			if err := Check(t, h, c); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	contractsuite.Run(t, Cases(), func(c Case) string { return c.Name }, func(t *testing.T, c Case) error { return Check(t, h, c) })
 }
 
 // Check runs one case against h and returns what it found wrong, nil when
@@ -151,13 +146,9 @@ func Check(t *testing.T, h Harness, c Case) error {
 	if err := env.validate(); err != nil {
 		t.Fatalf("backendtest: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	w := &world{t: t, ctx: ctx, env: env}
-	if err := c.run(w); err != nil {
-		return fmt.Errorf("%s: %w", c.Name, err)
-	}
-	return nil
+	return contractsuite.Check(c.Name, 2*time.Minute, func(ctx context.Context) error {
+		return c.run(&world{t: t, ctx: ctx, env: env})
+	})
 }
 
 // world is one case's Env plus the suite's instruments: a count of every

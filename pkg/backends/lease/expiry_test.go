@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/expiry"
@@ -22,12 +23,17 @@ var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 // the protocol moves only through fake clocks; this waits for goroutines.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
+	envtest.EventuallyEvery(t, 10*time.Second, 10*time.Millisecond, func() (bool, string) { return cond(), "timed out waiting for " + what })
+}
+
+// holdEndsWith waits for held to end, and fails t unless it ended with
+// want.
+func holdEndsWith(held context.Context, t *testing.T, what string, want error) {
+	t.Helper()
+	eventually(t, what, func() bool { return held.Err() != nil })
+	if !errors.Is(context.Cause(held), want) {
+		t.Fatalf("cause = %v, want %v", context.Cause(held), want)
 	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 func expiryClaimer(t *testing.T, ns string, clk *clocktesting.FakeClock, d time.Duration) *claim.Claimer {
@@ -137,6 +143,14 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 		}
 		return o
 	}
+	// stepToARenewal moves the clock to the next renewal and waits until it
+	// wrote the Lease.
+	stepToARenewal := func(t *testing.T) {
+		t.Helper()
+		before := leaseOf(t, c, key).ResourceVersion
+		clk.Step(5 * time.Second)
+		eventually(t, "a renewal", func() bool { return leaseOf(t, c, key).ResourceVersion != before })
+	}
 	k, err := expiry.NewKeeper(c, expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -145,9 +159,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 	t.Run("given renewals succeed then the holder keeps acting", func(t *testing.T) {
 		held, stop := k.Hold(context.Background(), key, renewed(t))
 		defer stop()
-		before := leaseOf(t, c, key).ResourceVersion
-		clk.Step(5 * time.Second)
-		eventually(t, "a renewal", func() bool { return leaseOf(t, c, key).ResourceVersion != before })
+		stepToARenewal(t)
 		clk.Step(5 * time.Second)
 		if held.Err() != nil {
 			t.Fatalf("hold ended while renewing: %v", context.Cause(held))
@@ -157,9 +169,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 		mode.set("")
 		held, stop := k.Hold(context.Background(), key, renewed(t))
 		defer stop()
-		before := leaseOf(t, c, key).ResourceVersion
-		clk.Step(5 * time.Second)
-		eventually(t, "a renewal", func() bool { return leaseOf(t, c, key).ResourceVersion != before })
+		stepToARenewal(t)
 		mode.set("fail")
 		for range 3 {
 			clk.Step(5 * time.Second)
@@ -169,10 +179,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 			t.Fatalf("hold ended %v before the deadline: %v", 15*time.Second, context.Cause(held))
 		}
 		clk.Step(5 * time.Second)
-		eventually(t, "the hold to end", func() bool { return held.Err() != nil })
-		if !errors.Is(context.Cause(held), expiry.ErrRenewDeadline) {
-			t.Fatalf("cause = %v, want ErrRenewDeadline", context.Cause(held))
-		}
+		holdEndsWith(held, t, "the hold to end", expiry.ErrRenewDeadline)
 	})
 	t.Run("given a renewal hangs then the holder still stops at the deadline", func(t *testing.T) {
 		mode.set("")
@@ -185,10 +192,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 		for range 3 {
 			clk.Step(5 * time.Second)
 		}
-		eventually(t, "the hold to end while a renewal hangs", func() bool { return held.Err() != nil })
-		if !errors.Is(context.Cause(held), expiry.ErrRenewDeadline) {
-			t.Fatalf("cause = %v, want ErrRenewDeadline", context.Cause(held))
-		}
+		holdEndsWith(held, t, "the hold to end while a renewal hangs", expiry.ErrRenewDeadline)
 	})
 	t.Run("given the claim was lost then the holder stops at once", func(t *testing.T) {
 		mode.set("")
@@ -198,10 +202,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Step(5 * time.Second)
-		eventually(t, "the hold to end", func() bool { return held.Err() != nil })
-		if !errors.Is(context.Cause(held), claim.ErrNotHolder) {
-			t.Fatalf("cause = %v, want ErrNotHolder", context.Cause(held))
-		}
+		holdEndsWith(held, t, "the hold to end", claim.ErrNotHolder)
 	})
 }
 

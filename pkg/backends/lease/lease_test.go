@@ -108,6 +108,23 @@ func leaseOf(t *testing.T, c *claim.Claimer, k string) *coordinationv1.Lease {
 	return &l
 }
 
+// stillHolds fails t with failure unless h holds key through c.
+func stillHolds(t *testing.T, c *claim.Claimer, h claim.Holder, failure string) {
+	t.Helper()
+	if held, err := c.Holds(context.Background(), key, h); err != nil || !held {
+		t.Fatalf("%s (Holds = %v, %v)", failure, held, err)
+	}
+}
+
+// touchLease edits a label of k's Lease through w, so that a write
+// conditional on what was read of it before is refused.
+func touchLease(ctx context.Context, t *testing.T, w client.Client, c *claim.Claimer, k string) error {
+	t.Helper()
+	l := leaseOf(t, c, k)
+	l.Labels["touched"] = "yes"
+	return w.Update(ctx, l)
+}
+
 func TestFirstClaimantWinsAndReentryWritesNothing(t *testing.T) {
 	ns := env.Namespace(t)
 	a, b := holder(t, ns, "a"), holder(t, ns, "b")
@@ -204,9 +221,7 @@ func TestTakeoverLosesToAChangeOfTheLeaseBetweenReadAndWrite(t *testing.T) {
 	// Given a Liveness that judges a dead while someone edits the Lease
 	var c *claim.Claimer
 	c = newClaimer(t, ns, nil, nil, claim.WithLiveness(hookLiveness(func() {
-		l := leaseOf(t, c, key)
-		l.Labels["touched"] = "yes"
-		if err := env.Client.Update(context.Background(), l); err != nil {
+		if err := touchLease(context.Background(), t, env.Client, c, key); err != nil {
 			t.Errorf("editing Lease mid-call: %v", err)
 		}
 	})))
@@ -243,9 +258,7 @@ func TestAHolderThatReappearsBetweenLivenessAndWriteKeepsItsClaim(t *testing.T) 
 	if !errors.Is(err, backends.ErrConflict) {
 		t.Fatalf("Acquire: %v, want ErrConflict", err)
 	}
-	if held, err := ca.Holds(context.Background(), key, a); err != nil || !held {
-		t.Fatalf("a holds = %v, %v; want true", held, err)
-	}
+	stillHolds(t, ca, a, "a no longer holds")
 	if now := acquire(t, ca, key, a); now.Token == first.Token {
 		t.Fatalf("re-acquired grant kept the old token %s", now.Token)
 	}
@@ -285,9 +298,7 @@ func TestLivenessErrorKeepsTheHolder(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("Acquire error = %v, want %v", err, boom)
 	}
-	if held, _ := c.Holds(context.Background(), key, a); !held {
-		t.Fatal("holder lost its claim to a liveness error")
-	}
+	stillHolds(t, c, a, "holder lost its claim to a liveness error")
 }
 
 func TestClosedHandoverGateWaits(t *testing.T) {
@@ -442,9 +453,7 @@ func TestReleaseNeverTouchesAnotherHoldersClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Then a still holds
-	if held, _ := c.Holds(context.Background(), key, a); !held {
-		t.Fatal("b's sweep released a's claim")
-	}
+	stillHolds(t, c, a, "b's sweep released a's claim")
 }
 
 func TestReleaseOfAChangedLeaseIsAnError(t *testing.T) {
@@ -457,9 +466,7 @@ func TestReleaseOfAChangedLeaseIsAnError(t *testing.T) {
 	writer, _ := env.NewClient()
 	racing := interceptor.NewClient(writer, interceptor.Funcs{
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			l := leaseOf(t, base, key)
-			l.Labels["touched"] = "yes"
-			if err := c.Update(ctx, l); err != nil {
+			if err := touchLease(ctx, t, c, base, key); err != nil {
 				return err
 			}
 			return c.Delete(ctx, obj, opts...)
@@ -473,9 +480,7 @@ func TestReleaseOfAChangedLeaseIsAnError(t *testing.T) {
 	if !errors.Is(err, backends.ErrConflict) {
 		t.Fatalf("Release error = %v, want ErrConflict", err)
 	}
-	if held, _ := base.Holds(context.Background(), key, a); !held {
-		t.Fatal("claim gone after a refused release")
-	}
+	stillHolds(t, base, a, "claim gone after a refused release")
 }
 
 func TestForeignLeasesBlockAndSurvive(t *testing.T) {

@@ -86,9 +86,7 @@ func TestCommitAfterTheRecordChangedFails(t *testing.T) {
 	writer, _ := env.NewClient()
 	editing := interceptor.NewClient(writer, interceptor.Funcs{
 		Update: func(ctx context.Context, w client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			l := leaseOf(t, cc, key)
-			l.Labels["touched"] = "yes"
-			if err := w.Update(ctx, l); err != nil {
+			if err := touchLease(ctx, t, w, cc, key); err != nil {
 				return err
 			}
 			return w.Update(ctx, obj, opts...)

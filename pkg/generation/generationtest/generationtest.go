@@ -29,6 +29,7 @@ import (
 
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/ocf-claim/claim/internal/contractsuite"
 	"github.com/ocf-claim/claim/pkg/generation"
 )
 
@@ -92,13 +93,7 @@ func Cases() []Case {
 // fresh Env.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	for _, c := range Cases() {
-		t.Run(c.Name, func(t *testing.T) {
-			if err := Check(t, h, c); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	contractsuite.Run(t, Cases(), func(c Case) string { return c.Name }, func(t *testing.T, c Case) error { return Check(t, h, c) })
 }
 
 // Check runs one case against h and returns what it found wrong, nil when
@@ -109,13 +104,9 @@ func Check(t *testing.T, h Harness, c Case) error {
 	if env.New == nil {
 		t.Fatal("generationtest: Env.New is nil")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	w := &world{t: t, ctx: ctx, env: env, clock: testingclock.NewFakeClock(epoch)}
-	if err := c.run(w); err != nil {
-		return fmt.Errorf("%s: %w", c.Name, err)
-	}
-	return nil
+	return contractsuite.Check(c.Name, time.Minute, func(ctx context.Context) error {
+		return c.run(&world{t: t, ctx: ctx, env: env, clock: testingclock.NewFakeClock(epoch)})
+	})
 }
 
 // epoch is where the fake clocks start.

@@ -1,5 +1,9 @@
 package claimmw_test
 
+// The middleware's bounds, whatever an object names: at most WithMaxKeys
+// keys per object, condition messages of at most 4 KiB and event notes of
+// at most 1 KiB.
+
 import (
 	"context"
 	"errors"
@@ -104,5 +108,30 @@ func TestMessagesStayBoundedForHugeErrorsAndKeys(t *testing.T) {
 	// error, was recorded, not refused for its length
 	if !f.hasEvent(t, "a", string(conditions.ReasonInvalidKey)) {
 		t.Error("no InvalidKey event on a: was the event refused?")
+	}
+}
+
+// At most WithMaxKeys (default 32) keys per object, InvalidKey beyond, no
+// records written, even when the 33rd key is added by an edit to an object
+// that already holds 32 (the pass starts from a holder that holds records).
+func TestAThirtyThirdKeyAddedByEditWritesNoRecord(t *testing.T) {
+	f := start(t, setup{})
+	keys := make([]string, 32)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%02d", i)
+	}
+	// Given a widget that holds 32 keys
+	f.createWidget(t, "w", keys...)
+	f.waitForReason(t, "w", conditions.ReasonClaimed, 30*time.Second)
+	// When a 33rd key is added by edit
+	f.edit(t, "w", func(w *testcrd.Widget) { w.Spec.Keys = append(append([]string{}, keys...), "k32") })
+	// Then it is InvalidKey and no record of the 33rd key is written
+	cond := f.waitForReason(t, "w", conditions.ReasonInvalidKey, 20*time.Second)
+	time.Sleep(time.Second)
+	if f.leaseExists(t, "k32") {
+		t.Errorf("a record of the 33rd key was written (condition %s: %s)", cond.Reason, cond.Message)
+	}
+	if len(cond.Message) > conditions.MaxMessageLength {
+		t.Errorf("condition message is %d bytes", len(cond.Message))
 	}
 }
