@@ -472,13 +472,19 @@ func (f *fixture) renewedWhileWaiting(t *testing.T, key, waiter string) {
 // whole lease duration.
 func shortRenewal(t *testing.T) setup {
 	t.Helper()
-	const duration = 3 * time.Second
+	return renewalOf(t, 3*time.Second)
+}
+
+// renewalOf is the setup of time-based claims with a lease of duration,
+// renewed every tenth of it, each renewal given two thirds of it.
+func renewalOf(t *testing.T, duration time.Duration) setup {
+	t.Helper()
 	exp, err := expiry.New(duration, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return setup{
-		opts:      []claimmw.Option{claimmw.WithRenewal(expiry.KeeperConfig{Duration: duration, RenewEvery: 300 * time.Millisecond, RenewDeadline: 2 * time.Second})},
+		opts:      []claimmw.Option{claimmw.WithRenewal(expiry.KeeperConfig{Duration: duration, RenewEvery: duration / 10, RenewDeadline: duration * 2 / 3})},
 		claimOpts: []claim.Option{claim.WithLiveness(exp)},
 	}
 }

@@ -268,21 +268,22 @@ func TestARecordWithoutItsHolderLabelStaysRenewedWhileItsHolderMayStillActForIt(
 // the lease duration from its first look at the record.
 func TestARestartedOperatorRenewsEveryRecordItsObjectsHoldBeforeAContendersCountOfTheLeaseDurationRunsOut(t *testing.T) {
 	ns := env.Namespace(t)
-	s := shortRenewal(t)
+	s := renewalOf(t, 5*time.Second)
 	f, stop := startIn(t, ns, s)
-	// Given eight holders each hold a key on time-based liveness (3 s), and
+	// Given eight holders each hold a key on time-based liveness (5 s), and
 	// a contender waits for each
 	const n = 8
 	for i := range n {
 		f.holdsAndWaits(t, fmt.Sprintf("a%d", i), fmt.Sprintf("k%d", i), fmt.Sprintf("b%d", i))
 	}
 
-	// When the operator restarts on an API server that takes 700 ms to
-	// answer a Lease write (eight records at 700 ms stand for thousands at a
-	// few milliseconds each), and the new process does not get to the
-	// holders' first passes for longer than a lease
+	// When the operator restarts on an API server that takes 900 ms to
+	// answer a Lease write (eight records at 900 ms, 7.2 s one after
+	// another, stand for thousands at a few milliseconds each), and the new
+	// process does not get to the holders' first passes for longer than a
+	// lease
 	s.workers = 2 * n
-	s.beforeLeaseUpdate = func(*coordinationv1.Lease) { time.Sleep(700 * time.Millisecond) }
+	s.beforeLeaseUpdate = func(*coordinationv1.Lease) { time.Sleep(900 * time.Millisecond) }
 	f, restarted := restartHoldingBack(t, ns, stop, s, func(name string) bool { return strings.HasPrefix(name, "a") })
 
 	// Then no contender takes a key over while its holder's renewals are due
@@ -291,7 +292,7 @@ func TestARestartedOperatorRenewsEveryRecordItsObjectsHoldBeforeAContendersCount
 	for i := range n {
 		waiters[fmt.Sprintf("b%d", i)] = fmt.Sprintf("k%d", i)
 	}
-	f.notTakenOver(t, restarted, 8*time.Second, waiters)
+	f.notTakenOver(t, restarted, 12*time.Second, waiters)
 }
 
 // The upgrade that adds claim.Config.Labels (and restricts the manager's
