@@ -288,3 +288,63 @@ func TestTwoMiddlewaresNamingOneKeyNeverLetTwoObjectsActForIt(t *testing.T) {
 		t.Errorf("two objects acted for one key at once: %v; y: %+v; record of k: %+v", v, st.conditionOfType(t, "y", "StorageClaimed"), st.record(t, "k"))
 	}
 }
+
+// Promise 5 across a start: the records of one middleware written before
+// sets existed are not taken into the set of another middleware of the kind
+// whose Config.Labels differ (docs/middleware.md, Beside another middleware:
+// re-entry leaves a set-less record as it is). A starting process stamps
+// the records whose labels differ from what it writes; a set-less record of
+// the network middleware lacks the storage middleware's labels, and the
+// stamp writes the storage set on it: the network middleware then finds its
+// own key held by another claim of x, tells x to stop acting for it, and
+// waits for it for ever.
+func TestARecordWithoutASetKeepsItsMiddlewareWhenAnotherWithOtherLabelsStarts(t *testing.T) {
+	ns := env.Namespace(t)
+	mws := func() []replicaMW {
+		return []replicaMW{
+			{keys: prefixedKeys("storage/"), opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage"),
+				claimmw.WithClaim(claim.Config{Namespace: ns, Labels: map[string]string{"example.com/claims": "storage"}}, claim.WithBackend(lease.Backend))}},
+			{keys: prefixedKeys("network/"), opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
+		}
+	}
+	fs := startReplica(t, ns, mws()...)
+	st, nw := fs[0], fs[1]
+	// Given x holds storage/k and network/k, one per middleware
+	st.createWidget(t, "x", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		s, n := st.conditionOfType(t, "x", "StorageClaimed"), nw.conditionOfType(t, "x", "NetworkClaimed")
+		return s.Reason == string(conditions.ReasonClaimed) && n.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v / %+v", s, n)
+	})
+	// And network/k's record is as a version without sets wrote it
+	l := nw.leaseOf(t, "network/k")
+	delete(l.Annotations, backends.DefaultSetAnnotation)
+	if err := direct(t).Update(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	uid := l.UID
+	// When a second process of the operator starts (a rolling update), and
+	// x is reconciled
+	again := startReplica(t, ns, mws()...)
+	time.Sleep(2 * time.Second)
+	nw.touch(t, "x")
+	time.Sleep(2 * time.Second)
+	// Then network/k is still the network middleware's, held by x, and x
+	// was never told to stop acting for it
+	if set := nw.leaseOf(t, "network/k").Annotations[backends.DefaultSetAnnotation]; set == "storage" {
+		t.Errorf("the record of network/k was taken into the storage set")
+	}
+	if now := nw.leaseOf(t, "network/k").UID; now != uid {
+		t.Errorf("the Lease of network/k was deleted and created again (UID %s, now %s): the key was free for a while", uid, now)
+	}
+	for _, f := range []*fixture{nw, again[1]} {
+		for _, c := range f.inner.callsOf("x") {
+			if !c.state.Granted {
+				t.Errorf("the network middleware told x to stop acting for network/k: %+v", c.state)
+				break
+			}
+		}
+	}
+	if n := nw.conditionOfType(t, "x", "NetworkClaimed"); n.Reason != string(conditions.ReasonClaimed) {
+		t.Errorf("x's NetworkClaimed: %+v", n)
+	}
+}
