@@ -151,7 +151,7 @@ func TestARecordWithoutASetIsNotReleasedByTheOtherMiddlewareOfItsHolder(t *testi
 		t.Errorf("record of network/k = %+v, want still held by x", rec)
 	}
 	if now := nw.leaseOf(t, "network/k").UID; now != uid {
-		t.Errorf("the Lease of network/k was deleted and created again (UID %s, now %s): the key was free for a while", uid, now)
+		t.Errorf("the Lease of network/k was deleted and created again (UID %s, now %s): the key was free for a while; now held by %s; y: %+v", uid, now, nw.leaseOf(t, "network/k").Annotations["claim.ocf.io/holder-name"], nw.conditionOfType(t, "y", "NetworkClaimed"))
 	}
 	for _, c := range st.inner.callsOf("x") {
 		for _, g := range c.state.Releasing {
@@ -307,13 +307,40 @@ func TestARecordWithoutASetKeepsItsMiddlewareWhenAnotherWithOtherLabelsStarts(t 
 			{keys: prefixedKeys("network/"), opts: []claimmw.Option{claimmw.WithName("network"), claimmw.WithConditionType("NetworkClaimed"), claimmw.WithFinalizer("example.com/network")}},
 		}
 	}
+	// x acts for network/k from its first granted network pass until a
+	// pass told to stop returns, which takes 4 s (its workloads stop);
+	// y must not act for network/k in between.
+	var xActs atomic.Bool
+	var mu sync.Mutex
+	var both []string
+	networkPass := func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		switch {
+		case name == "x" && c.state.Granted:
+			xActs.Store(true)
+		case name == "x":
+			time.Sleep(4 * time.Second)
+			xActs.Store(false)
+		case name == "y" && c.state.Granted && xActs.Load():
+			mu.Lock()
+			both = append(both, fmt.Sprintf("y granted %+v while x still acts for network/k", c.state.Grants))
+			mu.Unlock()
+		}
+		return reconcile.Result{}, nil
+	}
 	fs := startReplica(t, ns, mws()...)
 	st, nw := fs[0], fs[1]
-	// Given x holds storage/k and network/k, one per middleware
+	nw.inner.setHook(networkPass)
+	// Given x holds storage/k and network/k, one per middleware, and y
+	// waits for both
 	st.createWidget(t, "x", "k")
 	eventually(t, 10*time.Second, func() (bool, string) {
 		s, n := st.conditionOfType(t, "x", "StorageClaimed"), nw.conditionOfType(t, "x", "NetworkClaimed")
 		return s.Reason == string(conditions.ReasonClaimed) && n.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v / %+v", s, n)
+	})
+	st.createWidget(t, "y", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		n := nw.conditionOfType(t, "y", "NetworkClaimed")
+		return n.Reason == string(conditions.ReasonParked), fmt.Sprintf("y: %+v", n)
 	})
 	// And network/k's record is as a version without sets wrote it
 	l := nw.leaseOf(t, "network/k")
@@ -325,16 +352,17 @@ func TestARecordWithoutASetKeepsItsMiddlewareWhenAnotherWithOtherLabelsStarts(t 
 	// When a second process of the operator starts (a rolling update), and
 	// x is reconciled
 	again := startReplica(t, ns, mws()...)
+	again[1].inner.setHook(networkPass)
 	time.Sleep(2 * time.Second)
 	nw.touch(t, "x")
-	time.Sleep(2 * time.Second)
-	// Then network/k is still the network middleware's, held by x, and x
-	// was never told to stop acting for it
+	time.Sleep(3 * time.Second)
+	// Then network/k is still the network middleware's, held by x, x was
+	// never told to stop acting for it, and y never acted for it
 	if set := nw.leaseOf(t, "network/k").Annotations[backends.DefaultSetAnnotation]; set == "storage" {
 		t.Errorf("the record of network/k was taken into the storage set")
 	}
 	if now := nw.leaseOf(t, "network/k").UID; now != uid {
-		t.Errorf("the Lease of network/k was deleted and created again (UID %s, now %s): the key was free for a while", uid, now)
+		t.Errorf("the Lease of network/k was deleted and created again (UID %s, now %s): the key was free for a while; now held by %s; y: %+v", uid, now, nw.leaseOf(t, "network/k").Annotations["claim.ocf.io/holder-name"], nw.conditionOfType(t, "y", "NetworkClaimed"))
 	}
 	for _, f := range []*fixture{nw, again[1]} {
 		for _, c := range f.inner.callsOf("x") {
@@ -344,7 +372,9 @@ func TestARecordWithoutASetKeepsItsMiddlewareWhenAnotherWithOtherLabelsStarts(t 
 			}
 		}
 	}
-	if n := nw.conditionOfType(t, "x", "NetworkClaimed"); n.Reason != string(conditions.ReasonClaimed) {
-		t.Errorf("x's NetworkClaimed: %+v", n)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(both) > 0 {
+		t.Errorf("two objects acted for network/k at once: %v", both)
 	}
 }
