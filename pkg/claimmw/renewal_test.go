@@ -420,3 +420,32 @@ func (f *fixture) notTakenOver(t *testing.T, restarted time.Time, d time.Duratio
 		}
 	}
 }
+
+// While the API server refuses a holder's renewals (a webhook, a quota), its
+// record is renewed again at most once per RenewEvery, however many passes
+// the holder gets meanwhile: each pass that finds a renewal refused must not
+// leave one more background retry behind (goroutines and writes growing
+// with the holder's passes until the renewals close).
+func TestRefusedRenewalsAreTriedOncePerRenewEveryHoweverManyPassesTheHolderGets(t *testing.T) {
+	t.Parallel()
+	f := start(t, shortRenewal(t))
+	// Given a holds k on time-based liveness, and the API server refuses
+	// every renewal of a's record from now on
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
+	f.writes.failRenewalsOf.Store(f.holderOf(t, "a").UID)
+	t.Cleanup(func() { f.writes.failRenewalsOf.Store(types.UID("")) })
+	time.Sleep(3 * time.Second)
+	// When a gets 20 passes (its spec or labels change)
+	for range 20 {
+		f.touch(t, "a")
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	// Then its record is renewed about once per RenewEvery (300 ms): at
+	// most 20 tries in 3 s, counting those of its passes
+	before := f.writes.failedRenewals.Load()
+	time.Sleep(3 * time.Second)
+	if n := f.writes.failedRenewals.Load() - before; n > 20 {
+		t.Errorf("%d renewals of a's record in 3 s while the API server refuses them (RenewEvery 300 ms)", n)
+	}
+}
