@@ -43,9 +43,11 @@ type renewals struct {
 	clock clock.Clock
 	every time.Duration
 
-	mu     sync.Mutex
-	holds  map[holdKey]*hold
-	closed bool
+	mu    sync.Mutex
+	holds map[holdKey]*hold
+	// retrying are the records a retry goroutine renews until it succeeds.
+	retrying map[holdKey]bool
+	closed   bool
 }
 
 type holdKey struct {
@@ -76,7 +78,7 @@ func newRenewals(c *claim.Claimer, cfg expiry.KeeperConfig, prototype client.Obj
 	} else if withTicker, ok := claimhook.Clock(c).(clock.WithTicker); ok {
 		clk = withTicker
 	}
-	return &renewals{keeper: k, claimer: c, clock: clk, every: cfg.RenewEvery, holds: map[holdKey]*hold{}, ended: make(chan event.GenericEvent, holdEndedBuffer), prototype: prototype}, nil
+	return &renewals{keeper: k, claimer: c, clock: clk, every: cfg.RenewEvery, holds: map[holdKey]*hold{}, retrying: map[holdKey]bool{}, ended: make(chan event.GenericEvent, holdEndedBuffer), prototype: prototype}, nil
 }
 
 // watch wakes obj when the hold held ends on its own.
@@ -260,8 +262,22 @@ func (r *renewals) renewAndHold(ctx context.Context, hk holdKey, self claim.Hold
 // out (a starting process resumes renewals before the first passes), and
 // nothing but a renewal keeps the key from expiring under its holder.
 func (r *renewals) retry(ctx context.Context, hk holdKey, self claim.Holder) {
+	// One retry per record: every pass of a holder whose renewals are
+	// refused calls keep again.
+	r.mu.Lock()
+	if r.retrying[hk] {
+		r.mu.Unlock()
+		return
+	}
+	r.retrying[hk] = true
+	r.mu.Unlock()
 	ctx = context.WithoutCancel(ctx)
 	go func() {
+		defer func() {
+			r.mu.Lock()
+			delete(r.retrying, hk)
+			r.mu.Unlock()
+		}()
 		wait := retryFirst
 		for {
 			<-r.clock.After(wait)
