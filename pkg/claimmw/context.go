@@ -22,9 +22,11 @@ type Grant struct {
 // it must clean up.
 type State struct {
 	// Deleting is true on the deletion path: the object is being deleted,
-	// acquires nothing, and its claims are released after a pass that
-	// returns neither an error nor a requeue (a zero Result): return a
-	// requeue, or an error, while its workloads are still going away.
+	// acquires nothing, and its claims are released after a pass given
+	// them (in Grants) that returns neither an error nor a requeue (a zero
+	// Result): return a requeue, or an error, while its workloads are still
+	// going away. A pass given no grants holds nothing, and only an error
+	// keeps the object's finalizer.
 	Deleting bool
 	// Granted is true when the object holds every key it names and may act
 	// for all of them. Never true while Deleting.

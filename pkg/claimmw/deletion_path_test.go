@@ -267,3 +267,28 @@ func TestADeletionPassThatReturnsARequeueKeepsItsKeysUntilItsWorkloadsAreGone(t 
 	gone.Store(true)
 	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
 }
+
+// A deletion pass given no record protects no key: an object that holds
+// nothing goes once its pass returned no error, whatever Result it returned
+// (a reconciler that always asks to run again, for a periodic resync, is
+// not kept for ever).
+func TestAnObjectThatHoldsNothingGoesThoughItsDeletionPassAsksToRunAgain(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given a holds k and b waits for it, holding nothing
+	f.aHoldsKAndBWaits(t)
+	// And every deletion pass asks to run again
+	f.inner.setHook(func(_ context.Context, _ string, c call) (reconcile.Result, error) {
+		if c.state.Deleting {
+			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	// When b is deleted
+	f.deleteWidgetAsync(t, "b")
+	// Then it is gone
+	eventually(t, 10*time.Second, func() (bool, string) {
+		_, err := f.widget(t, "b")
+		return apierrors.IsNotFound(err), fmt.Sprintf("b is still there: %v", err)
+	})
+}
