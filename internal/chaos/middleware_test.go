@@ -71,6 +71,9 @@ type mwRun struct {
 	lossFirst bool
 	// features replaces the profiles the seed draws.
 	features *mwFeatures
+	// acrossShards is how many eraseFreshAcrossShards moves the world
+	// begins with (the shards profile must be on).
+	acrossShards int
 }
 
 // mwProfile is chaos.Default without the crashes, which the restarts
@@ -100,15 +103,16 @@ type mwResult struct {
 type mwCounts struct {
 	edits, deletions, creations, recordDeletions, takeovers, handovers int
 	// keptErased counts the records deleted by eraseKept; freshErased
-	// those deleted by eraseFresh.
-	keptErased, freshErased                             int
+	// those deleted by eraseFresh and eraseFreshAcrossShards, shardErased
+	// those by the latter.
+	keptErased, freshErased, shardErased                int
 	passes, grantedPasses, grants, windows, failedTold  int
 	restarts, overlaps, crashes, crashesAfterClaimWrite int
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
-		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.takeovers, c.handovers,
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
+		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.takeovers, c.handovers,
 		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite)
 }
 
@@ -119,6 +123,7 @@ func (c *mwCounts) add(o mwCounts) {
 	c.recordDeletions += o.recordDeletions
 	c.keptErased += o.keptErased
 	c.freshErased += o.freshErased
+	c.shardErased += o.shardErased
 	c.takeovers += o.takeovers
 	c.passes += o.passes
 	c.grantedPasses += o.grantedPasses
@@ -479,6 +484,88 @@ func (w *mwWorld) eraseFresh(ctx context.Context, t *testing.T) {
 
 // freshWait bounds how long eraseFresh waits for an object to begin acting.
 const freshWait = time.Second
+
+// eraseFreshAcrossShards is eraseFresh across the two processes of the
+// shards profile, staged so that the waiter decides from a cache of the
+// kind that shows the holder naming the key but not yet acting for it. An
+// object of the fast shard (the holder) names a key that another object of
+// that shard (the previous holder) holds, and waits; no other object names
+// it. Then an object of the slow shard (the waiter) is made to name it,
+// and the previous holder to give it up: the holder's process sees the
+// release fastLeaseLag later and gives the holder the key, before the
+// waiter's process (slowCacheLag behind on the kind) sees the waiter name
+// it. Once it has, the holder's record is erased: the waiter's process,
+// which sees records at once, wakes the waiter, which finds the key free;
+// the holder's process sees the erasure, and the waiter's record, only
+// fastLeaseLag later. The waiter's cache of the kind never shows its own
+// Claimed write within the half second a pass waits for it, and when the
+// pass stops waiting it still shows the holder waiting: the check before
+// the waiter acts must read the holder uncached (mutant FreshCacheAssumed
+// trusts that cache).
+func (w *mwWorld) eraseFreshAcrossShards(ctx context.Context, t *testing.T) {
+	t.Helper()
+	var live, fast, slow []*testclaimant.Claimant
+	for _, name := range w.names {
+		obj := w.get(ctx, t, name)
+		if obj == nil || obj.DeletionTimestamp != nil {
+			continue
+		}
+		live = append(live, obj)
+		if shardOf(obj.Name) == fastShard {
+			fast = append(fast, obj)
+		} else {
+			slow = append(slow, obj)
+		}
+	}
+	if len(fast) < 2 || len(slow) == 0 {
+		return
+	}
+	w.rng.Shuffle(len(fast), func(i, j int) { fast[i], fast[j] = fast[j], fast[i] })
+	prev, holder, waiter := fast[0], fast[1], slow[w.rng.IntN(len(slow))]
+	key := w.keys[w.rng.IntN(len(w.keys))]
+	// Given the previous holder holding the key, the holder waiting for
+	// it, and no other object naming it
+	for _, obj := range live {
+		switch {
+		case obj.UID == waiter.UID || obj.UID == holder.UID:
+			w.setKeys(ctx, t, obj, nil)
+		case obj.UID != prev.UID && slices.Contains(obj.Spec.Keys, key):
+			w.setKeys(ctx, t, obj, slices.DeleteFunc(slices.Clone(obj.Spec.Keys), func(k string) bool { return k == key }))
+		}
+	}
+	w.setKeys(ctx, t, prev, []string{key})
+	if !w.heldBy(ctx, t, prev, key, true) {
+		return
+	}
+	w.setKeys(ctx, t, holder, []string{key})
+	if !w.waitParked(ctx, t, holder) {
+		return
+	}
+	// (every cache shows all that)
+	time.Sleep(slowCacheLag[1] + 100*time.Millisecond)
+	// When the waiter is made to name the key, and the previous holder to
+	// give it up
+	begun := time.Now()
+	w.setKeys(ctx, t, waiter, []string{key})
+	w.setKeys(ctx, t, prev, nil)
+	// Then, once the holder acts and the waiter's process has seen the
+	// waiter name the key, the holder's record is erased
+	for ; time.Since(begun) < slowCacheLag[0]+freshWait; time.Sleep(time.Millisecond) {
+		win, ok := w.actor.openFor(holder.UID, key, begun)
+		if !ok {
+			continue
+		}
+		time.Sleep(time.Until(begun.Add(slowCacheLag[1] + 30*time.Millisecond)))
+		for _, l := range w.records(ctx, t, key) {
+			if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == win.uid {
+				w.erase(ctx, t, l)
+				w.counts.freshErased++
+				w.counts.shardErased++
+			}
+		}
+		return
+	}
+}
 
 // erase deletes the record l, fenced on the version read, and notes the
 // deletion as a fault from outside.
