@@ -368,6 +368,9 @@ func (fl *fleet) start(shard int) (*operator, error) {
 			if err != nil {
 				return nil, err
 			}
+			if fl.r.readsOwnWrites {
+				c = readsOwnWrites(c)
+			}
 			return faultyWrites(c, writes, fl.a.deleting, func() bool {
 				statusMu.Lock()
 				defer statusMu.Unlock()
