@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,6 +73,13 @@ type mwRun struct {
 	lossFirst bool
 	// features replaces the profiles the seed draws.
 	features *mwFeatures
+	// acrossShards is how many eraseFreshAcrossShards moves the world
+	// begins with (the shards profile must be on).
+	acrossShards int
+	// readsOwnWrites makes the manager's client answer a read of an object
+	// of the kind with the version it wrote itself last, when its cache
+	// shows an older one; its lists still come from the cache.
+	readsOwnWrites bool
 }
 
 // mwProfile is chaos.Default without the crashes, which the restarts
@@ -100,15 +109,16 @@ type mwResult struct {
 type mwCounts struct {
 	edits, deletions, creations, recordDeletions, takeovers, handovers int
 	// keptErased counts the records deleted by eraseKept; freshErased
-	// those deleted by eraseFresh.
-	keptErased, freshErased                             int
+	// those deleted by eraseFresh and eraseFreshAcrossShards, shardErased
+	// those by the latter.
+	keptErased, freshErased, shardErased                int
 	passes, grantedPasses, grants, windows, failedTold  int
 	restarts, overlaps, crashes, crashesAfterClaimWrite int
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
-		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.takeovers, c.handovers,
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
+		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.takeovers, c.handovers,
 		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite)
 }
 
@@ -119,6 +129,7 @@ func (c *mwCounts) add(o mwCounts) {
 	c.recordDeletions += o.recordDeletions
 	c.keptErased += o.keptErased
 	c.freshErased += o.freshErased
+	c.shardErased += o.shardErased
 	c.takeovers += o.takeovers
 	c.passes += o.passes
 	c.grantedPasses += o.grantedPasses
@@ -479,6 +490,88 @@ func (w *mwWorld) eraseFresh(ctx context.Context, t *testing.T) {
 
 // freshWait bounds how long eraseFresh waits for an object to begin acting.
 const freshWait = time.Second
+
+// eraseFreshAcrossShards is eraseFresh across the two processes of the
+// shards profile, staged so that the waiter decides from a cache of the
+// kind that shows the holder naming the key but not yet acting for it. An
+// object of the fast shard (the holder) names a key that another object of
+// that shard (the previous holder) holds, and waits; no other object names
+// it. Then an object of the slow shard (the waiter) is made to name it,
+// and the previous holder to give it up: the holder's process sees the
+// release fastLeaseLag later and gives the holder the key, before the
+// waiter's process (slowCacheLag behind on the kind) sees the waiter name
+// it. Once it has, the holder's record is erased: the waiter's process,
+// which sees records at once, wakes the waiter, which finds the key free;
+// the holder's process sees the erasure, and the waiter's record, only
+// fastLeaseLag later. The waiter's cache of the kind never shows its own
+// Claimed write within the half second a pass waits for it, and when the
+// pass stops waiting it still shows the holder waiting: the check before
+// the waiter acts must read the holder uncached (mutant FreshCacheAssumed
+// trusts that cache).
+func (w *mwWorld) eraseFreshAcrossShards(ctx context.Context, t *testing.T) {
+	t.Helper()
+	var live, fast, slow []*testclaimant.Claimant
+	for _, name := range w.names {
+		obj := w.get(ctx, t, name)
+		if obj == nil || obj.DeletionTimestamp != nil {
+			continue
+		}
+		live = append(live, obj)
+		if shardOf(obj.Name) == fastShard {
+			fast = append(fast, obj)
+		} else {
+			slow = append(slow, obj)
+		}
+	}
+	if len(fast) < 2 || len(slow) == 0 {
+		return
+	}
+	w.rng.Shuffle(len(fast), func(i, j int) { fast[i], fast[j] = fast[j], fast[i] })
+	prev, holder, waiter := fast[0], fast[1], slow[w.rng.IntN(len(slow))]
+	key := w.keys[w.rng.IntN(len(w.keys))]
+	// Given the previous holder holding the key, the holder waiting for
+	// it, and no other object naming it
+	for _, obj := range live {
+		switch {
+		case obj.UID == waiter.UID || obj.UID == holder.UID:
+			w.setKeys(ctx, t, obj, nil)
+		case obj.UID != prev.UID && slices.Contains(obj.Spec.Keys, key):
+			w.setKeys(ctx, t, obj, slices.DeleteFunc(slices.Clone(obj.Spec.Keys), func(k string) bool { return k == key }))
+		}
+	}
+	w.setKeys(ctx, t, prev, []string{key})
+	if !w.heldBy(ctx, t, prev, key, true) {
+		return
+	}
+	w.setKeys(ctx, t, holder, []string{key})
+	if !w.waitParked(ctx, t, holder) {
+		return
+	}
+	// (every cache shows all that)
+	time.Sleep(slowCacheLag[1] + 100*time.Millisecond)
+	// When the waiter is made to name the key, and the previous holder to
+	// give it up
+	begun := time.Now()
+	w.setKeys(ctx, t, waiter, []string{key})
+	w.setKeys(ctx, t, prev, nil)
+	// Then, once the holder acts and the waiter's process has seen the
+	// waiter name the key, the holder's record is erased
+	for ; time.Since(begun) < slowCacheLag[0]+freshWait; time.Sleep(time.Millisecond) {
+		win, ok := w.actor.openFor(holder.UID, key, begun)
+		if !ok {
+			continue
+		}
+		time.Sleep(time.Until(begun.Add(slowCacheLag[1] + 30*time.Millisecond)))
+		for _, l := range w.records(ctx, t, key) {
+			if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == win.uid {
+				w.erase(ctx, t, l)
+				w.counts.freshErased++
+				w.counts.shardErased++
+			}
+		}
+		return
+	}
+}
 
 // erase deletes the record l, fenced on the version read, and notes the
 // deletion as a fault from outside.
@@ -1067,6 +1160,82 @@ func TestMiddlewareChaosCatchesAnInnerThatIgnoresGranted(t *testing.T) {
 	r.ignoreGranted = true
 	// When it runs, Then two objects act for one key at once
 	catches(t, r, 5, errOverlap)
+}
+
+// readsOwnWrites wraps c so that a Get of a Claimant answers with the
+// version c itself wrote last (create, update, patch, status patch), when
+// that is newer than what c's cache shows: a client that reads its own
+// writes, as some caching layers do. Its Lists still answer from the cache,
+// which may not show that write, nor the writes of others before it.
+func readsOwnWrites(c client.WithWatch) client.WithWatch {
+	var mu sync.Mutex
+	written := map[types.NamespacedName]*testclaimant.Claimant{}
+	note := func(obj client.Object, err error) error {
+		if o, ok := obj.(*testclaimant.Claimant); ok && err == nil {
+			mu.Lock()
+			written[client.ObjectKeyFromObject(o)] = o.DeepCopyObject().(*testclaimant.Claimant)
+			mu.Unlock()
+		}
+		return err
+	}
+	newer := func(a, b string) bool {
+		x, errA := strconv.ParseUint(a, 10, 64)
+		y, errB := strconv.ParseUint(b, 10, 64)
+		return errA == nil && errB == nil && x > y
+	}
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			o, ok := obj.(*testclaimant.Claimant)
+			if !ok {
+				return nil
+			}
+			mu.Lock()
+			w := written[key]
+			mu.Unlock()
+			if w != nil && w.UID == o.UID && newer(w.ResourceVersion, o.ResourceVersion) {
+				*o = *w.DeepCopyObject().(*testclaimant.Claimant)
+			}
+			return nil
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			return note(obj, c.Create(ctx, obj, opts...))
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			return note(obj, c.Update(ctx, obj, opts...))
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			return note(obj, c.Patch(ctx, obj, p, opts...))
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			return note(obj, c.SubResource(sub).Patch(ctx, obj, p, opts...))
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			return note(obj, c.SubResource(sub).Update(ctx, obj, opts...))
+		},
+	})
+}
+
+// TestMiddlewareChaosCatchesAClientThatReadsItsOwnWrites: the check an
+// object makes before it starts acting takes the manager's cache for fresh
+// once a read of the object shows the object's own Claimed write; a client
+// that answers that read from its own writes, not from the cache its lists
+// come from, makes a stale cache look fresh (what mutant FreshCacheAssumed
+// does inside the middleware).
+func TestMiddlewareChaosCatchesAClientThatReadsItsOwnWrites(t *testing.T) {
+	// Given two shards whose informers lag differently, each process's
+	// client reading its own writes, and a world that begins with the
+	// erasure staged across the shards
+	r := mwBroken
+	r.features = &mwFeatures{shards: true}
+	r.readsOwnWrites = true
+	r.acrossShards = 3
+	r.steps = 10
+	// When it runs, Then the waiter acts while the holder its cache shows
+	// waiting still acts
+	catches(t, r, 3, errOverlap)
 }
 
 // timeline lists what happened to key around the first violation that

@@ -66,6 +66,17 @@ func (a *actor) newestOpen(after time.Time) (window, bool) {
 	return window{}, false
 }
 
+// openFor returns uid's window for key if it is open and opened after
+// after.
+func (a *actor) openFor(uid types.UID, key string, after time.Time) (window, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w := a.open[wkey{uid: uid, key: key}]; w != nil && w.start.After(after) {
+		return *w, true
+	}
+	return window{}, false
+}
+
 // wkey is one workload: an object (by UID) acting for a key.
 type wkey struct {
 	uid types.UID

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -72,6 +75,12 @@ type mwFeatures struct {
 	// claim write and the status write, in the middle of told passes, and
 	// is rolled (sometimes two processes overlap for a moment).
 	restarts bool
+	// shards: two operator processes run at once for the whole run, each
+	// working the objects of its shard while caching every object of the
+	// kind (shardOf); the second shard's informer of the kind is slow
+	// (slowShardLag) and every process's Lease informer is slower
+	// (shardLeaseLag).
+	shards bool
 }
 
 // featuresOf draws the profiles of seed; the first three seeds, those of
@@ -88,7 +97,7 @@ func featuresOf(seed uint64) mwFeatures {
 	rng := rand.New(rand.NewPCG(seed, 0xfea7))
 	p := func(x float64) bool { return rng.Float64() < x }
 	return mwFeatures{innerFails: p(0.3), statusFails: p(0.3), lag: p(0.4), renewal: p(0.3), fairness: p(0.3),
-		labels: p(0.3), setless: p(0.25), handover: p(0.3), second: p(0.2), restarts: p(0.6)}
+		labels: p(0.3), setless: p(0.25), handover: p(0.3), second: p(0.2), restarts: p(0.6), shards: p(0.3)}
 }
 
 func (f mwFeatures) String() string {
@@ -97,7 +106,8 @@ func (f mwFeatures) String() string {
 		on   bool
 		name string
 	}{{f.innerFails, "inner-fails"}, {f.statusFails, "status-fails"}, {f.lag, "lag"}, {f.renewal, "renewal"}, {f.fairness, "fairness"},
-		{f.labels, "labels"}, {f.setless, "setless"}, {f.handover, "handover"}, {f.second, "second-middleware"}, {f.restarts, "restarts"}} {
+		{f.labels, "labels"}, {f.setless, "setless"}, {f.handover, "handover"}, {f.second, "second-middleware"}, {f.restarts, "restarts"},
+		{f.shards, "shards"}} {
 		if x.on {
 			on = append(on, x.name)
 		}
@@ -131,7 +141,10 @@ const (
 // operator is one operator process: a manager with its caches, the
 // middleware and its renewals.
 type operator struct {
-	id     int
+	id int
+	// shard is the shard whose objects it works, allShards for every
+	// object.
+	shard  int
 	mw     *claimmw.Middleware
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -142,6 +155,124 @@ type operator struct {
 	ending atomic.Bool
 	fleet  *fleet
 	scheds []*chaos.Schedule
+}
+
+// The shards of the shards profile: each object belongs to one (shardOf),
+// and one process of each shard runs at a time, apart from the overlaps of
+// its rolls. allShards is the shard of a process that works every object.
+const (
+	allShards = -1
+	// fastShard's process sees the objects of the kind at once; slowShard's
+	// sees them slowShardLag late.
+	fastShard, slowShard = 0, 1
+)
+
+// shardOf is the shard of the object named name (claimant-N: N's parity).
+func shardOf(name string) int {
+	n, err := strconv.Atoi(name[strings.LastIndexByte(name, '-')+1:])
+	if err != nil {
+		return fastShard
+	}
+	return n % 2
+}
+
+// The lags of the shards profile's slow informers, each event late by a
+// time drawn between the bounds, in order. slowCacheLag, of slowShard's
+// informer of the kind, is beyond the half second a granted pass waits for
+// its manager's cache to show its own Claimed write (claimmw's
+// cacheShowsWait, and its sleeps between reads): that cache is never
+// shown fresh, and the check before acting reads every object naming the
+// key. fastLeaseLag, of fastShard's informer of Leases, is long enough that
+// its process does not see, before an object of slowShard that took a key
+// from one of its own acts, that the key was taken.
+var (
+	slowCacheLag = [2]time.Duration{1900 * time.Millisecond, 1950 * time.Millisecond}
+	fastLeaseLag = [2]time.Duration{1400 * time.Millisecond, 1450 * time.Millisecond}
+)
+
+// shardQueue is the workqueue of a process of one shard: it drops every
+// request for an object of another shard, as a sharded operator whose
+// processes all cache every object works only its own. The controller's
+// own queue (controller-runtime's priority queue) does the rest.
+type shardQueue struct {
+	priorityqueue.PriorityQueue[reconcile.Request]
+	shard int
+}
+
+func (q shardQueue) ours(items []reconcile.Request) []reconcile.Request {
+	return slices.DeleteFunc(slices.Clone(items), func(r reconcile.Request) bool { return shardOf(r.Name) != q.shard })
+}
+
+func (q shardQueue) Add(item reconcile.Request) {
+	if shardOf(item.Name) == q.shard {
+		q.PriorityQueue.Add(item)
+	}
+}
+
+func (q shardQueue) AddAfter(item reconcile.Request, d time.Duration) {
+	if shardOf(item.Name) == q.shard {
+		q.PriorityQueue.AddAfter(item, d)
+	}
+}
+
+func (q shardQueue) AddRateLimited(item reconcile.Request) {
+	if shardOf(item.Name) == q.shard {
+		q.PriorityQueue.AddRateLimited(item)
+	}
+}
+
+func (q shardQueue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
+	if ours := q.ours(items); len(ours) > 0 {
+		q.PriorityQueue.AddWithOpts(o, ours...)
+	}
+}
+
+// controllerOptions are the options of op's controllers: the queue of its
+// shard, when it works one.
+func (op *operator) controllerOptions(o controller.Options) controller.Options {
+	if op.shard == allShards {
+		return o
+	}
+	o.NewQueue = func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		return shardQueue{shard: op.shard, PriorityQueue: priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) {
+			o.Log = quiet
+			o.RateLimiter = rl
+		})}
+	}
+	return o
+}
+
+// lags returns, for each kind process id of shard informs itself of, the
+// lag of each event its informer delivers (nil: at once); nil when no
+// informer lags.
+func (fl *fleet) lags(id, shard int) func(runtime.Object) func() time.Duration {
+	if !fl.f.lag && !fl.f.shards {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(fl.seed, 0x1a6^uint64(id)))
+	var mu sync.Mutex
+	draw := func(f func() time.Duration) func() time.Duration {
+		return func() time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			return f()
+		}
+	}
+	between := func(b [2]time.Duration) func() time.Duration {
+		return draw(func() time.Duration { return b[0] + time.Duration(rng.Int64N(int64(b[1]-b[0]))) })
+	}
+	return func(obj runtime.Object) func() time.Duration {
+		_, isLease := obj.(*coordinationv1.Lease)
+		switch {
+		case fl.f.shards && shard == fastShard && isLease:
+			return between(fastLeaseLag)
+		case fl.f.shards && shard == slowShard && !isLease:
+			return between(slowCacheLag)
+		case fl.f.lag:
+			return draw(func() time.Duration { return time.Duration(rng.IntN(150)) * time.Millisecond })
+		}
+		return nil
+	}
 }
 
 // crash ends the process at once, as a kill would: its passes see their
@@ -159,8 +290,8 @@ func (op *operator) crash() {
 	})
 }
 
-// fleet runs the operator processes of one seed, one at a time except
-// for the brief overlaps of a rolling update.
+// fleet runs the operator processes of one seed, one at a time (one per
+// shard with shards) except for the brief overlaps of a rolling update.
 type fleet struct {
 	t     *testing.T
 	r     mwRun
@@ -186,14 +317,14 @@ type fleet struct {
 	afterClaimWrite int
 }
 
-// start builds and starts one operator process.
-func (fl *fleet) start() (*operator, error) {
+// start builds and starts one operator process, working shard.
+func (fl *fleet) start(shard int) (*operator, error) {
 	fl.mu.Lock()
 	fl.next++
 	id := fl.next
 	calm := fl.calm
 	fl.mu.Unlock()
-	op := &operator{id: id, done: make(chan struct{}), fleet: fl}
+	op := &operator{id: id, shard: shard, done: make(chan struct{}), fleet: fl}
 	profile := fl.r.profile
 	if fl.f.restarts {
 		profile.CrashBefore, profile.CrashAfter = 0.002, 0.002
@@ -216,16 +347,12 @@ func (fl *fleet) start() (*operator, error) {
 	if fl.f.labels {
 		cacheOpts.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(fl.ns, recordLabels)}
 	}
-	if fl.f.lag {
-		lagRng := rand.New(rand.NewPCG(fl.seed, 0x1a6^uint64(id)))
-		var lagMu sync.Mutex
-		lag := func() time.Duration {
-			lagMu.Lock()
-			defer lagMu.Unlock()
-			return time.Duration(lagRng.IntN(150)) * time.Millisecond
-		}
+	if lagOf := fl.lags(id, shard); lagOf != nil {
 		cacheOpts.NewInformer = func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
-			return toolscache.NewSharedIndexInformer(laggingLW{inner: lw, lag: lag}, obj, resync, idx)
+			if lag := lagOf(obj); lag != nil {
+				lw = laggingLW{inner: lw, lag: lag}
+			}
+			return toolscache.NewSharedIndexInformer(lw, obj, resync, idx)
 		}
 	}
 	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
@@ -240,6 +367,9 @@ func (fl *fleet) start() (*operator, error) {
 			c, err := client.NewWithWatch(cfg, o)
 			if err != nil {
 				return nil, err
+			}
+			if fl.r.readsOwnWrites {
+				c = readsOwnWrites(c)
 			}
 			return faultyWrites(c, writes, fl.a.deleting, func() bool {
 				statusMu.Lock()
@@ -337,7 +467,7 @@ func (fl *fleet) start() (*operator, error) {
 	op.mw = mw
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&testclaimant.Claimant{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
+		WithOptions(op.controllerOptions(controller.Options{MaxConcurrentReconciles: 2})).
 		WithLogConstructor(fl.a.passBegins(op))
 	if fl.r.wakeOnlyWaiters {
 		// The predicate silences the middleware's own watch of records;
@@ -360,7 +490,8 @@ func (fl *fleet) start() (*operator, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := second.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testclaimant.Claimant{}).WithLogConstructor(fl.a.passBegins(nil))); err != nil {
+		if err := second.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testclaimant.Claimant{}).
+			WithOptions(op.controllerOptions(controller.Options{})).WithLogConstructor(fl.a.passBegins(nil))); err != nil {
 			return nil, err
 		}
 	}
@@ -408,7 +539,7 @@ func (fl *fleet) replace(op *operator) {
 		if stopped || fl.ctx.Err() != nil {
 			return
 		}
-		if _, err := fl.start(); err != nil {
+		if _, err := fl.start(op.shard); err != nil {
 			fl.t.Errorf("seed %d: restarting the operator: %v", fl.seed, err)
 		}
 	}()
@@ -452,7 +583,7 @@ func (fl *fleet) roll(overlap time.Duration) {
 		return
 	}
 	from := time.Now()
-	if _, err := fl.start(); err != nil {
+	if _, err := fl.start(old.shard); err != nil {
 		fl.t.Errorf("seed %d: starting an overlapping operator: %v", fl.seed, err)
 		return
 	}
@@ -467,7 +598,7 @@ func (fl *fleet) roll(overlap time.Duration) {
 }
 
 // settle turns every fault off, waits for pending restarts, and leaves one
-// process running.
+// process running (one per shard).
 func (fl *fleet) settle() {
 	fl.mu.Lock()
 	fl.calm = true
@@ -694,9 +825,16 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 		t.Fatal(err)
 	}
 	a.records = w.expiry
-	// And one operator process (more during a rolling update)
-	if _, err := fl.start(); err != nil {
-		t.Fatal(err)
+	// And one operator process (more during a rolling update), or one per
+	// shard
+	shards := []int{allShards}
+	if f.shards {
+		shards = []int{fastShard, slowShard}
+	}
+	for _, shard := range shards {
+		if _, err := fl.start(shard); err != nil {
+			t.Fatal(err)
+		}
 	}
 	defer fl.stopAll()
 	ticking := make(chan struct{})
@@ -719,6 +857,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	// (among them records a holder made to wait keeps while another object
 	// waits), takes keys over, asks for handovers and restarts the
 	// operator, for the seed's steps
+	for range r.acrossShards {
+		w.eraseFreshAcrossShards(ctx, t)
+	}
 	for range r.steps {
 		time.Sleep(time.Duration(w.rng.IntN(30)) * time.Millisecond)
 		name := w.names[w.rng.IntN(len(w.names))]
@@ -733,6 +874,8 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 			w.create(ctx, t, name)
 		case p < 0.64:
 			w.deleteRecord(ctx, t, false)
+		case p < 0.70 && f.shards:
+			w.eraseFreshAcrossShards(ctx, t)
 		case p < 0.70:
 			w.eraseFresh(ctx, t)
 		case p < 0.83:
