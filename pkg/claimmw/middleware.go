@@ -1292,6 +1292,21 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
 	}
+	if len(holdings) > 0 && mayAct(was) {
+		// The pass is about to act for records on the word of a cached
+		// condition; the API server may say by now that the object acts for
+		// nothing (a told pass that succeeded moments ago wrote so), and a
+		// waiter's check before it acts reads that: the condition must say
+		// it may act again first, from what the API server says.
+		current := newObject(m.cfg.prototype)
+		if err := m.cfg.apiReader.Get(ctx, req.NamespacedName, current); err != nil {
+			return reconcile.Result{}, fmt.Errorf("reading %s before its deletion pass: %w", req.NamespacedName, err)
+		}
+		if current.GetUID() != obj.GetUID() {
+			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
+		}
+		obj, was = current, m.conditionOf(current)
+	}
 	holds := m.renew.keep(ctx, req.NamespacedName, self, holdings)
 	m.renew.stopExcept(req.NamespacedName, keysOf(holdings)...)
 	for _, rec := range holdings {
