@@ -217,6 +217,11 @@ func (m *Middleware) resume(ctx context.Context) {
 		// What the cache shows is resumed and stamped all the same; the
 		// rest is renewed and stamped from its holder's first pass.
 		logError(ctx, err, "listing the claims at start")
+		if byHolder == nil {
+			// Not even the cache answered: each object's renewals are
+			// resumed from its own cached listing.
+			listed = false
+		}
 	}
 	if m.renew != nil {
 		m.resumeRenewals(ctx, byHolder, listed)
