@@ -776,24 +776,35 @@ func (c *Claimer) RecordsByHolder(ctx context.Context) (byHolder map[types.UID][
 	if err != nil {
 		return nil, true, fmt.Errorf("listing claims: %w", err)
 	}
+	var unlabelled []Record
+	if ul, ok := c.backend.(backends.UnlabelledLister); ok && len(c.cfg.Labels) > 0 {
+		if unlabelled, err = ul.ListUnlabelled(ctx); err != nil {
+			err = fmt.Errorf("listing claims without the claim labels: %w", err)
+		}
+	}
+	// A record the cache shows is the one kept; the uncached listing adds
+	// only what the cache cannot hold.
+	for _, rec := range unlabelled {
+		if !slices.ContainsFunc(recs, func(r Record) bool { return r.Key == rec.Key }) {
+			recs = append(recs, rec)
+		}
+	}
+	return c.byHolder(recs), true, err
+}
+
+// byHolder groups the records of recs that are the Claimer set's by holder
+// UID, each holder's sorted by key.
+func (c *Claimer) byHolder(recs []Record) map[types.UID][]Record {
 	out := map[types.UID][]Record{}
 	for _, rec := range recs {
 		if rec.Ours() && rec.Holder.UID != "" && ownSet(rec.Set, c.cfg.sets()) {
 			out[rec.Holder.UID] = append(out[rec.Holder.UID], rec)
 		}
 	}
-	unlabelled, err := c.UnlabelledHoldings(ctx)
-	for uid, held := range unlabelled {
-		for _, rec := range held {
-			if !slices.ContainsFunc(out[uid], func(r Record) bool { return r.Key == rec.Key }) {
-				out[uid] = append(out[uid], rec)
-			}
-		}
-	}
 	for _, held := range out {
 		slices.SortFunc(held, func(a, b Record) int { return strings.Compare(a.Key, b.Key) })
 	}
-	return out, true, err
+	return out
 }
 
 // UnlabelledHoldings returns, by holder UID and sorted by key, the records
@@ -813,16 +824,7 @@ func (c *Claimer) UnlabelledHoldings(ctx context.Context) (map[types.UID][]Recor
 	if err != nil {
 		return nil, fmt.Errorf("listing claims without the claim labels: %w", err)
 	}
-	out := map[types.UID][]Record{}
-	for _, rec := range recs {
-		if rec.Ours() && rec.Holder.UID != "" && ownSet(rec.Set, c.cfg.sets()) {
-			out[rec.Holder.UID] = append(out[rec.Holder.UID], rec)
-		}
-	}
-	for _, held := range out {
-		slices.SortFunc(held, func(a, b Record) int { return strings.Compare(a.Key, b.Key) })
-	}
-	return out, nil
+	return c.byHolder(recs), nil
 }
 
 // lister is the part of a backend holdings needs.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -38,10 +37,6 @@ type renewals struct {
 	ended chan event.GenericEvent
 	// prototype is the middleware's object type, for those events.
 	prototype client.Object
-	// clock and every are the Keeper's clock and RenewEvery, which bound
-	// the waits of retry.
-	clock clock.Clock
-	every time.Duration
 
 	mu    sync.Mutex
 	holds map[holdKey]*hold
@@ -70,15 +65,7 @@ func newRenewals(c *claim.Claimer, cfg expiry.KeeperConfig, prototype client.Obj
 	if err != nil {
 		return nil, err
 	}
-	// The Keeper's clock, as it defaults it: retries wait on the time its
-	// deadlines count.
-	var clk clock.Clock = clock.RealClock{}
-	if cfg.Clock != nil {
-		clk = cfg.Clock
-	} else if withTicker, ok := claimhook.Clock(c).(clock.WithTicker); ok {
-		clk = withTicker
-	}
-	return &renewals{keeper: k, claimer: c, clock: clk, every: cfg.RenewEvery, holds: map[holdKey]*hold{}, retrying: map[holdKey]bool{}, ended: make(chan event.GenericEvent, holdEndedBuffer), prototype: prototype}, nil
+	return &renewals{keeper: k, claimer: c, holds: map[holdKey]*hold{}, retrying: map[holdKey]bool{}, ended: make(chan event.GenericEvent, holdEndedBuffer), prototype: prototype}, nil
 }
 
 // watch wakes obj when the hold held ends on its own.
@@ -278,10 +265,12 @@ func (r *renewals) retry(ctx context.Context, hk holdKey, self claim.Holder) {
 			delete(r.retrying, hk)
 			r.mu.Unlock()
 		}()
+		// The Keeper's clock: retries wait on the time its deadlines count.
+		cfg := r.keeper.Config()
 		wait := retryFirst
 		for {
-			<-r.clock.After(wait)
-			wait = min(2*wait, r.every)
+			<-cfg.Clock.After(wait)
+			wait = min(2*wait, cfg.RenewEvery)
 			r.mu.Lock()
 			h, ok := r.holds[hk]
 			closed := r.closed

@@ -150,6 +150,10 @@ func NewKeeper(c *claim.Claimer, cfg KeeperConfig) (*Keeper, error) {
 	return &Keeper{claimer: c, cfg: cfg}, nil
 }
 
+// Config returns the Keeper's configuration, every default filled in (its
+// Clock included), for code that waits on the time its deadlines count.
+func (k *Keeper) Config() KeeperConfig { return k.cfg }
+
 // Renew records that self, which holds key, is still alive: one write of a
 // new renew marker that keeps the grant and passes its token on, sent
 // through c. (The token it reports is the grant's, or higher when someone
