@@ -84,7 +84,7 @@ func redact(d Disclosure, o claim.Outcome, self claim.Holder) claim.Outcome {
 		}
 	case claim.ReasonForeign:
 		if o.Record.Ref.Namespace != self.Namespace {
-			o.Message = fmt.Sprintf("Key %q is blocked by a record this operator did not write; the operator's administrators must remove it.", o.Key)
+			o.Message = foreignHidden(o.Key)
 		}
 	}
 	return o
@@ -104,9 +104,15 @@ func hideOthers(o claim.Outcome) claim.Outcome {
 	case claim.ReasonTakenOver:
 		o.Message = fmt.Sprintf("Key %q taken over from a holder that is gone.", o.Key)
 	case claim.ReasonForeign:
-		o.Message = fmt.Sprintf("Key %q is blocked by a record this operator did not write; the operator's administrators must remove it.", o.Key)
+		o.Message = foreignHidden(o.Key)
 	}
 	return o
+}
+
+// foreignHidden is the message of a foreign record of key that does not
+// say where the record is.
+func foreignHidden(key string) string {
+	return fmt.Sprintf("Key %q is blocked by a record this operator did not write; the operator's administrators must remove it.", key)
 }
 
 // errorMessage is the condition message of an error that kept the claim
