@@ -40,8 +40,10 @@ type renewals struct {
 
 	mu    sync.Mutex
 	holds map[holdKey]*hold
-	// retrying are the records a retry goroutine renews until it succeeds.
-	retrying map[holdKey]bool
+	// retrying are the records a retry goroutine renews until it succeeds,
+	// each with the ticket of that goroutine; stop, stopExcept and close
+	// take it back, and the goroutine ends at its next turn.
+	retrying map[holdKey]*retryTicket
 	closed   bool
 }
 
@@ -65,7 +67,7 @@ func newRenewals(c *claim.Claimer, cfg expiry.KeeperConfig, prototype client.Obj
 	if err != nil {
 		return nil, err
 	}
-	return &renewals{keeper: k, claimer: c, holds: map[holdKey]*hold{}, retrying: map[holdKey]bool{}, ended: make(chan event.GenericEvent, holdEndedBuffer), prototype: prototype}, nil
+	return &renewals{keeper: k, claimer: c, holds: map[holdKey]*hold{}, retrying: map[holdKey]*retryTicket{}, ended: make(chan event.GenericEvent, holdEndedBuffer), prototype: prototype}, nil
 }
 
 // watch wakes obj when the hold held ends on its own.
@@ -244,7 +246,9 @@ func (r *renewals) renewAndHold(ctx context.Context, hk holdKey, self claim.Hold
 // retry tries, in the background, the first renewal of a record keep could
 // not renew, again and again (after retryFirst, doubling up to RenewEvery)
 // until one succeeds and its hold is installed, the record is found lost,
-// a hold of it is live again (a pass installed one), or the renewals close:
+// a hold of it is live again (a pass installed one), its hold is stopped
+// (stop, stopExcept: the record released or handed over, the object
+// forgotten once gone), or the renewals close:
 // no pass may come before a contender's count of the lease duration runs
 // out (a starting process resumes renewals before the first passes), and
 // nothing but a renewal keeps the key from expiring under its holder.
@@ -252,17 +256,20 @@ func (r *renewals) retry(ctx context.Context, hk holdKey, self claim.Holder) {
 	// One retry per record: every pass of a holder whose renewals are
 	// refused calls keep again.
 	r.mu.Lock()
-	if r.retrying[hk] {
+	if r.retrying[hk] != nil || r.closed {
 		r.mu.Unlock()
 		return
 	}
-	r.retrying[hk] = true
+	ticket := &retryTicket{}
+	r.retrying[hk] = ticket
 	r.mu.Unlock()
 	ctx = context.WithoutCancel(ctx)
 	go func() {
 		defer func() {
 			r.mu.Lock()
-			delete(r.retrying, hk)
+			if r.retrying[hk] == ticket {
+				delete(r.retrying, hk)
+			}
 			r.mu.Unlock()
 		}()
 		// The Keeper's clock: retries wait on the time its deadlines count.
@@ -273,9 +280,11 @@ func (r *renewals) retry(ctx context.Context, hk holdKey, self claim.Holder) {
 			wait = min(2*wait, cfg.RenewEvery)
 			r.mu.Lock()
 			h, ok := r.holds[hk]
-			closed := r.closed
+			// Taken back: the record was released or handed over, the
+			// object forgotten, or the renewals closed.
+			taken := r.retrying[hk] != ticket
 			r.mu.Unlock()
-			if closed || ok && h.liveFor(self.UID) {
+			if taken || ok && h.liveFor(self.UID) {
 				return
 			}
 			_, err := r.renewAndHold(ctx, hk, self)
@@ -291,12 +300,19 @@ func (r *renewals) retry(ctx context.Context, hk holdKey, self claim.Holder) {
 // retryFirst is the first wait of retry.
 const retryFirst = 50 * time.Millisecond
 
-// stop ends obj's hold of key, if any.
+// retryTicket tells one retry goroutine from the next of the same record.
+type retryTicket struct{ _ byte }
+
+// stop ends obj's hold of key, and its retry, if any.
 func (r *renewals) stop(obj types.NamespacedName, key string) {
 	if r == nil {
 		return
 	}
-	r.drop(holdKey{obj: obj, key: key})
+	hk := holdKey{obj: obj, key: key}
+	r.mu.Lock()
+	delete(r.retrying, hk)
+	r.mu.Unlock()
+	r.drop(hk)
 }
 
 func (r *renewals) drop(hk holdKey) {
@@ -309,12 +325,17 @@ func (r *renewals) drop(hk holdKey) {
 	}
 }
 
-// stopExcept ends every hold of obj whose key is not in keep.
+// stopExcept ends every hold and retry of obj whose key is not in keep.
 func (r *renewals) stopExcept(obj types.NamespacedName, keep ...string) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
+	for hk := range r.retrying {
+		if hk.obj == obj && !slices.Contains(keep, hk.key) {
+			delete(r.retrying, hk)
+		}
+	}
 	var ended []*hold
 	for hk, h := range r.holds {
 		if hk.obj != obj || slices.Contains(keep, hk.key) {
@@ -338,6 +359,7 @@ func (r *renewals) close() {
 	r.closed = true
 	ended := r.holds
 	r.holds = map[holdKey]*hold{}
+	clear(r.retrying)
 	r.mu.Unlock()
 	for _, h := range ended {
 		h.stop()
