@@ -188,7 +188,9 @@ func Renew(ctx context.Context, c *claim.Claimer, key string, self claim.Holder)
 // holder lost the claim.
 //
 // The first renewal is sent RenewEvery after Hold is called: call Hold right
-// after the grant, or time spent before it shortens the hold.
+// after the grant, or time spent before it shortens the hold. One renewal is
+// in flight at a time: one due while another is still in flight is sent as
+// soon as that one returns.
 //
 // An Outcome that is not granted, or that wrote nothing (a re-entry, Held
 // from Acquire), cannot say when the deadline started: the held context is
@@ -254,7 +256,14 @@ func (k *Keeper) hold(ctx context.Context, key string, granted claim.Outcome, re
 	go func() {
 		defer ticker.Stop()
 		defer deadline.Stop()
-		inflight := false
+		inflight, due := false, false
+		send := func() {
+			inflight, due = true, false
+			sent := clk.Now()
+			go func() {
+				results <- result{sent: sent, err: renew(held)}
+			}()
+		}
 		for {
 			select {
 			case <-done:
@@ -266,15 +275,14 @@ func (k *Keeper) hold(ctx context.Context, key string, granted claim.Outcome, re
 				return
 			case <-ticker.C():
 				if inflight {
-					// A renewal that hangs must not pile up more; the
-					// deadline timer ends the hold if it never returns.
+					// A renewal that hangs must not pile up more (the
+					// deadline timer ends the hold if it never returns),
+					// but a slow one must not cost a whole period either:
+					// the renewal it delayed goes out when it returns.
+					due = true
 					continue
 				}
-				inflight = true
-				sent := clk.Now()
-				go func() {
-					results <- result{sent: sent, err: renew(held)}
-				}()
+				send()
 			case r := <-results:
 				inflight = false
 				switch {
@@ -290,6 +298,9 @@ func (k *Keeper) hold(ctx context.Context, key string, granted claim.Outcome, re
 				case errors.Is(r.err, claim.ErrNotHolder):
 					cancel(r.err)
 					return
+				}
+				if due {
+					send()
 				}
 			}
 		}

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ocf-claim/claim/pkg/backends"
 
 	"github.com/ocf-claim/claim/pkg/backends/memory"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -153,4 +157,65 @@ func TestAKeepersCauseNeverEchoesTheRawKeysPassword(t *testing.T) {
 			t.Errorf("hold's cause echoes the password: %v", cause)
 		}
 	})
+}
+
+// slowFirstUpdate is a backend whose first Update waits for release, and
+// which counts its Updates: a renewal the API server is slow to answer.
+type slowFirstUpdate struct {
+	backends.Backend
+	release chan struct{}
+	updates atomic.Int32
+}
+
+func (b *slowFirstUpdate) Update(ctx context.Context, prev, next backends.Record) (backends.Record, error) {
+	if b.updates.Add(1) == 1 {
+		<-b.release
+	}
+	return b.Backend.Update(ctx, prev, next)
+}
+
+// TestARenewalDueWhileAnotherIsInFlightIsSentWhenThatOneReturns: Given a
+// renewal the API server answers only after the next one is due, When it
+// returns, Then the renewal it delayed is sent at once, not a whole
+// RenewEvery later: a slow answer must not halve the renewal rate and bring
+// the holder that much closer to its deadline.
+func TestARenewalDueWhileAnotherIsInFlightIsSentWhenThatOneReturns(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := memory.New()
+	slow := &slowFirstUpdate{release: make(chan struct{})}
+	factory := func(r client.Reader, w client.Client, cfg backends.Config) (backends.Backend, error) {
+		b, err := store.Backend(r, w, cfg)
+		slow.Backend = b
+		return slow, err
+	}
+	c, err := memory.NewClaimer(store, claim.Config{Namespace: "ns"}, claim.WithClock(clk), claim.WithBackend(factory))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := expiry.NewKeeper(c, expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, granted, err := c.Acquire(ctx, "queue/orders", worker)
+	if err != nil || !granted.Granted() {
+		t.Fatalf("Acquire() = %s, %v; want granted", granted.Reason, err)
+	}
+	held, stop := k.Hold(ctx, "queue/orders", granted)
+	defer stop()
+	waitFor(t, "the hold's timers", func() bool { return clk.HasWaiters() })
+
+	// Given the first renewal is in flight when the second is due
+	clk.Step(5 * time.Second)
+	waitFor(t, "the first renewal", func() bool { return slow.updates.Load() == 1 })
+	clk.Step(5 * time.Second)
+	// The Keeper takes the tick in real time; no clock step can say when.
+	time.Sleep(50 * time.Millisecond)
+	// When the first renewal returns
+	close(slow.release)
+	// Then the second is sent without the clock moving on
+	waitFor(t, "the delayed renewal", func() bool { return slow.updates.Load() == 2 })
+	if held.Err() != nil {
+		t.Fatalf("hold ended: %v", context.Cause(held))
+	}
 }
