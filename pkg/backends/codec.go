@@ -3,6 +3,7 @@ package backends
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -158,6 +159,7 @@ func (cfg Config) DecodeStored(key string, s Stored) Record {
 	rec.Exists = true
 	rec.Foreign = foreign
 	rec.Ref, rec.UID, rec.Version = s.Ref, s.UID, s.Version
+	rec.Labels = maps.Clone(s.Labels)
 	if rec.Foreign == "" {
 		rec.Foreign = impossible(rec, s)
 	}

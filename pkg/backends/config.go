@@ -143,6 +143,27 @@ func (cfg Config) RecordLabels(h Holder) map[string]string {
 	return out
 }
 
+// WriteLabels returns the labels a write of next over prev (the record as
+// read) puts on a record's object: [Config.RecordLabels] of next's holder,
+// and, when the write keeps prev's holder, every other label prev's object
+// carries. Two releases of an operator that label records differently thus
+// each find their own labels on a steady record and stop writing it, and
+// nobody's label is lost to a renewal. A write that changes the holder
+// writes RecordLabels alone: labels that selected the former holder must not
+// select its successor.
+func (cfg Config) WriteLabels(prev, next Record) map[string]string {
+	out := cfg.RecordLabels(next.Holder)
+	if !prev.Exists || prev.Holder.UID == "" || prev.Holder.UID != next.Holder.UID {
+		return out
+	}
+	for k, v := range prev.Labels {
+		if _, own := out[k]; !own {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // SelectorLabels returns the labels that select h's records, with values
 // made valid by [LabelValue].
 func (cfg Config) SelectorLabels(h Holder) map[string]string {

@@ -86,6 +86,12 @@ type Record struct {
 	// a cache restricted by them cannot see it. The protocol labels it
 	// again at the holder's next Acquire.
 	Unlabelled bool
+	// Labels are the storing object's labels as read. A backend that labels
+	// records keeps, on a write that keeps the holder, the labels it does not
+	// set itself: another release's holder labels or Config.Labels keys (two
+	// versions of an operator running side by side in a rolling upgrade), or
+	// a person's. A write that changes the holder drops them.
+	Labels map[string]string
 	// Ref names the object that stores the record, for messages.
 	Ref types.NamespacedName
 	// UID and Version are the storing object's UID and resourceVersion as

@@ -378,3 +378,29 @@ func TestARecordWithoutASetKeepsItsMiddlewareWhenAnotherWithOtherLabelsStarts(t 
 		t.Errorf("two objects acted for network/k at once: %v", both)
 	}
 }
+
+// TestTwoOverlappingProcessesWithOtherHolderLabelsStopWritingASteadyRecord:
+// writes stop when nothing changes, with two overlapping operator processes
+// (a rolling upgrade that changes claim.Config.HolderLabels): the record a
+// steady holder holds is not written again and again, each process stamping
+// it with its own holder labels in turn.
+func TestTwoOverlappingProcessesWithOtherHolderLabelsStopWritingASteadyRecord(t *testing.T) {
+	ns := env.Namespace(t)
+	byName := func(h claim.Holder) map[string]string { return map[string]string{"example.com/holder-name": h.Name} }
+	old := startReplica(t, ns, replicaMW{})[0]
+	// Given x holds k under the old release
+	old.createAndWait(t, "x", conditions.ReasonClaimed, "k")
+	// When the new release, which labels records by holder name, starts
+	// beside it, and x is reconciled by both
+	startReplica(t, ns, replicaMW{opts: []claimmw.Option{claimmw.WithClaim(claim.Config{Namespace: ns, HolderLabels: byName}, claim.WithBackend(lease.Backend))}})
+	old.touch(t, "x")
+	time.Sleep(3 * time.Second)
+	// Then, once they settled, k's record is not written for 3 s
+	versions := map[string]bool{}
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		versions[old.leaseOf(t, "k").ResourceVersion] = true
+	}
+	if n := len(versions) - 1; n > 0 {
+		t.Errorf("k's record was written %d times in 3 s while nothing changed; its labels now %v", n, old.leaseOf(t, "k").Labels)
+	}
+}

@@ -93,6 +93,7 @@ func (s *store) Create(ctx context.Context, _, next backends.Record) (backends.R
 
 func (s *store) Update(ctx context.Context, prev, next backends.Record) (backends.Record, error) {
 	l := Encode(s.cfg, next)
+	l.Labels = s.cfg.WriteLabels(prev, next)
 	// UID and resourceVersion in the body are both preconditions of an
 	// Update: a Lease deleted and recreated, or written since prev was read,
 	// answers Conflict.

@@ -17,6 +17,7 @@ import (
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
 // sent counts the objects the API server sends a reader in answer to its
@@ -288,5 +289,62 @@ func claimersIn(t *testing.T, ns string) func(claim.Config, client.Reader) *clai
 			t.Fatal(err)
 		}
 		return c
+	}
+}
+
+// TestTwoReleasesWithOtherHolderLabelsEachKeepTheOthersLabelOnASteadyLease:
+// in a rolling upgrade that changes HolderLabels, both releases reconcile the
+// same holder. The first of them to find its label missing adds it beside the
+// other's, and from then on neither finds anything to write: a re-entry or a
+// renewal by either leaves both labels on. A takeover writes the new
+// holder's labels alone, so no listing by the former holder's label finds
+// the Lease.
+func TestTwoReleasesWithOtherHolderLabelsEachKeepTheOthersLabelOnASteadyLease(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	const nameLabel = "example.com/holder-name"
+	byName := func(h claim.Holder) map[string]string { return map[string]string{nameLabel: h.Name} }
+	older := newClaimer(t, ns, nil, nil)
+	writer, err := env.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer, err := claim.New(env.APIReader, writer, claim.Config{Namespace: ns, HolderLabels: byName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := holder(t, ns, "a"), holder(t, ns, "b")
+	both := map[string]string{backends.DefaultHolderUIDLabel: string(a.UID), nameLabel: "a"}
+	// Given a holds k through the older release
+	wantReason(t, acquire(t, older, "k", a), claim.ReasonAcquired)
+	// When the newer release's pass for a finds its label missing
+	wantReason(t, acquire(t, newer, "k", a), claim.ReasonHeld)
+	// Then it added its label and kept the older one's
+	stamped := leaseOf(t, older, "k")
+	if diff := cmp.Diff(both, stamped.Labels); diff != "" {
+		t.Fatalf("labels after the newer release's pass (-want +got):\n%s", diff)
+	}
+	// When both releases pass again and renew
+	for _, c := range []*claim.Claimer{older, newer, older, newer} {
+		wantReason(t, acquire(t, c, "k", a), claim.ReasonHeld)
+	}
+	// Then neither wrote the Lease
+	if v := leaseOf(t, older, "k").ResourceVersion; v != stamped.ResourceVersion {
+		t.Fatalf("the Lease was written again (version %s, then %s) while nothing changed; labels %v", stamped.ResourceVersion, v, leaseOf(t, older, "k").Labels)
+	}
+	for _, c := range []*claim.Claimer{older, newer} {
+		if _, err := expiry.Renew(ctx, c, "k", a); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(both, leaseOf(t, c, "k").Labels); diff != "" {
+			t.Fatalf("labels after a renewal (-want +got):\n%s", diff)
+		}
+	}
+	// When b takes k over from a, gone, through the older release
+	deleteHolder(t, a)
+	wantReason(t, acquire(t, older, "k", b), claim.ReasonTakenOver)
+	// Then the Lease carries b's labels of the older release alone
+	if diff := cmp.Diff(map[string]string{backends.DefaultHolderUIDLabel: string(b.UID)}, leaseOf(t, older, "k").Labels); diff != "" {
+		t.Fatalf("labels after the takeover (-want +got):\n%s", diff)
 	}
 }
