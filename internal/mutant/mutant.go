@@ -67,13 +67,18 @@ const (
 	// pass's own write: a lagging cache that still shows an earlier holder
 	// acting for nothing lets the pass act beside it.
 	FreshCacheAssumed Name = "FreshCacheAssumed"
+	// DeletionCachedConditionTrusted: a deletion pass given records acts on
+	// the word of its cached condition: a cache still showing that the
+	// object may act, after a told pass succeeded and wrote that it acts for
+	// nothing, lets it act without saying so in the API server first.
+	DeletionCachedConditionTrusted Name = "DeletionCachedConditionTrusted"
 )
 
 // All lists every mutant, in the order make chaos-mutants runs them.
 var All = []Name{
 	NotWokenByRecordEvents, LostKeyNeverTold, CachedHeldTrusted, DeletingHolderJudgedGone,
 	ReleaseBeforeInner, ReleaseAfterFailedInner, ReleaseWhateverRecord, MustTellInMemory, SteadyPassWrites,
-	EmptyKeySetNotActing, CachedConditionTrusted, FreshCacheAssumed,
+	EmptyKeySetNotActing, CachedConditionTrusted, FreshCacheAssumed, DeletionCachedConditionTrusted,
 }
 
 // Env is the environment variable that switches a mutant on.

@@ -292,3 +292,66 @@ func TestAnObjectThatHoldsNothingGoesThoughItsDeletionPassAsksToRunAgain(t *test
 		return apierrors.IsNotFound(err), fmt.Sprintf("b is still there: %v", err)
 	})
 }
+
+// TestADeletionPassWhoseCacheStillShowsItMayActSaysSoInTheAPIServerBeforeItActs:
+// a deletion pass given records acts for their keys, so before it acts the API
+// server must say the object may act: a waiter's check before it acts reads
+// the object there. A cache that still shows the object's Claimed condition
+// from before a told pass succeeded (and wrote that it acts for nothing) must
+// not let the deletion pass skip that write.
+func TestADeletionPassWhoseCacheStillShowsItMayActSaysSoInTheAPIServerBeforeItActs(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	w := recordWindows(f, "k")
+	// Given alpha held k while bravo waited, and the cache's view of alpha
+	// then is kept
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
+	claimedThen, err := f.widget(t, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And alpha's keys became unknown: it keeps k's record, its told pass
+	// succeeded, and the API server says it acts for nothing
+	f.setKeys(t, "alpha", "k", failKeysFuncKey)
+	f.waitForReason(t, "alpha", conditions.ReasonInvalidKey, wakeWithin)
+	// When alpha is deleted and its deletion pass reads, from a cache that
+	// has not shown its writes since, the Claimed condition of then
+	gate := make(chan struct{})
+	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
+		if key.Name == "alpha" {
+			<-gate
+		}
+	})
+	f.deleteWidgetAsync(t, "alpha")
+	deleting, err := f.widget(t, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := deleting.DeepCopy()
+	stale.Status = claimedThen.Status
+	f.writes.staleWidget.Store(stale)
+	w.whenActs("alpha", func() {
+		// And while that pass acts for k, a person deletes k's record,
+		// which wakes bravo
+		f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+		if err := f.deleteRecordOf(context.Background(), "k"); err != nil {
+			t.Errorf("deleting alpha's record of k: %v", err)
+			return
+		}
+		w.waitActed("bravo", 3*time.Second)
+	})
+	f.writes.beforeWidgetGet.Store(func(client.ObjectKey) {})
+	close(gate)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		_, err := f.widget(t, "alpha")
+		return apierrors.IsNotFound(err), fmt.Sprintf("alpha still exists: %v", err)
+	})
+	if !w.waitActed("bravo", 10*time.Second) {
+		t.Fatalf("bravo never acted for k after alpha was gone: passes %q; bravo %+v", w.passes, f.claimed(t, "bravo"))
+	}
+	// Then bravo did not act for k while alpha's deletion pass did
+	w.noOverlap(t)
+	if !w.acted("alpha") {
+		t.Fatalf("alpha's deletion pass was never given k: passes %q", w.passes)
+	}
+}

@@ -1297,7 +1297,9 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
 	}
-	if len(holdings) > 0 && mayAct(was) {
+	confirm := len(holdings) > 0 && mayAct(was)
+	mutant.Do(mutant.DeletionCachedConditionTrusted, func() { confirm = false })
+	if confirm {
 		// The pass is about to act for records on the word of a cached
 		// condition; the API server may say by now that the object acts for
 		// nothing (a told pass that succeeded moments ago wrote so), and a
