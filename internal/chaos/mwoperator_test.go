@@ -81,6 +81,11 @@ type mwFeatures struct {
 	// (slowShardLag) and every process's Lease informer is slower
 	// (shardLeaseLag).
 	shards bool
+	// relabel: every other operator process (by start order: each rolling
+	// update is an upgrade or a rollback, and the two shards differ) labels
+	// records by holder name instead of by UID, so releases that label
+	// records differently write the same records.
+	relabel bool
 }
 
 // featuresOf draws the profiles of seed; the first three seeds, those of
@@ -97,7 +102,7 @@ func featuresOf(seed uint64) mwFeatures {
 	rng := rand.New(rand.NewPCG(seed, 0xfea7))
 	p := func(x float64) bool { return rng.Float64() < x }
 	return mwFeatures{innerFails: p(0.3), statusFails: p(0.3), lag: p(0.4), renewal: p(0.3), fairness: p(0.3),
-		labels: p(0.3), setless: p(0.25), handover: p(0.3), second: p(0.2), restarts: p(0.6), shards: p(0.3)}
+		labels: p(0.3), setless: p(0.25), handover: p(0.3), second: p(0.2), restarts: p(0.6), shards: p(0.3), relabel: p(0.3)}
 }
 
 func (f mwFeatures) String() string {
@@ -107,7 +112,7 @@ func (f mwFeatures) String() string {
 		name string
 	}{{f.innerFails, "inner-fails"}, {f.statusFails, "status-fails"}, {f.lag, "lag"}, {f.renewal, "renewal"}, {f.fairness, "fairness"},
 		{f.labels, "labels"}, {f.setless, "setless"}, {f.handover, "handover"}, {f.second, "second-middleware"}, {f.restarts, "restarts"},
-		{f.shards, "shards"}} {
+		{f.shards, "shards"}, {f.relabel, "relabel"}} {
 		if x.on {
 			on = append(on, x.name)
 		}
@@ -120,6 +125,11 @@ func (f mwFeatures) String() string {
 
 // recordLabels are the labels of the labels profile.
 var recordLabels = map[string]string{"chaos.ocf.dev/records": "yes"}
+
+// byHolderName is the HolderLabels of the relabel profile's other release.
+func byHolderName(h claim.Holder) map[string]string {
+	return map[string]string{"chaos.ocf.dev/holder-name": h.Name}
+}
 
 // The second middleware's condition type and finalizer.
 const (
@@ -155,6 +165,10 @@ type operator struct {
 	ending atomic.Bool
 	fleet  *fleet
 	scheds []*chaos.Schedule
+	// synced waits until the process's caches of its kind and of records
+	// synced: from then on its middleware resumes the renewals of what its
+	// objects hold.
+	synced func()
 }
 
 // The shards of the shards profile: each object belongs to one (shardOf),
@@ -403,6 +417,9 @@ func (fl *fleet) start(shard int) (*operator, error) {
 	if fl.f.labels {
 		cfg.Labels = recordLabels
 	}
+	if fl.f.relabel && id%2 == 0 {
+		cfg.HolderLabels = byHolderName
+	}
 	backend := lease.Backend
 	if fl.r.backend != nil {
 		backend = func(rd client.Reader, wr client.Client, cfg backends.Config) (backends.Backend, error) {
@@ -499,6 +516,19 @@ func (fl *fleet) start(shard int) (*operator, error) {
 	fl.a.readers[op] = mgr.GetClient()
 	fl.a.mu.Unlock()
 	ctx, cancel := context.WithCancel(fl.ctx)
+	op.synced = func() {
+		// The informers a middleware starts from (its kind's and the
+		// records'), each synced: a Lease informer created only when the
+		// controller starts is not among those WaitForCacheSync waits for.
+		// The process's own context: one that ends before its caches
+		// synced is waited for no longer (its replacement is).
+		for _, obj := range []client.Object{&testclaimant.Claimant{}, &coordinationv1.Lease{}} {
+			if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+				return
+			}
+		}
+		mgr.GetCache().WaitForCacheSync(ctx)
+	}
 	op.cancel = cancel
 	fl.mu.Lock()
 	fl.live[op] = true
@@ -539,10 +569,34 @@ func (fl *fleet) replace(op *operator) {
 		if stopped || fl.ctx.Err() != nil {
 			return
 		}
-		if _, err := fl.start(op.shard); err != nil {
+		next, err := fl.start(op.shard)
+		if err != nil {
 			fl.t.Errorf("seed %d: restarting the operator: %v", fl.seed, err)
+			return
 		}
+		next.synced()
+		time.Sleep(resumeGrace)
 	}()
+}
+
+// resumeGrace is how long after its caches synced a new process is still
+// counted as starting: the time its middleware's start lists what its
+// objects hold and renews it (docs/middleware.md, Time-based claims, asks
+// that this stays well inside the lease duration; on the renewal profile's
+// clock the lease is one second of real time, which a loaded machine's
+// start alone can take).
+const resumeGrace = 250 * time.Millisecond
+
+// down reports whether a shard's process is being replaced (between its
+// end and resumeGrace after its replacement's caches synced). The renewal
+// profile's clock stands still then: a process that is down renews
+// nothing, and time-based claims promise nothing about an operator that
+// is down longer than a lease while another process judges its holders
+// (docs/middleware.md, Time-based claims).
+func (fl *fleet) down() bool {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return fl.pending > 0
 }
 
 // waitReplacements waits until no replacement is under way.
@@ -583,10 +637,26 @@ func (fl *fleet) roll(overlap time.Duration) {
 		return
 	}
 	from := time.Now()
-	if _, err := fl.start(old.shard); err != nil {
+	fl.mu.Lock()
+	fl.pending++
+	fl.mu.Unlock()
+	next, err := fl.start(old.shard)
+	if err != nil {
+		fl.mu.Lock()
+		fl.pending--
+		fl.mu.Unlock()
 		fl.t.Errorf("seed %d: starting an overlapping operator: %v", fl.seed, err)
 		return
 	}
+	go func() {
+		defer func() {
+			fl.mu.Lock()
+			fl.pending--
+			fl.mu.Unlock()
+		}()
+		next.synced()
+		time.Sleep(resumeGrace)
+	}()
 	time.Sleep(overlap)
 	old.once.Do(func() { old.cancel() })
 	<-old.done
@@ -847,7 +917,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 				case <-ticking:
 					return
 				case <-tick.C:
-					fl.clock.Step(500 * time.Millisecond)
+					if !fl.down() {
+						fl.clock.Step(500 * time.Millisecond)
+					}
 				}
 			}
 		}()
