@@ -14,10 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -49,10 +47,7 @@ const (
 var env *envtest.Env
 
 func TestMain(m *testing.M) {
-	envtest.Main(m, &env, envtest.Options{
-		AddToScheme: []func(*runtime.Scheme) error{testclaimant.AddToScheme},
-		CRDs:        []*apiextensionsv1.CustomResourceDefinition{testclaimant.CRD()},
-	})
+	envtest.Main(m, &env, testclaimant.EnvOptions())
 }
 
 // sizes are how much each scenario does. The smoke sizes keep every
