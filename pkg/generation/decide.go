@@ -243,6 +243,20 @@ func checkOwner(rec ClaimRecord, gen string, token FencingToken) error {
 	return nil
 }
 
+// ownedBy returns cur's record when gen owns it under token: what every
+// request of the current owner (renew, prepare, commit, abort) first
+// requires. A claim with no record is ErrClaimNotFound; otherwise the
+// refusal is checkOwner's.
+func ownedBy(cur *StoredClaim, claimName, gen string, token FencingToken) (ClaimRecord, error) {
+	if cur == nil {
+		return ClaimRecord{}, notFound(claimName)
+	}
+	if err := checkOwner(cur.Record, gen, token); err != nil {
+		return ClaimRecord{}, err
+	}
+	return cur.Record, nil
+}
+
 func nextToken(rec ClaimRecord) (FencingToken, error) {
 	if rec.FencingToken == math.MaxUint64 {
 		return 0, fmt.Errorf("claim %q: token %d: %w", rec.Name, rec.FencingToken, ErrTokenOverflow)
@@ -347,11 +361,8 @@ func (r RenewRequest) fingerprint() string {
 }
 
 func (r RenewRequest) decide(cur *StoredClaim, f Facts) (ClaimRecord, error) {
-	if cur == nil {
-		return ClaimRecord{}, notFound(r.ClaimName)
-	}
-	rec := cur.Record
-	if err := checkOwner(rec, r.GenerationID, r.Token); err != nil {
+	rec, err := ownedBy(cur, r.ClaimName, r.GenerationID, r.Token)
+	if err != nil {
 		return ClaimRecord{}, err
 	}
 	rec.LastHeartbeat, rec.ExpiresAt, rec.Reason = beat(rec, f.Now), f.Now.Add(r.TTL), ReasonRenewed
@@ -381,11 +392,8 @@ func checkSelf(from, to string) error {
 }
 
 func (r TransferRequest) decide(cur *StoredClaim, f Facts) (ClaimRecord, error) {
-	if cur == nil {
-		return ClaimRecord{}, notFound(r.ClaimName)
-	}
-	rec := cur.Record
-	if err := checkOwner(rec, r.FromGeneration, r.Token); err != nil {
+	rec, err := ownedBy(cur, r.ClaimName, r.FromGeneration, r.Token)
+	if err != nil {
 		return ClaimRecord{}, err
 	}
 	if rec.Phase.transferring() {
@@ -414,11 +422,8 @@ func (r CommitRequest) fingerprint() string {
 }
 
 func (r CommitRequest) decide(cur *StoredClaim, f Facts) (ClaimRecord, error) {
-	if cur == nil {
-		return ClaimRecord{}, notFound(r.ClaimName)
-	}
-	rec := cur.Record
-	if err := checkOwner(rec, r.FromGeneration, r.ExpectedToken); err != nil {
+	rec, err := ownedBy(cur, r.ClaimName, r.FromGeneration, r.ExpectedToken)
+	if err != nil {
 		return ClaimRecord{}, err
 	}
 	switch {
@@ -451,11 +456,8 @@ func (r AbortRequest) fingerprint() string {
 }
 
 func (r AbortRequest) decide(cur *StoredClaim, _ Facts) (ClaimRecord, error) {
-	if cur == nil {
-		return ClaimRecord{}, notFound(r.ClaimName)
-	}
-	rec := cur.Record
-	if err := checkOwner(rec, r.FromGeneration, r.ExpectedToken); err != nil {
+	rec, err := ownedBy(cur, r.ClaimName, r.FromGeneration, r.ExpectedToken)
+	if err != nil {
 		return ClaimRecord{}, err
 	}
 	if !rec.Phase.transferring() || rec.PendingSuccessor != r.ToGeneration {
