@@ -377,14 +377,18 @@ func (r TransferRequest) claimName() string        { return r.ClaimName }
 func (r TransferRequest) operationID() OperationID { return r.OperationID }
 func (r TransferRequest) named() string            { return r.ToGeneration }
 func (r TransferRequest) validate() error {
-	return firstErr(checkName("ClaimName", r.ClaimName), checkName("FromGeneration", r.FromGeneration),
-		checkName("ToGeneration", r.ToGeneration), checkSelf(r.FromGeneration, r.ToGeneration), checkTTL(r.TTL), checkOp(r.OperationID))
+	return firstErr(checkTransfer(r.ClaimName, r.FromGeneration, r.ToGeneration), checkTTL(r.TTL), checkOp(r.OperationID))
 }
 func (r TransferRequest) fingerprint() string {
 	return fmt.Sprintf("prepare claim=%q from=%q to=%q token=%d ttl=%v", r.ClaimName, r.FromGeneration, r.ToGeneration, r.Token, r.TTL)
 }
 
-func checkSelf(from, to string) error {
+// checkTransfer checks the names every transfer request (prepare, commit,
+// abort) carries: the claim, and two generations that are not one.
+func checkTransfer(claimName, from, to string) error {
+	if err := firstErr(checkName("ClaimName", claimName), checkName("FromGeneration", from), checkName("ToGeneration", to)); err != nil {
+		return err
+	}
 	if from == to {
 		return fmt.Errorf("%w: ToGeneration %q is FromGeneration", ErrInvalidRequest, to)
 	}
@@ -414,8 +418,7 @@ func (r CommitRequest) claimName() string        { return r.ClaimName }
 func (r CommitRequest) operationID() OperationID { return r.OperationID }
 func (r CommitRequest) named() string            { return r.ToGeneration }
 func (r CommitRequest) validate() error {
-	return firstErr(checkName("ClaimName", r.ClaimName), checkName("FromGeneration", r.FromGeneration),
-		checkName("ToGeneration", r.ToGeneration), checkSelf(r.FromGeneration, r.ToGeneration), checkTTL(r.TTL), checkOp(r.OperationID))
+	return firstErr(checkTransfer(r.ClaimName, r.FromGeneration, r.ToGeneration), checkTTL(r.TTL), checkOp(r.OperationID))
 }
 func (r CommitRequest) fingerprint() string {
 	return fmt.Sprintf("commit claim=%q from=%q to=%q token=%d ttl=%v", r.ClaimName, r.FromGeneration, r.ToGeneration, r.ExpectedToken, r.TTL)
@@ -448,8 +451,7 @@ func (r AbortRequest) claimName() string        { return r.ClaimName }
 func (r AbortRequest) operationID() OperationID { return r.OperationID }
 func (r AbortRequest) named() string            { return "" }
 func (r AbortRequest) validate() error {
-	return firstErr(checkName("ClaimName", r.ClaimName), checkName("FromGeneration", r.FromGeneration),
-		checkName("ToGeneration", r.ToGeneration), checkSelf(r.FromGeneration, r.ToGeneration), checkOp(r.OperationID))
+	return firstErr(checkTransfer(r.ClaimName, r.FromGeneration, r.ToGeneration), checkOp(r.OperationID))
 }
 func (r AbortRequest) fingerprint() string {
 	return fmt.Sprintf("abort claim=%q from=%q to=%q token=%d", r.ClaimName, r.FromGeneration, r.ToGeneration, r.ExpectedToken)
