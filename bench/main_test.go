@@ -14,10 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -49,10 +47,7 @@ const (
 var env *envtest.Env
 
 func TestMain(m *testing.M) {
-	envtest.Main(m, &env, envtest.Options{
-		AddToScheme: []func(*runtime.Scheme) error{testclaimant.AddToScheme},
-		CRDs:        []*apiextensionsv1.CustomResourceDefinition{testclaimant.CRD()},
-	})
+	envtest.Main(m, &env, testclaimant.EnvOptions())
 }
 
 // sizes are how much each scenario does. The smoke sizes keep every
@@ -153,16 +148,12 @@ func (r *inner) firstRunAfter(name string, t time.Time, match func(innerRun) boo
 // after t that match accepts. It polls memory only, so it adds no requests.
 func (r *inner) waitRunAfter(tb testing.TB, name string, t time.Time, match func(innerRun) bool, within time.Duration) innerRun {
 	tb.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if run, ok := r.firstRunAfter(name, t, match); ok {
-			return run
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("the inner reconciler did not run as expected for %s within %s", name, within)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	var run innerRun
+	envtest.EventuallyEvery(tb, within, time.Millisecond, func() (ok bool, _ string) {
+		run, ok = r.firstRunAfter(name, t, match)
+		return ok, "the inner reconciler did not run as expected for " + name
+	})
+	return run
 }
 
 // anyRun and parkedRun select runs of the inner reconciler.
@@ -180,16 +171,12 @@ func (r *inner) grantedAt(name string) (time.Time, bool) {
 // granted, and returns when. It polls memory only, so it adds no requests.
 func (r *inner) waitGranted(t *testing.T, name string, within time.Duration) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if at, ok := r.grantedAt(name); ok {
-			return at
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s was not granted within %s", name, within)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	var at time.Time
+	envtest.EventuallyEvery(t, within, time.Millisecond, func() (ok bool, _ string) {
+		at, ok = r.grantedAt(name)
+		return ok, name + " was not granted"
+	})
+	return at
 }
 
 // rig is one operator process: a manager whose every request is counted,
@@ -272,19 +259,15 @@ func (p *passLog) between(name string, from, to time.Time) []time.Time {
 // one started.
 func (p *passLog) waitQuiet(tb testing.TB, quiet, within time.Duration) time.Time {
 	tb.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var last time.Time
+	envtest.EventuallyEvery(tb, within, quiet/10, func() (bool, string) {
 		p.mu.Lock()
-		last := p.last
+		last = p.last
 		p.mu.Unlock()
-		if time.Since(last) >= quiet {
-			return last
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("passes still started after %s (last %s ago)", within, time.Since(last))
-		}
-		time.Sleep(quiet / 10)
-	}
+		since := time.Since(last)
+		return since >= quiet, fmt.Sprintf("passes still started (last %s ago)", since)
+	})
+	return last
 }
 
 type rigOptions struct {

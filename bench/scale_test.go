@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/claim"
 )
@@ -40,20 +41,13 @@ func scale(t *testing.T, s sizes, rep *report) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(5 * time.Minute)
-		for {
+		envtest.Eventually(t, 5*time.Minute, func() (bool, string) {
 			list := &testclaimant.ClaimantList{}
 			if err := r.client.List(ctx, list, client.InNamespace(ns)); err != nil {
 				t.Fatal(err)
 			}
-			if len(list.Items) >= to {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the cache saw %d of %d Claimants", len(list.Items), to)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return len(list.Items) >= to, fmt.Sprintf("the cache saw %d of %d Claimants", len(list.Items), to)
+		})
 		if err := parallel(to-from, s.workers, func(i int) error {
 			name := fmt.Sprintf("scale-%d", i+from)
 			for attempt := 0; ; attempt++ {

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/conditions"
@@ -36,8 +37,7 @@ func pairs(t *testing.T, r *rig, n, workers int) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	envtest.Eventually(t, time.Minute, func() (bool, string) {
 		list := &testclaimant.ClaimantList{}
 		if err := env.APIReader.List(ctx, list, client.InNamespace(r.ns)); err != nil {
 			t.Fatal(err)
@@ -48,14 +48,8 @@ func pairs(t *testing.T, r *rig, n, workers int) {
 				parked++
 			}
 		}
-		if parked == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d successors parked after a minute", parked, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return parked == n, fmt.Sprintf("%d of %d successors parked", parked, n)
+	})
 }
 
 func conditionOf(c *testclaimant.Claimant) string {

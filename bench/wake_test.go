@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -181,10 +182,10 @@ func waitParkedBehind(t *testing.T, r *rig, n int, holder string, named bool, wi
 	if strings.HasPrefix(holder, "fan-") && holder != "fan-holder" {
 		want-- // the winner is one of them
 	}
-	deadline := time.Now().Add(within)
-	for {
-		// Read-only, and polled every 20 ms: without copying, so that the
-		// observer does not take the CPU of the process it measures.
+	var at time.Time
+	// Read-only, and polled every 20 ms: without copying, so that the
+	// observer does not take the CPU of the process it measures.
+	envtest.EventuallyEvery(t, within, 20*time.Millisecond, func() (bool, string) {
 		list := &testclaimant.ClaimantList{}
 		if err := r.client.List(context.Background(), list, client.InNamespace(r.ns), client.UnsafeDisableDeepCopy); err != nil {
 			t.Fatal(err)
@@ -199,33 +200,29 @@ func waitParkedBehind(t *testing.T, r *rig, n int, holder string, named bool, wi
 				parked++
 			}
 		}
-		if parked == want {
-			return time.Now()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d fan-out objects parked behind %s after %s", parked, want, holder, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		at = time.Now()
+		return parked == want, fmt.Sprintf("%d of %d fan-out objects parked behind %s", parked, want, holder)
+	})
+	return at
 }
 
 // waitAnyGranted waits until one of the n fan-out objects was granted at or
 // after start and returns it and when.
 func waitAnyGranted(t *testing.T, r *rig, n int, start time.Time, within time.Duration) (string, time.Time) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var name string
+	var at time.Time
+	envtest.EventuallyEvery(t, within, 2*time.Millisecond, func() (bool, string) {
 		for i := range n {
-			name := fmt.Sprintf("fan-%d", i)
-			if at, ok := r.inner.grantedAt(name); ok && !at.Before(start) {
-				return name, at
+			name = fmt.Sprintf("fan-%d", i)
+			if granted, ok := r.inner.grantedAt(name); ok && !granted.Before(start) {
+				at = granted
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no fan-out object was granted within %s", within)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return false, "no fan-out object was granted"
+	})
+	return name, at
 }
 
 // Given holders with a waiter each, when another client removes a holder's
@@ -388,20 +385,13 @@ func nonHolderChurn(t *testing.T, s sizes, rep *report) {
 		if err := dc.Create(ctx, newClaimant(a, name, keys...)); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(time.Minute)
-		for {
+		envtest.EventuallyEvery(t, time.Minute, 20*time.Millisecond, func() (bool, string) {
 			got := &testclaimant.Claimant{}
 			if err := env.APIReader.Get(ctx, client.ObjectKey{Namespace: a, Name: name}, got); err != nil {
 				t.Fatal(err)
 			}
-			if conditionOf(got) == string(conditions.ReasonParked) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not parked after a minute: its conditions are %+v", name, got.Status.Conditions)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return conditionOf(got) == string(conditions.ReasonParked), fmt.Sprintf("%s not parked: its conditions are %+v", name, got.Status.Conditions)
+		})
 		if err := dc.Delete(ctx, newClaimant(a, name)); err != nil {
 			t.Fatal(err)
 		}

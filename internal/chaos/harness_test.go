@@ -15,10 +15,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,10 +33,7 @@ import (
 var env *envtest.Env
 
 func TestMain(m *testing.M) {
-	envtest.Main(m, &env, envtest.Options{
-		AddToScheme: []func(*runtime.Scheme) error{testclaimant.AddToScheme},
-		CRDs:        []*apiextensionsv1.CustomResourceDefinition{testclaimant.CRD()},
-	})
+	envtest.Main(m, &env, testclaimant.EnvOptions())
 }
 
 var (

@@ -22,18 +22,16 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/internal/chaos"
 	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/backends"
@@ -357,54 +355,45 @@ func (fl *fleet) start(shard int) (*operator, error) {
 		writes.SetEnabled(false)
 		reads.SetEnabled(false)
 	}
-	cacheOpts := cache.Options{DefaultNamespaces: map[string]cache.Config{fl.ns: {}}}
+	mopts := env.ManagerOptions(fl.ns)
 	if fl.f.labels {
-		cacheOpts.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(fl.ns, recordLabels)}
+		mopts.Cache.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(fl.ns, recordLabels)}
 	}
 	if lagOf := fl.lags(id, shard); lagOf != nil {
-		cacheOpts.NewInformer = func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
+		mopts.Cache.NewInformer = func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
 			if lag := lagOf(obj); lag != nil {
 				lw = laggingLW{inner: lw, lag: lag}
 			}
 			return toolscache.NewSharedIndexInformer(lw, obj, resync, idx)
 		}
 	}
-	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
-		Scheme:     env.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      cacheOpts,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		// Injected faults make the controller and the event recorder log an
-		// error per failed call; the checker, not the log, judges the run.
-		Logger: quiet,
-		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, o)
-			if err != nil {
-				return nil, err
+	// Injected faults make the controller and the event recorder log an
+	// error per failed call; the checker, not the log, judges the run.
+	mopts.Logger = quiet
+	mopts.NewClient = envtest.WrapClient(func(c client.WithWatch) client.WithWatch {
+		if fl.r.readsOwnWrites {
+			c = readsOwnWrites(c)
+		}
+		return faultyWrites(c, writes, fl.a.deleting, func() bool {
+			statusMu.Lock()
+			defer statusMu.Unlock()
+			return status.Float64() < statusFail && !fl.quiet()
+		}, func(obj client.Object) {
+			if _, isLease := obj.(*coordinationv1.Lease); !isLease || !fl.f.restarts || fl.quiet() {
+				return
 			}
-			if fl.r.readsOwnWrites {
-				c = readsOwnWrites(c)
+			statusMu.Lock()
+			crash := status.Float64() < 0.03
+			statusMu.Unlock()
+			if crash {
+				fl.mu.Lock()
+				fl.afterClaimWrite++
+				fl.mu.Unlock()
+				op.crash()
 			}
-			return faultyWrites(c, writes, fl.a.deleting, func() bool {
-				statusMu.Lock()
-				defer statusMu.Unlock()
-				return status.Float64() < statusFail && !fl.quiet()
-			}, func(obj client.Object) {
-				if _, isLease := obj.(*coordinationv1.Lease); !isLease || !fl.f.restarts || fl.quiet() {
-					return
-				}
-				statusMu.Lock()
-				crash := status.Float64() < 0.03
-				statusMu.Unlock()
-				if crash {
-					fl.mu.Lock()
-					fl.afterClaimWrite++
-					fl.mu.Unlock()
-					op.crash()
-				}
-			}), nil
-		},
+		})
 	})
+	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), mopts)
 	if err != nil {
 		return nil, err
 	}

@@ -61,9 +61,19 @@ func (l *ClaimantList) DeepCopyObject() runtime.Object {
 	return (*ClaimantList)(testapi.CopyList((*testapi.List[Claimant])(l), (*Claimant).DeepCopyInto))
 }
 
-// CRD returns the CustomResourceDefinition of Claimant, with the status
+// EnvOptions is the control plane of a suite that reconciles Claimants:
+// Claimant in the scheme and its CRD installed. Pass it to envtest.Main or
+// envtest.Start.
+func EnvOptions() envtest.Options {
+	return envtest.Options{
+		AddToScheme: []func(*runtime.Scheme) error{AddToScheme},
+		CRDs:        []*apiextensionsv1.CustomResourceDefinition{crd()},
+	}
+}
+
+// crd returns the CustomResourceDefinition of Claimant, with the status
 // subresource the middleware writes through.
-func CRD() *apiextensionsv1.CustomResourceDefinition {
+func crd() *apiextensionsv1.CustomResourceDefinition {
 	strs := apiextensionsv1.JSONSchemaProps{Type: "string"}
 	return envtest.CRD(GroupVersion.WithKind("Claimant"), "claimants", &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
 		"keys": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &strs}},

@@ -243,6 +243,20 @@ func checkOwner(rec ClaimRecord, gen string, token FencingToken) error {
 	return nil
 }
 
+// ownedBy returns cur's record when gen owns it under token: what every
+// request of the current owner (renew, prepare, commit, abort) first
+// requires. A claim with no record is ErrClaimNotFound; otherwise the
+// refusal is checkOwner's.
+func ownedBy(cur *StoredClaim, claimName, gen string, token FencingToken) (ClaimRecord, error) {
+	if cur == nil {
+		return ClaimRecord{}, notFound(claimName)
+	}
+	if err := checkOwner(cur.Record, gen, token); err != nil {
+		return ClaimRecord{}, err
+	}
+	return cur.Record, nil
+}
+
 func nextToken(rec ClaimRecord) (FencingToken, error) {
 	if rec.FencingToken == math.MaxUint64 {
 		return 0, fmt.Errorf("claim %q: token %d: %w", rec.Name, rec.FencingToken, ErrTokenOverflow)
@@ -347,11 +361,8 @@ func (r RenewRequest) fingerprint() string {
 }
 
 func (r RenewRequest) decide(cur *StoredClaim, f Facts) (ClaimRecord, error) {
-	if cur == nil {
-		return ClaimRecord{}, notFound(r.ClaimName)
-	}
-	rec := cur.Record
-	if err := checkOwner(rec, r.GenerationID, r.Token); err != nil {
+	rec, err := ownedBy(cur, r.ClaimName, r.GenerationID, r.Token)
+	if err != nil {
 		return ClaimRecord{}, err
 	}
 	rec.LastHeartbeat, rec.ExpiresAt, rec.Reason = beat(rec, f.Now), f.Now.Add(r.TTL), ReasonRenewed
@@ -366,14 +377,18 @@ func (r TransferRequest) claimName() string        { return r.ClaimName }
 func (r TransferRequest) operationID() OperationID { return r.OperationID }
 func (r TransferRequest) named() string            { return r.ToGeneration }
 func (r TransferRequest) validate() error {
-	return firstErr(checkName("ClaimName", r.ClaimName), checkName("FromGeneration", r.FromGeneration),
-		checkName("ToGeneration", r.ToGeneration), checkSelf(r.FromGeneration, r.ToGeneration), checkTTL(r.TTL), checkOp(r.OperationID))
+	return firstErr(checkTransfer(r.ClaimName, r.FromGeneration, r.ToGeneration), checkTTL(r.TTL), checkOp(r.OperationID))
 }
 func (r TransferRequest) fingerprint() string {
 	return fmt.Sprintf("prepare claim=%q from=%q to=%q token=%d ttl=%v", r.ClaimName, r.FromGeneration, r.ToGeneration, r.Token, r.TTL)
 }
 
-func checkSelf(from, to string) error {
+// checkTransfer checks the names every transfer request (prepare, commit,
+// abort) carries: the claim, and two generations that are not one.
+func checkTransfer(claimName, from, to string) error {
+	if err := firstErr(checkName("ClaimName", claimName), checkName("FromGeneration", from), checkName("ToGeneration", to)); err != nil {
+		return err
+	}
 	if from == to {
 		return fmt.Errorf("%w: ToGeneration %q is FromGeneration", ErrInvalidRequest, to)
 	}
@@ -381,11 +396,8 @@ func checkSelf(from, to string) error {
 }
 
 func (r TransferRequest) decide(cur *StoredClaim, f Facts) (ClaimRecord, error) {
-	if cur == nil {
-		return ClaimRecord{}, notFound(r.ClaimName)
-	}
-	rec := cur.Record
-	if err := checkOwner(rec, r.FromGeneration, r.Token); err != nil {
+	rec, err := ownedBy(cur, r.ClaimName, r.FromGeneration, r.Token)
+	if err != nil {
 		return ClaimRecord{}, err
 	}
 	if rec.Phase.transferring() {
@@ -406,19 +418,15 @@ func (r CommitRequest) claimName() string        { return r.ClaimName }
 func (r CommitRequest) operationID() OperationID { return r.OperationID }
 func (r CommitRequest) named() string            { return r.ToGeneration }
 func (r CommitRequest) validate() error {
-	return firstErr(checkName("ClaimName", r.ClaimName), checkName("FromGeneration", r.FromGeneration),
-		checkName("ToGeneration", r.ToGeneration), checkSelf(r.FromGeneration, r.ToGeneration), checkTTL(r.TTL), checkOp(r.OperationID))
+	return firstErr(checkTransfer(r.ClaimName, r.FromGeneration, r.ToGeneration), checkTTL(r.TTL), checkOp(r.OperationID))
 }
 func (r CommitRequest) fingerprint() string {
 	return fmt.Sprintf("commit claim=%q from=%q to=%q token=%d ttl=%v", r.ClaimName, r.FromGeneration, r.ToGeneration, r.ExpectedToken, r.TTL)
 }
 
 func (r CommitRequest) decide(cur *StoredClaim, f Facts) (ClaimRecord, error) {
-	if cur == nil {
-		return ClaimRecord{}, notFound(r.ClaimName)
-	}
-	rec := cur.Record
-	if err := checkOwner(rec, r.FromGeneration, r.ExpectedToken); err != nil {
+	rec, err := ownedBy(cur, r.ClaimName, r.FromGeneration, r.ExpectedToken)
+	if err != nil {
 		return ClaimRecord{}, err
 	}
 	switch {
@@ -443,19 +451,15 @@ func (r AbortRequest) claimName() string        { return r.ClaimName }
 func (r AbortRequest) operationID() OperationID { return r.OperationID }
 func (r AbortRequest) named() string            { return "" }
 func (r AbortRequest) validate() error {
-	return firstErr(checkName("ClaimName", r.ClaimName), checkName("FromGeneration", r.FromGeneration),
-		checkName("ToGeneration", r.ToGeneration), checkSelf(r.FromGeneration, r.ToGeneration), checkOp(r.OperationID))
+	return firstErr(checkTransfer(r.ClaimName, r.FromGeneration, r.ToGeneration), checkOp(r.OperationID))
 }
 func (r AbortRequest) fingerprint() string {
 	return fmt.Sprintf("abort claim=%q from=%q to=%q token=%d", r.ClaimName, r.FromGeneration, r.ToGeneration, r.ExpectedToken)
 }
 
 func (r AbortRequest) decide(cur *StoredClaim, _ Facts) (ClaimRecord, error) {
-	if cur == nil {
-		return ClaimRecord{}, notFound(r.ClaimName)
-	}
-	rec := cur.Record
-	if err := checkOwner(rec, r.FromGeneration, r.ExpectedToken); err != nil {
+	rec, err := ownedBy(cur, r.ClaimName, r.FromGeneration, r.ExpectedToken)
+	if err != nil {
 		return ClaimRecord{}, err
 	}
 	if !rec.Phase.transferring() || rec.PendingSuccessor != r.ToGeneration {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/database/api/v1alpha1"
 	"github.com/ocf-claim/claim/examples/database/controller"
 	"github.com/ocf-claim/claim/pkg/conditions"
@@ -475,8 +476,7 @@ func bump(ctx context.Context, c client.Client, ns string, names ...string) int 
 // is schema.
 func waitForGeneration(t *testing.T, c client.Client, ns, name, schema string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	envtest.EventuallyEvery(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
 		db := &v1alpha1.Database{}
 		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db)
 		var stale []string
@@ -491,12 +491,7 @@ func waitForGeneration(t *testing.T, c client.Client, ns, name, schema string) {
 				stale = append(stale, fmt.Sprintf("SchemaReady says %q", cond.Message))
 			}
 		}
-		if err == nil && len(stale) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Database %s/%s at generation %d: %s (error %v)", ns, name, db.Generation, strings.Join(stale, ", "), err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && len(stale) == 0,
+			fmt.Sprintf("Database %s/%s at generation %d: %s (error %v)", ns, name, db.Generation, strings.Join(stale, ", "), err)
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/database/api/v1alpha1"
 	"github.com/ocf-claim/claim/examples/database/controller"
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -107,13 +108,9 @@ func TestReadyIsNeverTrueForAGenerationWhoseKeyTheClaimDidNotJudge(t *testing.T)
 		t.Fatal(err)
 	}
 	// Then, once db settled, it is parked behind other
-	deadline := time.Now().Add(20 * time.Second)
-	for s.armed.Load() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if s.armed.Load() {
-		t.Fatal("no inner pass of db read it after the kick")
-	}
+	envtest.EventuallyEvery(t, 20*time.Second, 20*time.Millisecond, func() (bool, string) {
+		return !s.armed.Load(), "no inner pass of db read it after the kick"
+	})
 	select {
 	case <-s.done:
 	case <-time.After(20 * time.Second):
@@ -195,13 +192,9 @@ func TestClaimedIsNeverTrueForAGenerationWhoseKeyIsHeldElsewhere(t *testing.T) {
 	// middleware adds its finalizer in db's first pass
 	armed.Store(true)
 	createDatabase(t, c, ns, "db", urlOrders, 0)
-	deadline := time.Now().Add(15 * time.Second)
-	for armed.Load() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if armed.Load() {
-		t.Fatal("the middleware never patched db")
-	}
+	envtest.EventuallyEvery(t, 15*time.Second, 20*time.Millisecond, func() (bool, string) {
+		return !armed.Load(), "the middleware never patched db"
+	})
 	select {
 	case <-swapped:
 	case <-time.After(15 * time.Second):

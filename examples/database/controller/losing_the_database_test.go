@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/database/api/v1alpha1"
 	"github.com/ocf-claim/claim/examples/database/controller"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -76,19 +78,13 @@ func stamp(t *testing.T, c client.Client, ns, name, key string) (claim.Token, ma
 // and reason.
 func waitForComponent(t *testing.T, c client.Client, ns, name string, ct conditions.Type, status metav1.ConditionStatus, reason conditions.Reason) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
 		db := &v1alpha1.Database{}
 		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db)
 		cond := meta.FindStatusCondition(db.Status.Conditions, string(ct))
-		if err == nil && cond != nil && cond.Status == status && cond.Reason == string(reason) && cond.ObservedGeneration == db.Generation {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Database %s/%s: %s = %+v (error %v), want %s/%s", ns, name, ct, cond, err, status, reason)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && cond != nil && cond.Status == status && cond.Reason == string(reason) && cond.ObservedGeneration == db.Generation,
+			fmt.Sprintf("Database %s/%s: %s = %+v (error %v), want %s/%s", ns, name, ct, cond, err, status, reason)
+	})
 }
 
 func newer(t *testing.T, a, b claim.Token) bool {

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -91,20 +92,15 @@ func intercepted(funcs interceptor.Funcs) func(*ctrl.Options) {
 func waitForClaim(t *testing.T, c client.Client, ns, name string, reason conditions.Reason) *v1alpha1.Database {
 	t.Helper()
 	db := &v1alpha1.Database{}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
 		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db)
 		claimed := meta.FindStatusCondition(db.Status.Conditions, string(conditions.Claimed))
 		// Ready too: the reconciler writes it after the middleware's claim
 		ready := meta.FindStatusCondition(db.Status.Conditions, string(conditions.Ready))
-		if err == nil && claimed != nil && claimed.Reason == string(reason) && ready != nil {
-			return db
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Database %s/%s: claim condition %+v (error %v), want reason %s", ns, name, claimed, err, reason)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && claimed != nil && claimed.Reason == string(reason) && ready != nil,
+			fmt.Sprintf("Database %s/%s: claim condition %+v (error %v), want reason %s", ns, name, claimed, err, reason)
+	})
+	return db
 }
 
 func TestADatabaseAlreadyManagedElsewhereIsParkedUntilItsHolderIsDeleted(t *testing.T) {
@@ -153,16 +149,10 @@ func TestADatabaseAlreadyManagedElsewhereIsParkedUntilItsHolderIsDeleted(t *test
 // eventuallyReady waits until Database ns/name is Ready.
 func eventuallyReady(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
 		db := &v1alpha1.Database{}
 		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db)
-		if err == nil && meta.IsStatusConditionTrue(db.Status.Conditions, string(conditions.Ready)) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Database %s/%s is not Ready: %+v (error %v)", ns, name, db.Status.Conditions, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && meta.IsStatusConditionTrue(db.Status.Conditions, string(conditions.Ready)),
+			fmt.Sprintf("Database %s/%s is not Ready: %+v (error %v)", ns, name, db.Status.Conditions, err)
+	})
 }

@@ -21,8 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -104,18 +102,12 @@ func (n *names) display(s string) string {
 	return s
 }
 
-// kubeconfig writes a kubeconfig file that reaches env's API server as the
-// administrator, so the plugin is driven through its real flags.
+// kubeconfig writes env's kubeconfig (the administrator, credentials
+// inline) to a file, so the plugin is driven through its real flags.
 func kubeconfig(t *testing.T) string {
 	t.Helper()
-	c := env.Config
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CAData}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, Token: c.BearerToken}
-	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin", Namespace: "default"}
-	cfg.CurrentContext = "envtest"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	if err := os.WriteFile(path, env.KubeConfig(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
