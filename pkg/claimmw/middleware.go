@@ -986,6 +986,16 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 			res.RequeueAfter = inner.RequeueAfter
 		}
 		stopped = inner.IsZero()
+		if tell && !stopped {
+			// Told to stop and not done yet: it asks to run again, as a
+			// deletion pass does while its workloads go away. It may still
+			// act for its keys, so it keeps saying so (Stopping) and keeps
+			// what it gives up, and is told again when it asked to be.
+			if werr != nil {
+				return reconcile.Result{}, werr
+			}
+			return inner, nil
+		}
 	}
 	if werr != nil {
 		// The told pass succeeded, so the given-up keys may go; the
