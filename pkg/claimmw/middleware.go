@@ -782,6 +782,13 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		// of them yet. Keep them.
 		return res, err
 	}
+	if len(p.told()) > 0 && !res.IsZero() {
+		// Not done with the keys it gives up (it asks to run again): it may
+		// still act for them. They stay held, and renewed, and its
+		// condition keeps saying it may act for keys it held before, until
+		// a pass told of them returns a zero Result.
+		return res, nil
+	}
 	if delay {
 		// The inner pass may have written the status itself (ocf's flush
 		// always does): write on the object as it is now.
