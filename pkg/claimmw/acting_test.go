@@ -1266,3 +1266,30 @@ func TestAToldPassThatAsksToRunAgainKeepsItsKeysFromOthersUntilAToldPassReturnsA
 	f.inner.setHook(nil)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
+
+func TestAnObjectToldToStopAfterAClaimErrorStillCountsAsActingWhileItsToldPassAsksToRunAgain(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithKeys(forbiddenKeys)}})
+	// Given alpha holds k and bravo waits for it; alpha's passes told to
+	// stop are not done stopping its workloads: they return no error and
+	// ask to run again
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "alpha" && !c.state.Granted {
+			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
+	// When alpha's keys function meets an API error (alpha is told to stop)
+	f.edit(t, "alpha", func(w *testcrd.Widget) {
+		if w.Labels == nil {
+			w.Labels = map[string]string{}
+		}
+		w.Labels[keysForbiddenLabel] = "true"
+	})
+	f.waitForInnerCall(t, "alpha", "a pass told to stop", func(s claimmw.State) bool { return !s.Granted })
+	// And a person deletes k's record
+	f.deleteLease(t, "k")
+	// Then bravo is not granted k while alpha's told passes ask to run again
+	f.neverClaimed(t, "bravo", 3*time.Second)
+}
