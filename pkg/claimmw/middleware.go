@@ -1149,11 +1149,14 @@ func (m *Middleware) claimError(ctx, userCtx context.Context, req reconcile.Requ
 		logError(ctx, werr, "writing the claim condition after an error")
 	}
 	if m.cfg.parkedMode == RunInnerWhileParked || p.was.mayHaveHeld() {
-		if _, ierr := m.inner.Reconcile(m.innerContext(userCtx, State{Condition: shown}), req); ierr != nil {
+		ires, ierr := m.inner.Reconcile(m.innerContext(userCtx, State{Condition: shown}), req)
+		if ierr != nil {
 			logError(ctx, ierr, "the inner reconciler's pass after a claim error failed; it is told again in the next pass")
 			return reconcile.Result{}, err
 		}
-		if shown.Reason != cond.Reason {
+		// A told pass that asks to run again has not stopped yet: it stays
+		// Stopping, and is told again in the next pass.
+		if shown.Reason != cond.Reason && ires.IsZero() {
 			if _, werr := m.setCondition(ctx, p.obj, cond); werr != nil {
 				logError(ctx, werr, "writing the claim condition after an error")
 			}
