@@ -1397,13 +1397,15 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	if err != nil {
 		return res, err
 	}
-	if !res.IsZero() && len(holdings) > 0 {
+	if !res.IsZero() && (len(holdings) > 0 || mayAct(was)) {
 		// A deletion pass that asks to run again has not finished: its
 		// workloads may still be going away. What it holds stays held,
-		// and renewed, until a pass returns neither an error nor a requeue.
-		// Given nothing, it has no key to protect: the finalizer comes off
-		// whatever it returns, so that a reconciler that always asks to run
-		// again is not kept for ever.
+		// and renewed, until a pass returns neither an error nor a requeue;
+		// and while its condition says it may act (for a key whose record
+		// was deleted from outside, say), it keeps saying so. Given nothing
+		// while it acts for nothing, it has no key to protect: the finalizer
+		// comes off whatever it returns, so that a reconciler that always
+		// asks to run again is not kept for ever.
 		return res, nil
 	}
 	if mayAct(was) || len(holdings) > 0 && !saysReleased(was) {
