@@ -1235,3 +1235,61 @@ func TestAWaiterForAPredecessorIsWokenWhenThePredecessorStopsByAGrantedPassForIt
 	// seconds
 	f.waitForReason(t, "whiskey", conditions.ReasonClaimed, wakeWithin)
 }
+
+func TestAToldPassThatAsksToRunAgainKeepsItsKeysFromOthersUntilAToldPassReturnsAZeroResult(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given alpha holds j and k, and bravo waits for k; alpha's passes told
+	// to stop are not done stopping its workloads of k yet: they return no
+	// error and ask to run again (as its deletion pass would, or a pass not
+	// done moving off a key it hands over)
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "alpha" && !c.state.Granted {
+			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "j", "k")
+	f.createAndWait(t, "xray", conditions.ReasonParked, "j")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
+	// When j is taken over for xray: alpha waits for j, gives k up and is
+	// told to stop
+	f.takeOverFor(t, "j", "xray")
+	f.waitForInnerCall(t, "alpha", "a pass told to stop", func(s claimmw.State) bool { return !s.Granted })
+	// Then bravo is not granted k while alpha's told passes ask to run
+	// again: alpha may still act for k, and its reconciler is run again
+	f.neverClaimed(t, "bravo", 3*time.Second)
+	if n := f.toldPasses("alpha"); n < 2 {
+		t.Errorf("alpha's reconciler asked to run again to finish stopping, and was told %d time(s)", n)
+	}
+	// And once a told pass of alpha returns a zero Result, bravo gets k
+	f.inner.setHook(nil)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+func TestAnObjectToldToStopAfterAClaimErrorStillCountsAsActingWhileItsToldPassAsksToRunAgain(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithKeys(forbiddenKeys)}})
+	// Given alpha holds k and bravo waits for it; alpha's passes told to
+	// stop are not done stopping its workloads: they return no error and
+	// ask to run again
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "alpha" && !c.state.Granted {
+			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
+	// When alpha's keys function meets an API error (alpha is told to stop)
+	f.edit(t, "alpha", func(w *testcrd.Widget) {
+		if w.Labels == nil {
+			w.Labels = map[string]string{}
+		}
+		w.Labels[keysForbiddenLabel] = "true"
+	})
+	f.waitForInnerCall(t, "alpha", "a pass told to stop", func(s claimmw.State) bool { return !s.Granted })
+	// And a person deletes k's record
+	f.deleteLease(t, "k")
+	// Then bravo is not granted k while alpha's told passes ask to run again
+	f.neverClaimed(t, "bravo", 3*time.Second)
+}

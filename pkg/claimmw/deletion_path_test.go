@@ -355,3 +355,37 @@ func TestADeletionPassWhoseCacheStillShowsItMayActSaysSoInTheAPIServerBeforeItAc
 		t.Fatalf("alpha's deletion pass was never given k: passes %q", w.passes)
 	}
 }
+
+// A deletion pass of an object that may still act for a key (its condition
+// says so) is inside its acting window even when the key's record was
+// deleted from outside, so that it is given no record: while that pass asks
+// to run again (its workloads of the key are still going away) and the
+// object is not gone, no other object acts for the key.
+func TestADeletionPassThatAsksToRunAgainKeepsAKeyWhoseRecordWasDeletedFromOutsideFromOthers(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given a holds k, with another controller's finalizer as well, and b
+	// waits for it
+	f.createKeptWidget(t, "a", "k")
+	f.waitForReason(t, "a", conditions.ReasonClaimed, wakeWithin)
+	f.createAndWait(t, "b", conditions.ReasonParked, "k")
+	// And a's deletion passes ask to run again while its workloads of k are
+	// still going away
+	var gone atomic.Bool
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "a" && c.state.Deleting && !gone.Load() {
+			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	// When a is deleted, and once its deletion pass was given k, a person
+	// deletes k's record
+	f.deleteWidgetAsync(t, "a")
+	f.waitForDeletionPassGiven(t, "a", "k")
+	f.deleteLease(t, "k")
+	// Then b does not get k while a's deletion passes ask to run again
+	f.neverClaimed(t, "b", 3*time.Second)
+	// When a's workloads are gone, b gets k
+	gone.Store(true)
+	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
+}

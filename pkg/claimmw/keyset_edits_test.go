@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -145,4 +146,29 @@ func TestRandomKeySetEditsWithConcurrentWorkersConvergeWithoutOverlap(t *testing
 	if v := actors.seen(); len(v) > 0 {
 		t.Errorf("two objects acted for one key at once: %v", v)
 	}
+}
+
+func TestAKeyAGrantedPassGivesUpIsNotReleasedWhileThatPassAsksToRunAgain(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given alpha holds k, and bravo waits for it
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
+	// And alpha's passes told to give k up are not done with it yet (its
+	// data of k is still being dropped): they return no error and ask to
+	// run again
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "alpha" && slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "k" }) {
+			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	// When alpha moves to the free key m
+	f.setKeys(t, "alpha", "m")
+	f.waitForInnerCall(t, "alpha", "a pass told to give k up", func(s claimmw.State) bool { return len(s.Releasing) > 0 })
+	// Then bravo is not granted k while alpha's passes that give it up ask
+	// to run again
+	f.neverClaimed(t, "bravo", 3*time.Second)
+	// And once one returns a zero Result, bravo gets k
+	f.inner.setHook(nil)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }

@@ -782,6 +782,13 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		// of them yet. Keep them.
 		return res, err
 	}
+	if len(p.told()) > 0 && !res.IsZero() {
+		// Not done with the keys it gives up (it asks to run again): it may
+		// still act for them. They stay held, and renewed, and its
+		// condition keeps saying it may act for keys it held before, until
+		// a pass told of them returns a zero Result.
+		return res, nil
+	}
 	if delay {
 		// The inner pass may have written the status itself (ocf's flush
 		// always does): write on the object as it is now.
@@ -986,6 +993,16 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 			res.RequeueAfter = inner.RequeueAfter
 		}
 		stopped = inner.IsZero()
+		if tell && !stopped {
+			// Told to stop and not done yet: it asks to run again, as a
+			// deletion pass does while its workloads go away. It may still
+			// act for its keys, so it keeps saying so (Stopping) and keeps
+			// what it gives up, and is told again when it asked to be.
+			if werr != nil {
+				return reconcile.Result{}, werr
+			}
+			return inner, nil
+		}
 	}
 	if werr != nil {
 		// The told pass succeeded, so the given-up keys may go; the
@@ -1132,11 +1149,14 @@ func (m *Middleware) claimError(ctx, userCtx context.Context, req reconcile.Requ
 		logError(ctx, werr, "writing the claim condition after an error")
 	}
 	if m.cfg.parkedMode == RunInnerWhileParked || p.was.mayHaveHeld() {
-		if _, ierr := m.inner.Reconcile(m.innerContext(userCtx, State{Condition: shown}), req); ierr != nil {
+		ires, ierr := m.inner.Reconcile(m.innerContext(userCtx, State{Condition: shown}), req)
+		if ierr != nil {
 			logError(ctx, ierr, "the inner reconciler's pass after a claim error failed; it is told again in the next pass")
 			return reconcile.Result{}, err
 		}
-		if shown.Reason != cond.Reason {
+		// A told pass that asks to run again has not stopped yet: it stays
+		// Stopping, and is told again in the next pass.
+		if shown.Reason != cond.Reason && ires.IsZero() {
 			if _, werr := m.setCondition(ctx, p.obj, cond); werr != nil {
 				logError(ctx, werr, "writing the claim condition after an error")
 			}
@@ -1379,13 +1399,15 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	if err != nil {
 		return res, err
 	}
-	if !res.IsZero() && len(holdings) > 0 {
+	if !res.IsZero() && (len(holdings) > 0 || mayAct(was)) {
 		// A deletion pass that asks to run again has not finished: its
 		// workloads may still be going away. What it holds stays held,
-		// and renewed, until a pass returns neither an error nor a requeue.
-		// Given nothing, it has no key to protect: the finalizer comes off
-		// whatever it returns, so that a reconciler that always asks to run
-		// again is not kept for ever.
+		// and renewed, until a pass returns neither an error nor a requeue;
+		// and while its condition says it may act (for a key whose record
+		// was deleted from outside, say), it keeps saying so. Given nothing
+		// while it acts for nothing, it has no key to protect: the finalizer
+		// comes off whatever it returns, so that a reconciler that always
+		// asks to run again is not kept for ever.
 		return res, nil
 	}
 	if mayAct(was) || len(holdings) > 0 && !saysReleased(was) {
