@@ -20,6 +20,14 @@ type Grant struct {
 // reconciler in its context. Check Deleting first, then Granted: an object
 // being deleted is never Granted, yet it may still hold keys whose resources
 // it must clean up.
+//
+// A pass told to stop using keys (Granted false while the object may still
+// act for them, Releasing, Handovers, a deletion pass) has stopped only when
+// it returns no error and a zero Result. Return a Requeue or RequeueAfter
+// while its workloads are still going away: the middleware keeps the keys
+// (renewed), keeps saying that the object may act for them, and tells it
+// again when it asked to be. A reconciler that asks to run again in every
+// such pass therefore never frees them.
 type State struct {
 	// Deleting is true on the deletion path: the object is being deleted,
 	// acquires nothing, and its claims are released after a pass given
@@ -39,7 +47,7 @@ type State struct {
 	// Releasing are keys the object still holds but must stop using in this
 	// pass: keys it no longer names, and, while it waits for a key, the keys
 	// after that one. The middleware releases them once this pass returns
-	// success (no error); until then it keeps them.
+	// no error and a zero Result; until then it keeps them.
 	Releasing []Grant
 	// Handovers are the held keys this pass hands to a successor (see
 	// [WithHandover]): move the workloads off them and return success with

@@ -123,7 +123,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		}
 		return reconcile.Result{}, nil
 	}
-	if !state.Granted { // told to stop: the keys go to others only after a nil return
+	if !state.Granted { // told to stop: the keys go to others only after a nil error and a zero Result
 		if err := r.stopBrokers(ctx, cc); err != nil {
 			return reconcile.Result{}, err // still Stopping: told again in the next pass
 		}
