@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/pkg/backends"
@@ -504,6 +505,39 @@ func TestAKeyBeingGivenUpStaysRenewedUntilItsToldPassSucceeds(t *testing.T) {
 	// When alpha's told pass succeeds, bravo gets k1
 	failing.Store(false)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+// TestAHolderWhoseKeysTurnInvalidWhileItsClaimsCannotBeListedKeepsItsRecordRenewed:
+// a pass that cannot compute the object's keys keeps, and renews, what the
+// object holds; when it cannot list what that is either, it must not stop
+// renewing everything: the object may still act for its keys.
+func TestAHolderWhoseKeysTurnInvalidWhileItsClaimsCannotBeListedKeepsItsRecordRenewed(t *testing.T) {
+	t.Parallel()
+	var failLeaseLists atomic.Bool
+	reader := interceptor.NewClient(env.TestClient(t), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, isLease := list.(*coordinationv1.LeaseList); isLease && failLeaseLists.Load() {
+				return apierrors.NewServiceUnavailable("leases cannot be listed now")
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	s := shortRenewal(t)
+	s.opts = append(s.opts, claimmw.WithAPIReader(reader))
+	f := start(t, s)
+	failing := f.failToldPassesOf("alpha")
+	// Given alpha holds k on time-based liveness and bravo waits for it
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
+	// When alpha's keys become unknown while the claims it holds cannot be
+	// listed, and its passes told to stop fail
+	failLeaseLists.Store(true)
+	f.setKeys(t, "alpha", "k", failKeysFuncKey)
+	f.waitForInnerCall(t, "alpha", "a pass told to stop", func(s claimmw.State) bool { return !s.Granted && !s.Deleting })
+	// Then k stays renewed, and bravo does not take it over even after a
+	// whole lease duration
+	f.renewedWhileWaiting(t, "k", "bravo")
+	failing.Store(false)
+	failLeaseLists.Store(false)
 }
 
 func TestTheDeletionPathKeepsRenewingWhatTheObjectStillHolds(t *testing.T) {

@@ -455,7 +455,13 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 	if err != nil {
 		// What the object names is unknown: keep (and renew) what it holds,
 		// act on nothing, and wait for the spec to be fixed.
-		p.kept, _, _ = m.holdingsOf(ctx, p)
+		kept, _, lerr := m.holdingsOf(ctx, p)
+		if lerr != nil {
+			// Not knowing what it holds, a parked pass would stop renewing
+			// all of it: retry as a claim error, which keeps every hold.
+			return m.claimError(ctx, userCtx, req, p, fmt.Errorf("listing the claims %s holds: %w", req.NamespacedName, lerr))
+		}
+		p.kept = kept
 		return m.parked(ctx, userCtx, req, p, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, m.invalidMessage(err), gen))
 	}
 	if len(p.keys) > 0 {
