@@ -1301,6 +1301,36 @@ func TestAToldPassThatAsksToRunAgainKeepsItsKeysFromOthersUntilAToldPassReturnsA
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
 
+func TestAStoppingObjectWhoseKeysChangeToKeysItHoldsStillCountsAsActingForTheKeyItLostWhileItsGrantedPassesAskToRunAgain(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given alpha holds j and k, and xray waits for j; alpha's passes that
+	// do not grant it j are not done stopping its workloads of j yet: they
+	// return no error and ask to run again
+	var stopped atomic.Bool
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		grantsJ := c.state.Granted && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == "j" })
+		if name == "alpha" && !grantsJ && !stopped.Load() {
+			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "j", "k")
+	f.createAndWait(t, "xray", conditions.ReasonParked, "j")
+	// When j is taken over for xray (alpha is Stopping and told to stop),
+	// and alpha's keys then change to k alone, which it holds
+	f.takeOverFor(t, "j", "xray")
+	f.waitForInnerCall(t, "alpha", "a pass told to stop", func(s claimmw.State) bool { return !s.Granted })
+	f.setKeys(t, "alpha", "k")
+	f.waitForInnerCall(t, "alpha", "a pass granted k alone", func(s claimmw.State) bool { return s.Granted && len(s.Grants) == 1 })
+	// Then xray does not act for j while alpha's passes that do not grant
+	// j ask to run again: alpha may still act for j
+	f.neverClaimed(t, "xray", 3*time.Second)
+	// And once one returns a zero Result, xray acts for j
+	stopped.Store(true)
+	f.waitForReason(t, "xray", conditions.ReasonClaimed, wakeWithin)
+}
+
 func TestAnObjectToldToStopAfterAClaimErrorStillCountsAsActingWhileItsToldPassAsksToRunAgain(t *testing.T) {
 	t.Parallel()
 	f := start(t, setup{opts: []claimmw.Option{claimmw.WithKeys(forbiddenKeys)}})

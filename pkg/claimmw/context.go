@@ -22,12 +22,15 @@ type Grant struct {
 // it must clean up.
 //
 // A pass told to stop using keys (Granted false while the object may still
-// act for them, Releasing, Handovers, a deletion pass) has stopped only when
-// it returns no error and a zero Result. Return a Requeue or RequeueAfter
-// while its workloads are still going away: the middleware keeps the keys
-// (renewed), keeps saying that the object may act for them, and tells it
-// again when it asked to be. A reconciler that asks to run again in every
-// such pass therefore never frees them.
+// act for them, Releasing, Handovers, a deletion pass, and a granted pass
+// whose Grants leave out keys the object acted for before its key set
+// changed or it was told to stop, even when their records are gone and
+// Releasing is empty) has stopped only when it returns no error and a zero
+// Result. Return a Requeue or RequeueAfter while its workloads are still
+// going away: the middleware keeps the keys (renewed), keeps saying that the
+// object may act for them, and tells it again when it asked to be. A
+// reconciler that asks to run again in every such pass therefore never
+// frees them.
 type State struct {
 	// Deleting is true on the deletion path: the object is being deleted,
 	// acquires nothing, and its claims are released after a pass given

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,5 +171,40 @@ func TestAKeyAGrantedPassGivesUpIsNotReleasedWhileThatPassAsksToRunAgain(t *test
 	f.neverClaimed(t, "bravo", 3*time.Second)
 	// And once one returns a zero Result, bravo gets k
 	f.inner.setHook(nil)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+// A granted pass whose Grants do not name a key the object acted for is told
+// to stop using it, whether or not it is given the key's record to release:
+// a person may have deleted that record once an earlier such pass was told
+// of it. While such passes ask to run again, the object may still act for
+// the key, and no waiter gets it.
+func TestAKeyAnObjectStoppedNamingIsNotGrantedToAWaiterWhileItsPassesForTheNewKeysAskToRunAgainAfterItsRecordWasDeleted(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given alpha holds k, and bravo waits for it
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
+	// And alpha's passes that do not grant it k are not done stopping its
+	// workloads of k yet: they return no error and ask to run again
+	var stopped atomic.Bool
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		grantsK := c.state.Granted && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == "k" })
+		if name == "alpha" && !grantsK && !stopped.Load() {
+			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	// When alpha moves to the free key m, and once a pass of alpha was told
+	// to give k up, a person deletes k's record
+	f.setKeys(t, "alpha", "m")
+	f.waitForInnerCall(t, "alpha", "a pass told to give k up", func(s claimmw.State) bool {
+		return slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "k" })
+	})
+	f.deleteLease(t, "k")
+	// Then bravo is not granted k while alpha's passes for m ask to run
+	// again: alpha may still act for k
+	f.neverClaimed(t, "bravo", 3*time.Second)
+	// And once one returns a zero Result, bravo gets k
+	stopped.Store(true)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }

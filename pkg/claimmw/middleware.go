@@ -788,11 +788,14 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		// of them yet. Keep them.
 		return res, err
 	}
-	if len(p.told()) > 0 && !res.IsZero() {
+	if (len(p.told()) > 0 || delay) && !res.IsZero() {
 		// Not done with the keys it gives up (it asks to run again): it may
 		// still act for them. They stay held, and renewed, and its
 		// condition keeps saying it may act for keys it held before, until
-		// a pass told of them returns a zero Result.
+		// a pass told of them returns a zero Result. So too when it is
+		// given no record to release (delay): a key it acted for whose
+		// record was deleted from outside is not in Grants, and this pass
+		// was told to stop using it all the same.
 		return res, nil
 	}
 	if delay {
