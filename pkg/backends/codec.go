@@ -159,7 +159,10 @@ func (cfg Config) DecodeStored(key string, s Stored) Record {
 	rec.Exists = true
 	rec.Foreign = foreign
 	rec.Ref, rec.UID, rec.Version = s.Ref, s.UID, s.Version
-	rec.Labels = maps.Clone(s.Labels)
+	if !s.Shared {
+		// A shared object's labels are its owner's, not the record's.
+		rec.Labels = maps.Clone(s.Labels)
+	}
 	if rec.Foreign == "" {
 		rec.Foreign = impossible(rec, s)
 	}

@@ -86,8 +86,9 @@ type Record struct {
 	// a cache restricted by them cannot see it. The protocol labels it
 	// again at the holder's next Acquire.
 	Unlabelled bool
-	// Labels are the storing object's labels as read. A backend that labels
-	// records keeps, on a write that keeps the holder, the labels it does not
+	// Labels are the storing object's labels as read, on a backend that
+	// stores each record on an object of its own (nil on a Shared object,
+	// whose labels are its owner's). A backend that labels records keeps, on a write that keeps the holder, the labels it does not
 	// set itself: another release's holder labels or Config.Labels keys (two
 	// versions of an operator running side by side in a rolling upgrade), or
 	// a person's. A write that changes the holder drops them.
