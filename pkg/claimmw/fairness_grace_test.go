@@ -136,3 +136,38 @@ func TestFairnessAStaleParkedSiblingDoesNotStarve(t *testing.T) {
 		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x %s: %s", c.Reason, c.Message)
 	})
 }
+
+// TestFairnessAYielderIsWokenWhenItsOlderSiblingParksElsewhere: a younger
+// object that yields a free key to an older sibling (NotFirst) is woken as
+// soon as that sibling stops counting, because it parks on another key, and
+// takes the key then, not when its grace ends.
+func TestFairnessAYielderIsWokenWhenItsOlderSiblingParksElsewhere(t *testing.T) {
+	f := start(t, setup{workers: 2, opts: []claimmw.Option{claimmw.WithFairness(), claimmw.WithFairnessGrace(time.Hour)}})
+	// Given z holds j
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
+	// And the older alpha names k, its passes held back: it has no
+	// condition yet, so it counts as a sibling that could take k
+	gate := make(chan struct{})
+	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
+		if key.Name == "alpha" {
+			<-gate
+		}
+	})
+	f.createWidget(t, "alpha", "k")
+	// Creation times have a one-second resolution: the next object must be younger.
+	time.Sleep(1100 * time.Millisecond)
+	// And the younger bravo, naming k, yields it to alpha
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonNotFirst, 10*time.Second)
+	// When alpha comes to name j too, and its passes run: it parks on j
+	f.setKeys(t, "alpha", "j", "k")
+	time.Sleep(500 * time.Millisecond) // the manager's cache shows the new keys
+	f.writes.beforeWidgetGet.Store(func(client.ObjectKey) {})
+	close(gate)
+	f.waitForReason(t, "alpha", conditions.ReasonParked, 10*time.Second)
+	// Then bravo takes k at once
+	eventually(t, wakeWithin, func() (bool, string) {
+		c := f.claimed(t, "bravo")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo %s: %s", c.Reason, c.Message)
+	})
+}

@@ -479,6 +479,9 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 				// new spec: its predecessor may commit.
 				wake(ctx, e.ObjectNew, q)
 			}
+			if m.cfg.fairness && stoppedCounting(e.ObjectOld, e.ObjectNew, was, is) {
+				m.wakeYielders(ctx, e.ObjectNew, q)
+			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			wake(ctx, e.Object, q)
@@ -544,6 +547,41 @@ func (m *Middleware) recordNames(ctx context.Context, key string, obj client.Obj
 	uid := string(obj.GetUID())
 	a := cfg.Annotations
 	return uid != "" && (l.Annotations[a.HolderUID] == uid || strings.Contains(l.Annotations[a.Successor], uid))
+}
+
+// stoppedCounting reports whether an object stopped counting as a sibling
+// that could take a free key ([WithFairness]): its condition for its current
+// spec now says it waits elsewhere or cannot claim, and before this change it
+// did not.
+func stoppedCounting(old, cur client.Object, was, is metav1.Condition) bool {
+	blockedNow := is.ObservedGeneration == cur.GetGeneration() && is.Status != metav1.ConditionTrue && blockedReasons[is.Reason]
+	blockedBefore := was.ObservedGeneration == old.GetGeneration() && was.Status != metav1.ConditionTrue && blockedReasons[was.Reason]
+	return blockedNow && !blockedBefore
+}
+
+// wakeYielders wakes the objects that may yield a free key to obj: those
+// naming one of its keys that it goes before in the fairness order and whose
+// cached condition does not say they wait for a holder. Not only those the
+// cache shows NotFirst: a yielder's own NotFirst write may not have reached
+// the cache when obj's change does.
+func (m *Middleware) wakeYielders(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	self := client.ObjectKeyFromObject(obj)
+	for _, key := range m.indexKeys(obj) {
+		list := m.namingList(ctx, m.keysIndex(), key)
+		if list == nil {
+			continue
+		}
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			other, ok := o.(client.Object)
+			if !ok || client.ObjectKeyFromObject(other) == self || !goesBefore(obj, other) {
+				return nil
+			}
+			if c := m.claimCondition(other); c == nil || c.Reason == string(conditions.ReasonNotFirst) || !blockedReasons[c.Reason] {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(other)})
+			}
+			return nil
+		})
+	}
 }
 
 // saysNotFirst reports whether obj's claim condition says it yields a free
