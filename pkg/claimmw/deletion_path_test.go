@@ -249,13 +249,7 @@ func TestADeletionPassThatReturnsARequeueKeepsItsKeysUntilItsWorkloadsAreGone(t 
 	f.aHoldsKAndBWaits(t)
 	// And a's deletion passes return a requeue while its workloads of k
 	// are still going away
-	var gone atomic.Bool
-	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		if name == "a" && c.state.Deleting && !gone.Load() {
-			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
-		}
-		return reconcile.Result{}, nil
-	})
+	gone := f.deletionPassesAskToRunAgain("a")
 	// When a is deleted
 	f.deleteWidgetAsync(t, "a")
 	eventually(t, wakeWithin, func() (bool, string) {
@@ -371,13 +365,7 @@ func TestADeletionPassThatAsksToRunAgainKeepsAKeyWhoseRecordWasDeletedFromOutsid
 	f.createAndWait(t, "b", conditions.ReasonParked, "k")
 	// And a's deletion passes ask to run again while its workloads of k are
 	// still going away
-	var gone atomic.Bool
-	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		if name == "a" && c.state.Deleting && !gone.Load() {
-			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
-		}
-		return reconcile.Result{}, nil
-	})
+	gone := f.deletionPassesAskToRunAgain("a")
 	// When a is deleted, and once its deletion pass was given k, a person
 	// deletes k's record
 	f.deleteWidgetAsync(t, "a")
@@ -388,4 +376,18 @@ func TestADeletionPassThatAsksToRunAgainKeepsAKeyWhoseRecordWasDeletedFromOutsid
 	// When a's workloads are gone, b gets k
 	gone.Store(true)
 	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
+}
+
+// deletionPassesAskToRunAgain makes name's deletion passes ask to run again,
+// as while its workloads are still going away, until the returned flag is
+// set; every other pass succeeds.
+func (f *fixture) deletionPassesAskToRunAgain(name string) *atomic.Bool {
+	var gone atomic.Bool
+	f.inner.setHook(func(_ context.Context, n string, c call) (reconcile.Result, error) {
+		if n == name && c.state.Deleting && !gone.Load() {
+			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	return &gone
 }
