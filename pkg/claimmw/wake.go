@@ -415,7 +415,6 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 	// woken wakes the objects naming obj's keys; started says its deletion
 	// only started.
 	woken := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], started bool) {
-		self := client.ObjectKeyFromObject(obj)
 		for _, key := range m.indexKeys(obj) {
 			// A holder whose deletion only started stays alive for a
 			// liveness that judges it so until it is gone: its key frees
@@ -426,19 +425,8 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 			if !named && !m.cfg.fairness {
 				continue
 			}
-			list := m.namingList(ctx, m.keysIndex(), key)
-			if list == nil {
-				continue
-			}
-			_ = meta.EachListItem(list, func(o runtime.Object) error {
-				other, ok := o.(client.Object)
-				if !ok || client.ObjectKeyFromObject(other) == self {
-					return nil
-				}
-				if named || m.saysNotFirst(other) && goesBefore(obj, other) {
-					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(other)})
-				}
-				return nil
+			m.wakeOthersNaming(ctx, key, obj, q, func(other client.Object) bool {
+				return named || m.saysNotFirst(other) && goesBefore(obj, other)
 			})
 		}
 	}
@@ -565,23 +553,32 @@ func stoppedCounting(old, cur client.Object, was, is metav1.Condition) bool {
 // cache shows NotFirst: a yielder's own NotFirst write may not have reached
 // the cache when obj's change does.
 func (m *Middleware) wakeYielders(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	self := client.ObjectKeyFromObject(obj)
 	for _, key := range m.indexKeys(obj) {
-		list := m.namingList(ctx, m.keysIndex(), key)
-		if list == nil {
-			continue
-		}
-		_ = meta.EachListItem(list, func(o runtime.Object) error {
-			other, ok := o.(client.Object)
-			if !ok || client.ObjectKeyFromObject(other) == self || !goesBefore(obj, other) {
-				return nil
+		m.wakeOthersNaming(ctx, key, obj, q, func(other client.Object) bool {
+			if !goesBefore(obj, other) {
+				return false
 			}
-			if c := m.claimCondition(other); c == nil || c.Reason == string(conditions.ReasonNotFirst) || !blockedReasons[c.Reason] {
-				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(other)})
-			}
-			return nil
+			c := m.claimCondition(other)
+			return c == nil || c.Reason == string(conditions.ReasonNotFirst) || !blockedReasons[c.Reason]
 		})
 	}
+}
+
+// wakeOthersNaming wakes the objects other than obj that name key, as the
+// manager's cache shows them, that pick selects.
+func (m *Middleware) wakeOthersNaming(ctx context.Context, key string, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], pick func(client.Object) bool) {
+	list := m.namingList(ctx, m.keysIndex(), key)
+	if list == nil {
+		return
+	}
+	self := client.ObjectKeyFromObject(obj)
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		other, ok := o.(client.Object)
+		if ok && client.ObjectKeyFromObject(other) != self && pick(other) {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(other)})
+		}
+		return nil
+	})
 }
 
 // saysNotFirst reports whether obj's claim condition says it yields a free
