@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -16,6 +17,7 @@ import (
 	"github.com/ocf-claim/claim/internal/testclaimant"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
 // actor is the inner reconciler of the checker's world, shared by every
@@ -29,6 +31,11 @@ type actor struct {
 	// records reads a key's record uncached, at the start of each call
 	// that acts: the object must hold it whenever it acts.
 	records *claim.Claimer
+	// objects reads the object uncached, at the start of each call that
+	// acts: its claim condition must say it may act (Claimed=True,
+	// Stopping) whenever it does, which is what a waiter in any process
+	// asks before it acts.
+	objects client.Reader
 	// ignoreGranted makes it act for every key its object names, granted
 	// or not (a broken inner reconciler).
 	ignoreGranted bool
@@ -217,6 +224,17 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		}
 		if !r.Exists || r.Holder.UID != obj.UID {
 			rec.unheld = append(rec.unheld, unheld{key: g.Key, holder: r.Holder.UID, at: time.Now()})
+		}
+	}
+	if len(rec.acted) > 0 && obj.UID != "" && a.objects != nil {
+		cur := &testclaimant.Claimant{}
+		if err := a.objects.Get(ctx, req.NamespacedName, cur); err == nil && cur.UID == obj.UID {
+			if c := meta.FindStatusCondition(cur.Status.Conditions, string(conditions.Claimed)); !saysMayAct(c) {
+				rec.unsaid = &unsaid{at: time.Now()}
+				if c != nil {
+					rec.unsaid.status, rec.unsaid.reason = c.Status, c.Reason
+				}
+			}
 		}
 	}
 	a.mu.Lock()

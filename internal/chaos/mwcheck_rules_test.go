@@ -42,7 +42,7 @@ func gone(key string, lease types.UID, rv string, holder types.UID, seen int) hi
 // rulesOf returns the rules errs break.
 func rulesOf(errs []error) []error {
 	var out []error
-	for _, rule := range []error{errUnbacked, errOverlap, errTokenOrder, errUnheld, errUntoldRelease, errTakeover, errLeak, errClaimedNotHeld, errHoldsWhileWaiting, errDeadlock, errNotConverged, errWritesGoOn} {
+	for _, rule := range []error{errUnbacked, errOverlap, errTokenOrder, errUnheld, errUnsaid, errUntoldRelease, errTakeover, errLeak, errClaimedNotHeld, errHoldsWhileWaiting, errDeadlock, errNotConverged, errWritesGoOn} {
 		for _, e := range errs {
 			if errors.Is(e, rule) {
 				out = append(out, rule)
@@ -162,6 +162,28 @@ func TestMiddlewareCheckerHistoryRules(t *testing.T) {
 			}()},
 			outside:  []outside{{kind: outsideDelete, key: k, lease: "L1", invoked: at(9), returned: at(9)}},
 			versions: append(slices.Clone(base), gone(k, "L1", "10", "a", 9)),
+		},
+	}, {
+		name: "acting while its condition, read uncached, says it acts for nothing",
+		h: mwHistory{
+			acts: []act{func() act {
+				x := acting("a", k, "10", 8, 10, 20)
+				x.unsaid = &unsaid{status: metav1.ConditionFalse, reason: string(conditions.ReasonReleased), at: at(10)}
+				return x
+			}()},
+			versions: base,
+		},
+		want: []error{errUnsaid},
+	}, {
+		name: "acting, while two operator processes ran, with a condition that says it acts for nothing",
+		h: mwHistory{
+			acts: []act{func() act {
+				x := acting("a", k, "10", 8, 10, 20)
+				x.unsaid = &unsaid{status: metav1.ConditionFalse, reason: string(conditions.ReasonParked), at: at(10)}
+				return x
+			}()},
+			versions: base,
+			overlaps: []period{{from: at(5), to: at(12)}},
 		},
 	}, {
 		name: "a record deleted while its holder's workload runs",

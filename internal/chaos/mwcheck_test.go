@@ -41,6 +41,11 @@ var (
 	// the inner call started, did not name it, and nothing from outside
 	// touched the record since its pass began.
 	errUnheld = errors.New("holds-record-when-acting")
+	// errUnsaid: an object acted while its claim condition, read uncached
+	// as the inner call started, said it acts for nothing (neither
+	// Claimed=True nor Stopping): a waiter in any process that asked it
+	// then would have acted beside it.
+	errUnsaid = errors.New("says-it-may-act-when-acting")
 	// errUntoldRelease: a record was deleted, not from outside, while its
 	// holder's acting window for the key was open (its told pass had not
 	// ended with success) and its object was not gone.
@@ -108,6 +113,27 @@ type act struct {
 	// unheld are the keys acted for whose record, read uncached as the
 	// inner call started, did not name the object.
 	unheld []unheld
+	// unsaid is set when the object's claim condition, read uncached as
+	// the inner call that acted started, said it acts for nothing.
+	unsaid *unsaid
+}
+
+// unsaid is the claim condition an object showed while it acted, read at
+// at (empty status and reason: it had none).
+type unsaid struct {
+	status metav1.ConditionStatus
+	reason string
+	at     time.Time
+}
+
+// saysMayAct reports whether a claim condition c says its object may be
+// acting for keys, as docs/middleware.md words it: Claimed=True, or
+// Stopping until a told pass succeeded.
+func saysMayAct(c *metav1.Condition) bool {
+	if c == nil {
+		return false
+	}
+	return c.Reason == string(conditions.ReasonStopping) || c.Reason == string(conditions.ReasonClaimed) && c.Status == metav1.ConditionTrue
 }
 
 // unheld is a key acted for whose record named holder (none when empty)
@@ -260,8 +286,23 @@ func checkHistory(h mwHistory) []error {
 			}
 		}
 	}
+	for _, a := range h.acts {
+		if u := a.unsaid; u != nil && !h.openedDuringOverlap(a.passStart, a.start) {
+			out = append(out, violate(errUnsaid, a.acted[0].Key, "%s (%s) acted for %s in pass %d (begun %s) while its condition said %s=%s (read %s)",
+				a.object, a.uid, keysActed(a.acted), a.pass, a.passStart.Format("15:04:05.000"), u.reason, u.status, u.at.Format("15:04:05.000")))
+		}
+	}
 	out = append(out, h.checkWindows()...)
 	return append(out, h.checkTransitions()...)
+}
+
+// keysActed lists the keys of grants, comma-separated.
+func keysActed(gs []claimmw.Grant) string {
+	keys := make([]string, len(gs))
+	for i, g := range gs {
+		keys[i] = g.Key
+	}
+	return strings.Join(keys, ",")
 }
 
 // excused reports whether a fault from outside the protocol touched key's

@@ -883,7 +883,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.records = w.expiry
+	a.records, a.objects = w.expiry, admin
 	// And one operator process (more during a rolling update), or one per
 	// shard
 	shards := []int{allShards}
