@@ -1,7 +1,8 @@
 // Package contractsuite is what the exported contract suites
 // (pkg/backends/backendtest, pkg/generation/generationtest) share: running
 // their cases as subtests, and one case on the Env its harness built, under a
-// deadline, with its failure named after it. Each suite keeps its own cases, worlds and failures.
+// deadline, with its failure named after it. Each suite keeps its own cases,
+// worlds and failures.
 package contractsuite
 
 import (
