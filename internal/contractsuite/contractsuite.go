@@ -1,7 +1,8 @@
 // Package contractsuite is what the exported contract suites
 // (pkg/backends/backendtest, pkg/generation/generationtest) share: running
-// their cases as subtests, and one case under a deadline with its failure
-// named after it. Each suite keeps its own cases, worlds and failures.
+// their cases as subtests, and one case on the Env its harness built, under a
+// deadline, with its failure named after it. Each suite keeps its own cases,
+// worlds and failures.
 package contractsuite
 
 import (
@@ -24,13 +25,20 @@ func Run[C any](t *testing.T, cases []C, name func(C) string, check func(*testin
 	}
 }
 
-// Check runs one case named name with a context that ends after timeout,
-// and returns its failure prefixed with name (errors.Is still sees the
-// failure), nil when the case passed.
-func Check(name string, timeout time.Duration, run func(ctx context.Context) error) error {
+// Check runs one case named name: it builds the case's Env with harness,
+// fails t when validate refuses that Env (the harness is at fault, not the
+// backend under test), and runs the case on it with a context that ends after
+// timeout. It returns the case's failure prefixed with name (errors.Is still
+// sees the failure), nil when the case passed.
+func Check[E any](t *testing.T, name string, timeout time.Duration, harness func(*testing.T) E, validate func(E) error, run func(ctx context.Context, env E) error) error {
+	t.Helper()
+	env := harness(t)
+	if err := validate(env); err != nil {
+		t.Fatalf("building the Env of %s: %v", name, err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := run(ctx); err != nil {
+	if err := run(ctx, env); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil

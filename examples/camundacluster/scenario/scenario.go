@@ -167,8 +167,7 @@ func bravoParks(ctx context.Context, w *World) error {
 	if err := w.createCluster(ctx, Bravo); err != nil {
 		return err
 	}
-	holder := fmt.Sprintf("%s %s/%s", v1alpha1.Kind, w.Namespace, Alpha)
-	if _, err := w.waitForCluster(ctx, "bravo Parked, naming alpha as the holder, with zero brokers", Bravo, conditions.ReasonParked, 0, holder); err != nil {
+	if err := w.parkedBehind(ctx, "bravo Parked, naming alpha as the holder, with zero brokers", Bravo, Alpha); err != nil {
 		return err
 	}
 	return w.show(ctx, false)
@@ -244,8 +243,7 @@ func charlieParks(ctx context.Context, w *World) error {
 	if err := w.createCluster(ctx, Charlie); err != nil {
 		return err
 	}
-	holder := fmt.Sprintf("%s %s/%s", v1alpha1.Kind, w.Namespace, Bravo)
-	if _, err := w.waitForCluster(ctx, "charlie Parked, naming bravo as the holder", Charlie, conditions.ReasonParked, 0, holder); err != nil {
+	if err := w.parkedBehind(ctx, "charlie Parked, naming bravo as the holder", Charlie, Bravo); err != nil {
 		return err
 	}
 	return w.show(ctx, false)
@@ -290,8 +288,7 @@ func charlieTakesOver(ctx context.Context, w *World) error {
 		return err
 	}
 	w.logf("charlie's storage token %s > bravo's %s", w.tokens[Charlie], w.tokens[Bravo])
-	holder := fmt.Sprintf("%s %s/%s", v1alpha1.Kind, w.Namespace, Charlie)
-	if _, err := w.waitForCluster(ctx, "bravo Parked, naming charlie, without a token", Bravo, conditions.ReasonParked, 0, holder); err != nil {
+	if err := w.parkedBehind(ctx, "bravo Parked, naming charlie, without a token", Bravo, Charlie); err != nil {
 		return err
 	}
 	return w.show(ctx, true)
@@ -389,6 +386,15 @@ func (w *World) waitForCluster(ctx context.Context, want, name string, reason co
 	return w.waitFor(ctx, want, func(ctx context.Context) (bool, string, error) {
 		return w.clusterIs(ctx, name, reason, replicas, mention)
 	})
+}
+
+// parkedBehind waits until cluster is Parked with zero brokers requested,
+// its condition naming the cluster holder as the holder of the key (want
+// says so, for the timeline).
+func (w *World) parkedBehind(ctx context.Context, want, cluster, holder string) error {
+	named := fmt.Sprintf("%s %s/%s", v1alpha1.Kind, w.Namespace, holder)
+	_, err := w.waitForCluster(ctx, want, cluster, conditions.ReasonParked, 0, named)
+	return err
 }
 
 // waitFor polls cond until it holds, and returns the cluster state at the

@@ -142,11 +142,7 @@ func Run(t *testing.T, h Harness) {
 // it.
 func Check(t *testing.T, h Harness, c Case) error {
 	t.Helper()
-	env := h(t)
-	if err := env.validate(); err != nil {
-		t.Fatalf("backendtest: %v", err)
-	}
-	return contractsuite.Check(c.Name, 2*time.Minute, func(ctx context.Context) error {
+	return contractsuite.Check(t, c.Name, 2*time.Minute, h, Env.validate, func(ctx context.Context, env Env) error {
 		return c.run(&world{t: t, ctx: ctx, env: env})
 	})
 }

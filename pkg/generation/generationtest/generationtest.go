@@ -100,13 +100,16 @@ func Run(t *testing.T, h Harness) {
 // the backend honoured the case.
 func Check(t *testing.T, h Harness, c Case) error {
 	t.Helper()
-	env := h(t)
-	if env.New == nil {
-		t.Fatal("generationtest: Env.New is nil")
-	}
-	return contractsuite.Check(c.Name, time.Minute, func(ctx context.Context) error {
+	return contractsuite.Check(t, c.Name, time.Minute, h, Env.validate, func(ctx context.Context, env Env) error {
 		return c.run(&world{t: t, ctx: ctx, env: env, clock: testingclock.NewFakeClock(epoch)})
 	})
+}
+
+func (e Env) validate() error {
+	if e.New == nil {
+		return errors.New("generationtest.Env.New is nil")
+	}
+	return nil
 }
 
 // epoch is where the fake clocks start.
