@@ -41,8 +41,8 @@ const DefaultFairnessGrace = time.Minute
 // after it was created or last changed, and an object yields a free key for
 // at most the grace after its claim condition turned false. Each object is
 // woken when its grace ends, and as soon as an older sibling it may yield to
-// stops counting (it parks on another key, or otherwise says it cannot
-// claim). Siblings are read from the manager's cache
+// stops counting (it parks on another key, otherwise says it cannot claim,
+// stops naming the key, or is being deleted). Siblings are read from the manager's cache
 // through the key index, so it needs [Middleware.SetupWithManager]. Needs
 // [WithClaim]: the Claimer is built with it.
 func WithFairness() Option {
