@@ -208,3 +208,65 @@ func TestAKeyAnObjectStoppedNamingIsNotGrantedToAWaiterWhileItsPassesForTheNewKe
 	stopped.Store(true)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
+
+// A pass told to release a record is inside the object's window for its
+// key, whether or not the object acted for the key before (its reconciler
+// cleans up what it keeps for the key): a parked object that kept the
+// record of the first of its keys without acting for it, and stops naming
+// that key, is told to release it; while that pass and the ones after it
+// ask to run again, no waiter gets the key, even after a person deleted
+// its record.
+func aKeptKeyIsNotGrantedWhileThePassToldToReleaseItAsksToRunAgain(t *testing.T, newKeys ...string) {
+	t.Helper()
+	f := start(t, setup{})
+	// Given z holds j, x (naming a and j) is parked on j keeping a, and w
+	// waits for a
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
+	f.parksKeepingItsFirstKey(t, "x", "a", "j")
+	f.createAndWait(t, "w", conditions.ReasonParked, "a")
+	// And x's passes, once one was told to release a, are not done
+	// cleaning up what x keeps for a: they ask to run again
+	var told, stopped, wActed atomic.Bool
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		switch name {
+		case "x":
+			if slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+				told.Store(true)
+			}
+			if told.Load() && !stopped.Load() {
+				return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+			}
+		case "w":
+			if c.state.Granted && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+				wActed.Store(true)
+			}
+		}
+		return reconcile.Result{}, nil
+	})
+	// When x stops naming a, and once a pass of x was told to release a, a
+	// person deletes a's record
+	f.setKeys(t, "x", newKeys...)
+	f.waitForInnerCall(t, "x", "a pass told to release a", func(s claimmw.State) bool {
+		return slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" })
+	})
+	f.deleteLease(t, "a")
+	// Then w does not act for a while x's passes ask to run again
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(25 * time.Millisecond) {
+		if wActed.Load() {
+			t.Fatalf("w acted for a while the pass of x told to release a had not returned success (x: %+v)", f.claimed(t, "x"))
+		}
+	}
+	// And once one returns a zero Result, w gets a
+	stopped.Store(true)
+	f.waitForReason(t, "w", conditions.ReasonClaimed, wakeWithin)
+}
+
+func TestAKeyAParkedObjectKeptIsNotGrantedToAWaiterWhileItsGrantedPassToldToReleaseItAsksToRunAgainAfterItsRecordWasDeleted(t *testing.T) {
+	t.Parallel()
+	aKeptKeyIsNotGrantedWhileThePassToldToReleaseItAsksToRunAgain(t, "l")
+}
+
+func TestAKeyAParkedObjectKeptIsNotGrantedToAWaiterWhileItsParkedPassToldToReleaseItAsksToRunAgainAfterItsRecordWasDeleted(t *testing.T) {
+	t.Parallel()
+	aKeptKeyIsNotGrantedWhileThePassToldToReleaseItAsksToRunAgain(t, "j")
+}
