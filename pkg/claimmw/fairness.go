@@ -41,8 +41,8 @@ const DefaultFairnessGrace = time.Minute
 // after it was created or last changed, and an object yields a free key for
 // at most the grace after its claim condition turned false. Each object is
 // woken when its grace ends, and as soon as an older sibling it may yield to
-// stops counting (it parks on another key, or otherwise says it cannot
-// claim). Siblings are read from the manager's cache
+// stops counting (it parks on another key, otherwise says it cannot claim,
+// stops naming the key, or is being deleted). Siblings are read from the manager's cache
 // through the key index, so it needs [Middleware.SetupWithManager]. Needs
 // [WithClaim]: the Claimer is built with it.
 func WithFairness() Option {
@@ -428,14 +428,22 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 // already says it may act. An object Claimed for its current spec that no
 // longer names key stopped acting for it: that condition is written only
 // after a pass for the current spec succeeded. One Claimed for an older
-// spec, or Stopping, may still act for whatever it named before.
+// spec, or Stopping, may still act for whatever it named before, unless it
+// says exactly which keys it acts for while told to release their records
+// (releasingFor).
 func (m *Middleware) mayActFor(ctx context.Context, obj client.Object, key string) bool {
 	c := m.conditionOf(obj)
 	if !mayAct(c) {
 		return false
 	}
 	keys, err := m.keysOf(ctx, obj)
-	return err != nil || !m.claimedFor(c, keys) || slices.ContainsFunc(keys, func(k namedKey) bool { return k.norm == key })
+	names := func(k namedKey) bool { return k.norm == key }
+	if held, ok := m.releasingFor(c, keys); ok && (err == nil || c.Reason == string(conditions.ReasonStopping)) {
+		// It says exactly which keys it acts for: those it is told to
+		// release, and, Claimed, the keys it names.
+		return slices.Contains(held, key) || c.Reason == string(conditions.ReasonClaimed) && slices.ContainsFunc(keys, names)
+	}
+	return err != nil || !m.claimedFor(c, keys) || slices.ContainsFunc(keys, names)
 }
 
 // lastHolders remembers, per normalized key, the holders its record named

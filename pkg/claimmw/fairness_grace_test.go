@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -166,6 +168,94 @@ func TestFairnessAYielderIsWokenWhenItsOlderSiblingParksElsewhere(t *testing.T) 
 	close(gate)
 	f.waitForReason(t, "alpha", conditions.ReasonParked, 10*time.Second)
 	// Then bravo takes k at once
+	eventually(t, wakeWithin, func() (bool, string) {
+		c := f.claimed(t, "bravo")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo %s: %s", c.Reason, c.Message)
+	})
+}
+
+// TestFairnessAYielderIsWokenWhenItsOlderSiblingStopsNamingTheKey: a
+// younger object that yields a free key to an older sibling (NotFirst) is
+// woken as soon as that sibling's spec stops naming the key, and takes the
+// key then, not when its grace ends: the sibling's new keys are not the
+// ones the yielder waits for.
+func TestFairnessAYielderIsWokenWhenItsOlderSiblingStopsNamingTheKey(t *testing.T) {
+	f := start(t, setup{workers: 2, opts: []claimmw.Option{claimmw.WithFairness(), claimmw.WithFairnessGrace(time.Hour)}})
+	// Given z holds j
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
+	// And the older alpha names k, its passes held back: it has no
+	// condition yet, so it counts as a sibling that could take k
+	gate := make(chan struct{})
+	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
+		if key.Name == "alpha" {
+			<-gate
+		}
+	})
+	f.createWidget(t, "alpha", "k")
+	// Creation times have a one-second resolution: the next object must be younger.
+	time.Sleep(1100 * time.Millisecond)
+	// And the younger bravo, naming k, yields it to alpha
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonNotFirst, 10*time.Second)
+	// When alpha's spec names j instead of k, and its passes run: it parks on j
+	f.setKeys(t, "alpha", "j")
+	time.Sleep(500 * time.Millisecond) // the manager's cache shows the new keys
+	f.writes.beforeWidgetGet.Store(func(client.ObjectKey) {})
+	close(gate)
+	f.waitForReason(t, "alpha", conditions.ReasonParked, 10*time.Second)
+	// Then bravo, the only object naming k now, takes k at once
+	eventually(t, wakeWithin, func() (bool, string) {
+		c := f.claimed(t, "bravo")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo %s: %s", c.Reason, c.Message)
+	})
+}
+
+// TestFairnessAYielderIsWokenWhenItsOlderSiblingIsDeletedBeforeItsOwnNotFirstIsCached:
+// the older sibling a younger object yields a free key to is deleted
+// between the younger one's reading of its siblings and its NotFirst
+// write, so that the deletion reaches the manager's cache before that
+// write does; the younger object (whose own status writes wake nobody) is
+// woken all the same and takes the key at once, not when its grace ends.
+func TestFairnessAYielderIsWokenWhenItsOlderSiblingIsDeletedBeforeItsOwnNotFirstIsCached(t *testing.T) {
+	f := start(t, setup{workers: 2, statusChangesWakeNobody: true, opts: []claimmw.Option{claimmw.WithFairness(), claimmw.WithFairnessGrace(time.Hour)}})
+	ctx := context.Background()
+	// Given the older alpha names k, its passes held back: it has no
+	// condition yet, so it counts as a sibling that could take k
+	gate := make(chan struct{})
+	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
+		if key.Name == "alpha" {
+			<-gate
+		}
+	})
+	alpha := f.createWidget(t, "alpha", "k")
+	// Creation times have a one-second resolution: the next object must be younger.
+	time.Sleep(1100 * time.Millisecond)
+	// And alpha is deleted while the younger bravo's first pass, which saw
+	// alpha and yields k to it, writes its NotFirst condition
+	var once sync.Once
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		w, ok := obj.(*testcrd.Widget)
+		if !ok || w.Name != "bravo" {
+			return
+		}
+		c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed))
+		if c == nil || c.Reason != string(conditions.ReasonNotFirst) {
+			return
+		}
+		once.Do(func() {
+			if err := direct(t).Delete(ctx, alpha); err != nil {
+				t.Errorf("deleting alpha: %v", err)
+			}
+			time.Sleep(time.Second) // the manager's cache and handlers see the deletion
+			close(gate)
+		})
+	})
+	f.createWidget(t, "bravo", "k")
+	f.waitForReason(t, "bravo", conditions.ReasonNotFirst, 10*time.Second)
+	if _, err := f.widget(t, "alpha"); !apierrors.IsNotFound(err) {
+		t.Fatalf("alpha still there (%v): the test did not delete it during bravo's pass", err)
+	}
+	// Then bravo, the only object naming k now, takes k at once
 	eventually(t, wakeWithin, func() (bool, string) {
 		c := f.claimed(t, "bravo")
 		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo %s: %s", c.Reason, c.Message)

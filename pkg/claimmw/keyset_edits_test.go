@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -207,4 +208,120 @@ func TestAKeyAnObjectStoppedNamingIsNotGrantedToAWaiterWhileItsPassesForTheNewKe
 	// And once one returns a zero Result, bravo gets k
 	stopped.Store(true)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+// A pass told to release a record is inside the object's window for its
+// key, whether or not the object acted for the key before (its reconciler
+// cleans up what it keeps for the key): a parked object that kept the
+// record of the first of its keys without acting for it, and stops naming
+// that key, is told to release it; while that pass and the ones after it
+// ask to run again, no waiter gets the key, even after a person deleted
+// its record.
+func aKeptKeyIsNotGrantedWhileThePassToldToReleaseItAsksToRunAgain(t *testing.T, newKeys ...string) {
+	t.Helper()
+	f := start(t, setup{})
+	// Given z holds j, x (naming a and j) is parked on j keeping a, and w
+	// waits for a
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
+	f.parksKeepingItsFirstKey(t, "x", "a", "j")
+	f.createAndWait(t, "w", conditions.ReasonParked, "a")
+	// And x's passes, once one was told to release a, are not done
+	// cleaning up what x keeps for a: they ask to run again
+	var told, stopped, wActed atomic.Bool
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		switch name {
+		case "x":
+			if slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+				told.Store(true)
+			}
+			if told.Load() && !stopped.Load() {
+				return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+			}
+		case "w":
+			if c.state.Granted && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+				wActed.Store(true)
+			}
+		}
+		return reconcile.Result{}, nil
+	})
+	// When x stops naming a, and once a pass of x was told to release a, a
+	// person deletes a's record
+	f.setKeys(t, "x", newKeys...)
+	f.waitForInnerCall(t, "x", "a pass told to release a", func(s claimmw.State) bool {
+		return slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" })
+	})
+	f.deleteLease(t, "a")
+	// Then w does not act for a while x's passes ask to run again
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(25 * time.Millisecond) {
+		if wActed.Load() {
+			t.Fatalf("w acted for a while the pass of x told to release a had not returned success (x: %+v)", f.claimed(t, "x"))
+		}
+	}
+	// And once one returns a zero Result, w gets a
+	stopped.Store(true)
+	f.waitForReason(t, "w", conditions.ReasonClaimed, wakeWithin)
+}
+
+func TestAKeyAParkedObjectKeptIsNotGrantedToAWaiterWhileItsGrantedPassToldToReleaseItAsksToRunAgainAfterItsRecordWasDeleted(t *testing.T) {
+	t.Parallel()
+	aKeptKeyIsNotGrantedWhileThePassToldToReleaseItAsksToRunAgain(t, "l")
+}
+
+func TestAKeyAParkedObjectKeptIsNotGrantedToAWaiterWhileItsParkedPassToldToReleaseItAsksToRunAgainAfterItsRecordWasDeleted(t *testing.T) {
+	t.Parallel()
+	aKeptKeyIsNotGrantedWhileThePassToldToReleaseItAsksToRunAgain(t, "j")
+}
+
+// A parked object whose status writes are refused (an admission policy,
+// missing RBAC) cannot say it may act for a record it kept without acting
+// for: it is not told to release it, and the record goes all the same, so
+// the key it stopped naming does not stay held while the object exists.
+func TestAKeyAParkedObjectKeptIsReleasedWhenItStopsNamingItWhileItsStatusWritesAreRefused(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given z holds j, and x (naming a and j) is parked on j keeping a
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
+	f.parksKeepingItsFirstKey(t, "x", "a", "j")
+	// When x's status writes are refused, and x stops naming a
+	f.writes.failStatusOf.Store("x")
+	f.setKeys(t, "x", "j")
+	// Then a's record is released
+	eventually(t, wakeWithin, func() (bool, string) { return !f.leaseExists(t, "a"), "a is still held by x" })
+	// And x was never told to release it while its condition said it acts for nothing
+	for _, c := range f.inner.callsOf("x") {
+		if slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+			t.Errorf("x was told to release a while its condition, which it could not write, said it acts for nothing: %+v", f.claimed(t, "x"))
+		}
+	}
+}
+
+// While its pass told to release a record it kept without acting asks to
+// run again, an object acts for that record's key and for the keys it is
+// granted, and for no other: a free key it never named goes to its waiter
+// at once.
+func TestAnObjectToldToReleaseARecordItKeptDoesNotKeepAFreeKeyItNeverNamedFromItsWaiter(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given z holds j, and x (naming a and j) is parked on j keeping a
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
+	f.parksKeepingItsFirstKey(t, "x", "a", "j")
+	// And x's passes told to release a ask to run again
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "x" && slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	// When x stops naming a, and a pass of x was told to release it
+	f.setKeys(t, "x", "j")
+	f.waitForInnerCall(t, "x", "a pass told to release a", func(s claimmw.State) bool {
+		return slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" })
+	})
+	// Then v, naming the free key b that x never named, holds it at once
+	f.createWidget(t, "v", "b")
+	f.waitForReason(t, "v", conditions.ReasonClaimed, wakeWithin)
+	// And x still says it acts for a
+	if c := f.claimed(t, "x"); c.Reason != string(conditions.ReasonStopping) || !strings.Contains(c.Message, `"a"`) {
+		t.Errorf("x's condition %+v: want Stopping, naming a, while its pass told to release a asks to run again", c)
+	}
 }

@@ -284,3 +284,67 @@ func TestAForeignRecordBlocksUntilAPersonRemovesIt(t *testing.T) {
 	// Then a is woken and claims k within seconds
 	f.waitForReason(t, "a", conditions.ReasonClaimed, wakeWithin)
 }
+
+// A key an object gives up is kept while the handover gate says its
+// workloads of the key still run; the passes that ask the gate again write
+// no status while nothing changes, whether the object still waits for
+// another key or holds the ones it names now.
+func aKeyTheGateKeepsCostsNoStatusWritePerPass(t *testing.T, newKeys ...string) {
+	t.Helper()
+	gate := claimmw.PodsGone(env.APIReader, func(_ string, previous claim.Holder) map[string]string {
+		return map[string]string{holderLabel: string(previous.UID)}
+	})
+	f := start(t, setup{claimOpts: []claim.Option{claim.WithHandoverGate(gate)}})
+	ctx := context.Background()
+	// Given z holds j, and x holds k and runs a pod of it
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
+	x := f.createWidget(t, "x", "k")
+	f.waitForReason(t, "x", conditions.ReasonClaimed, wakeWithin)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "x-worker", Labels: map[string]string{holderLabel: string(x.UID)}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "w", Image: "example.invalid/w"}}},
+	}
+	if err := direct(t).Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	// When x stops naming k, and its pass told to give k up succeeds
+	f.setKeys(t, "x", newKeys...)
+	f.waitForInnerCall(t, "x", "a pass told to give k up", func(s claimmw.State) bool {
+		return slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "k" })
+	})
+	time.Sleep(time.Second) // the pass and its writes end
+	if !f.leaseExists(t, "k") {
+		t.Fatal("k was released while a pod of x's still runs: the gate did not keep it")
+	}
+	// Then the passes that ask the gate again write no status
+	before := f.writes.snapshot()
+	for range 3 {
+		f.touch(t, "x")
+		time.Sleep(500 * time.Millisecond)
+	}
+	after := f.writes.snapshot()
+	for _, w := range []string{"update/status Widget", "patch/status Widget"} {
+		if d := after[w] - before[w]; d != 0 {
+			t.Errorf("%d %s writes while the gate kept k and nothing changed", d, w)
+		}
+	}
+	if !f.leaseExists(t, "k") {
+		t.Fatal("k was released while a pod of x's still runs")
+	}
+	// And once the pod is gone, x's next pass releases k
+	if err := direct(t).Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	f.touch(t, "x")
+	eventually(t, wakeWithin, func() (bool, string) { return !f.leaseExists(t, "k"), "k is still held" })
+}
+
+func TestAKeyAGrantedObjectGivesUpCostsNoStatusWritePerPassWhileTheHandoverGateKeepsIt(t *testing.T) {
+	t.Parallel()
+	aKeyTheGateKeepsCostsNoStatusWritePerPass(t, "l")
+}
+
+func TestAKeyAParkedObjectGivesUpCostsNoStatusWritePerPassWhileTheHandoverGateKeepsIt(t *testing.T) {
+	t.Parallel()
+	aKeyTheGateKeepsCostsNoStatusWritePerPass(t, "j")
+}

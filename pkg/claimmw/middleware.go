@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -379,6 +380,38 @@ type pass struct {
 	// of the granted keys the object may start acting for in this pass:
 	// before it does, it asks whether an earlier holder still may.
 	unconfirmed []claim.Outcome
+	// gate is the handover gate's answer about giveUp, asked once after
+	// the inner pass told of them succeeded; nil until then.
+	gate *gateAnswer
+}
+
+// gateAnswer is what the handover gate said about the records a pass gives
+// up: those it lets go now, whether it held any back, and the errors of
+// asking it.
+type gateAnswer struct {
+	free    []claim.Record
+	waiting bool
+	err     error
+}
+
+// toldHeldBack asks the handover gate about the records p gives up (once
+// per pass) and reports whether it holds back one its inner pass was told
+// of: the object's workloads of that key still run, so its condition keeps
+// saying it may act (Stopping, or Claimed while its keys change) rather than
+// say it stopped and, in the next pass, say again that it may act before it
+// is told of the record once more: every pass would write twice while the
+// gate stays closed.
+func (m *Middleware) toldHeldBack(ctx context.Context, p *pass) bool {
+	if len(p.giveUp) == 0 {
+		return false
+	}
+	if p.gate == nil {
+		free, waiting, err := m.gated(ctx, p.self, p.giveUp)
+		p.gate = &gateAnswer{free: free, waiting: waiting, err: err}
+	}
+	return slices.ContainsFunc(p.told(), func(r claim.Record) bool {
+		return !slices.ContainsFunc(p.gate.free, func(f claim.Record) bool { return f.Key == r.Key })
+	})
 }
 
 // told returns the records given up that the inner reconciler is told of.
@@ -717,9 +750,33 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		// earlier write of it was.
 		m.written.note(req.NamespacedName, m.conditionOf(fresh))
 	}
-	delay := p.was.stopping || p.was.claimed && p.was.message != cond.Message
+	// Records it is told to release while its condition says it does not
+	// act for their keys (it kept them without acting, parked or waiting,
+	// or their release failed after it said so): its reconciler cleans up
+	// what it keeps for them in this pass, which is acting for them. Its
+	// condition says it may act before it does, as a deletion pass given
+	// such records does, and until a pass told of them succeeded.
+	closed := m.closedWindows(m.conditionOf(p.obj), p.keys, p.told())
+	if len(closed) > 0 && !confirm {
+		// Judged from a cached condition: the API server's may say it acts
+		// for those keys already (a cache that lags may show one written
+		// before it acted for them), and then it need not say so again.
+		fresh := newObject(m.cfg.prototype)
+		if err := m.cfg.apiReader.Get(ctx, req.NamespacedName, fresh); err != nil {
+			return reconcile.Result{}, fmt.Errorf("reading %s before it is told to release claims: %w", req.NamespacedName, err)
+		}
+		closed = m.closedWindows(m.conditionOf(fresh), p.keys, closed)
+	}
+	delay := p.was.stopping || p.was.claimed && p.was.message != cond.Message || len(closed) > 0
 	wrote := false // a claim condition of p.obj written in this pass
-	if delay && !p.was.stopping {
+	if target, ok := m.releasingCondition(p, cond, closed); ok {
+		// It acts for the keys it names and for those whose records it is
+		// told to release, and for no other: it says exactly that, so that
+		// it does not count as acting for every key meanwhile.
+		if wrote, err = m.setCondition(ctx, p.obj, target); err != nil {
+			return reconcile.Result{}, err
+		}
+	} else if delay && !p.was.stopping {
 		// Claimed for other keys than these: before it acts for keys that
 		// condition does not name, it says so, in a form that no key set
 		// counts as current for. Its keys may change back (a keys function
@@ -744,20 +801,29 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 			return reconcile.Result{}, err
 		}
 		wrote = wrote || changed
-		if changed && !p.was.claimed {
-			// It starts acting now. A waiter that read its condition before
-			// this write may have found the key free (its record deleted
-			// from outside since the acquire) and taken it: read the
-			// records again before acting, once per grant, not per pass.
-			for _, h := range p.granted {
-				held, err := m.claimer.Holds(ctx, h.raw, p.self)
-				if err != nil {
-					return reconcile.Result{}, err
-				}
-				if !held {
-					return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
-				}
+	}
+	if wrote && !p.was.claimed {
+		// It starts acting now. A waiter that read its condition before
+		// this write may have found the key free (its record deleted
+		// from outside since the acquire) and taken it: read the
+		// records again before acting, once per grant, not per pass.
+		for _, h := range p.granted {
+			held, err := m.claimer.Holds(ctx, h.raw, p.self)
+			if err != nil {
+				return reconcile.Result{}, err
 			}
+			if !held {
+				return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
+			}
+		}
+	}
+	if wrote && len(closed) > 0 {
+		// So too for the records it is told to release: one a waiter took
+		// before this write is not the object's to clean up.
+		if still, err := m.stillHeld(ctx, p.self, closed); err != nil {
+			return reconcile.Result{}, err
+		} else if len(still) < len(closed) {
+			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
 		}
 	}
 	if res, blocked, err := m.confirmGrants(ctx, userCtx, req, p, wrote); blocked || err != nil {
@@ -809,8 +875,10 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 			// Its spec changed again: the next pass judges the new one.
 			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
 		}
-		if _, err := m.setCondition(ctx, fresh, cond); err != nil {
-			return reconcile.Result{}, err
+		if !m.toldHeldBack(ctx, p) {
+			if _, err := m.setCondition(ctx, fresh, cond); err != nil {
+				return reconcile.Result{}, err
+			}
 		}
 	}
 	if len(handovers) > 0 && res.IsZero() {
@@ -931,8 +999,20 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	tell := mustTell(p.was, len(p.told()))
 	mutant.Do(mutant.LostKeyNeverTold, func() { tell = len(p.giveUp) > 0 })
 	shown := cond
-	if p.was.mayHaveHeld() {
+	// Records it is told to release while its condition says it does not
+	// act for their keys: its reconciler cleans up what it keeps for them,
+	// which is acting for them, so it says Stopping first, as a deletion
+	// pass given such records does, until a pass told of them succeeded.
+	closed := m.closedWindows(m.conditionOf(p.obj), p.keys, p.told())
+	startsActing := !p.was.mayHaveHeld() && len(closed) > 0
+	if p.was.mayHaveHeld() || startsActing {
 		shown = stoppingCondition(cond)
+	}
+	if target, ok := m.releasingCondition(p, cond, closed); ok {
+		// It acts for no key but those whose records it is told to release:
+		// it says exactly that, so that it does not count as acting for
+		// every key meanwhile.
+		shown = target
 	}
 	wasReason := conditions.Reason(m.conditionOf(p.obj).Reason)
 	changed, werr := m.setCondition(ctx, p.obj, shown)
@@ -968,10 +1048,31 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		held = append(held, h.o.Key)
 	}
 	m.renew.stopExcept(req.NamespacedName, held...)
-	if werr != nil && !tell {
+	if werr != nil && startsActing && !errors.Is(werr, errStaleRead) {
+		// It cannot say it may act (its status writes are refused): it is
+		// not told to clean up for records its condition says it does not
+		// act for, and they go untold, so that a key it stopped naming is
+		// not held for as long as the writes fail. A write refused because
+		// the cache lagged is judged again in the next pass instead.
+		res, err := m.release(ctx, p, reconcile.Result{}, "which it gave up while it waits")
+		return res, errors.Join(werr, err)
+	}
+	if werr != nil && (!tell || startsActing) {
 		// Renewed above all the same: what it holds must not expire while
 		// its condition cannot be written.
 		return reconcile.Result{}, werr
+	}
+	if changed && startsActing {
+		// A waiter that read its condition before this write may have
+		// taken one of them since (its record deleted from outside): read
+		// them again, and let the next pass decide.
+		still, err := m.stillHeld(ctx, p.self, closed)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(still) < len(closed) {
+			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
+		}
 	}
 
 	after := m.cfg.parkedRequeue
@@ -1019,14 +1120,15 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		res, err := m.release(ctx, p, res, "which it gave up while it waits")
 		return res, errors.Join(werr, err)
 	}
-	if shown.Reason != cond.Reason {
+	heldBack := tell && m.toldHeldBack(ctx, p)
+	if shown.Reason != cond.Reason && !heldBack {
 		// The told pass succeeded: the object stopped acting. Say what
 		// blocks it before the release wakes the waiters, which read it.
 		if _, err := m.setCondition(ctx, p.obj, cond); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	if stopped {
+	if stopped && !heldBack {
 		// It acts for no key now (the prefix it keeps, it holds without
 		// acting for): no waiter needs to find it through this process's memory.
 		m.lastHolders.forget(p.self.UID)
@@ -1078,8 +1180,13 @@ func (m *Middleware) release(ctx context.Context, p *pass, res reconcile.Result,
 	if len(p.giveUp) == 0 {
 		return res, nil
 	}
-	free, waiting, err := m.gated(ctx, p.self, p.giveUp)
-	if waiting {
+	gate := p.gate
+	if gate == nil {
+		free, waiting, err := m.gated(ctx, p.self, p.giveUp)
+		gate = &gateAnswer{free: free, waiting: waiting, err: err}
+	}
+	free, err := gate.free, gate.err
+	if gate.waiting {
 		res = soonest(res, m.cfg.waitRequeue)
 	}
 	released, rerr := m.claimer.ReleaseRecords(ctx, p.self, free...)
@@ -1367,7 +1474,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 			return false
 		})
 	}
-	if len(holdings) > 0 && !mayAct(was) {
+	if len(holdings) > 0 && !m.saysActingFor(was, named, holdings) {
 		// The pass acts for records while the condition says the object
 		// acts for none (it said Released and their release failed, or one
 		// was written since; or it was parked, or waited): the condition
@@ -1465,6 +1572,123 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	return res, nil
 }
 
+// releasingClaims introduces, at the end of the message of a Claimed
+// condition for the keys an object names, the keys of the records it is told
+// to release while it does not act for them otherwise (it kept them without
+// acting, or their release failed after a told pass succeeded): until a pass
+// told of them succeeded it acts for those and for the keys it names, and
+// for no other key. releasingOnly begins the message of the Stopping
+// condition of an object that acts for nothing else.
+const (
+	releasingClaims = "; until a pass told to release their records succeeded, it also acts for "
+	releasingOnly   = "It acts for no key but those whose records it is told to release, until a pass told of them succeeded: "
+)
+
+// releasingMessage returns the message that ends with keys, quoted in
+// order, after prefix, and false when it would not show them whole.
+func releasingMessage(prefix string, keys []string) (string, bool) {
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	quoted := make([]string, len(keys))
+	for i, k := range keys {
+		quoted[i] = strconv.Quote(k)
+	}
+	msg := prefix + strings.Join(quoted, ", ") + "."
+	return msg, len(keys) > 0 && len(msg) <= conditions.MaxMessageLength
+}
+
+// releasingKeysOf returns the keys a message that begins with prefix and was
+// written by releasingMessage names, and false for any other message.
+func releasingKeysOf(msg, prefix string) ([]string, bool) {
+	rest, ok := strings.CutPrefix(msg, prefix)
+	if !ok {
+		return nil, false
+	}
+	rest, ok = strings.CutSuffix(rest, ".")
+	if !ok {
+		return nil, false
+	}
+	var keys []string
+	for {
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return nil, false
+		}
+		k, err := strconv.Unquote(q)
+		if err != nil {
+			return nil, false
+		}
+		keys = append(keys, k)
+		rest = rest[len(q):]
+		if rest == "" {
+			return keys, true
+		}
+		if rest, ok = strings.CutPrefix(rest, ", "); !ok {
+			return nil, false
+		}
+	}
+}
+
+// releasingFor returns the keys of the records c says an object whose keys
+// are keys acts for besides them (or, Stopping, alone), while a pass told to
+// release those records has not succeeded; false when c does not say so.
+func (m *Middleware) releasingFor(c metav1.Condition, keys []namedKey) ([]string, bool) {
+	switch {
+	case c.Reason == string(conditions.ReasonStopping):
+		return releasingKeysOf(c.Message, releasingOnly)
+	case c.Reason == string(conditions.ReasonClaimed) && c.Status == metav1.ConditionTrue:
+		norms := make([]string, len(keys))
+		for i, k := range keys {
+			norms[i] = k.norm
+		}
+		base := strings.TrimSuffix(conditions.ForKeys(m.cfg.condType, norms, 0).Message, ".")
+		return releasingKeysOf(c.Message, base+releasingClaims)
+	}
+	return nil, false
+}
+
+// saysActingFor reports whether c says the object, whose keys are named,
+// may act for the key of every record of recs.
+func (m *Middleware) saysActingFor(c metav1.Condition, named []namedKey, recs []claim.Record) bool {
+	return mayAct(c) && len(m.closedWindows(c, named, recs)) == 0
+}
+
+// releasingCondition returns the condition p's object shows while it is
+// told to release records whose keys it did not act for (closed): it acts
+// for them, and for the keys it names when cond grants them, and for
+// nothing else (its condition said it acted for nothing, or for exactly
+// the keys it names, or already said this). False when its condition says
+// it may act for more (it lost keys, or its key set changed), or when the
+// keys would not show whole: then the broader condition applies.
+func (m *Middleware) releasingCondition(p *pass, cond metav1.Condition, closed []claim.Record) (metav1.Condition, bool) {
+	was := m.conditionOf(p.obj)
+	held, precise := m.releasingFor(was, p.keys)
+	switch {
+	case precise:
+	case len(closed) == 0:
+		return metav1.Condition{}, false
+	case p.was.stopping || p.was.claimed && p.was.message != cond.Message:
+		return metav1.Condition{}, false
+	}
+	keys := append(held, keysOf(closed)...)
+	granted := cond.Reason == string(conditions.ReasonClaimed) && cond.Status == metav1.ConditionTrue
+	if precise && was.Reason == string(conditions.ReasonClaimed) && !granted {
+		// It acted for the keys it names (its condition said Claimed for
+		// them): a condition that does not grant them still names them.
+		for _, k := range p.keys {
+			keys = append(keys, k.norm)
+		}
+	}
+	out := cond
+	var ok bool
+	if granted {
+		out.Message, ok = releasingMessage(strings.TrimSuffix(cond.Message, ".")+releasingClaims, keys)
+	} else {
+		out.Reason, out.Status = string(conditions.ReasonStopping), metav1.ConditionFalse
+		out.Message, ok = releasingMessage(releasingOnly, keys)
+	}
+	return out, ok
+}
+
 // changingKeys ends the message of the Claimed condition an object shows
 // while its key set changes, from before its first pass for the new set
 // acts until that pass succeeded: it may act for keys of either set.
@@ -1555,10 +1779,23 @@ func (m *Middleware) untoldOf(ctx context.Context, obj client.Object, cached met
 // condition c says it does not act for: all of them when c says it acts for
 // nothing, and, when c says Claimed for exactly the keys it names now
 // (written only after a pass that was told of every other key succeeded,
-// or before any pass when it acted for nothing), those it does not name.
+// or before any pass when it acted for nothing), those it does not name;
+// when c says exactly which keys it acts for while told to release their
+// records (releasingFor), those it does not say.
 func (m *Middleware) closedWindows(c metav1.Condition, named []namedKey, recs []claim.Record) []claim.Record {
 	if !mayAct(c) {
 		return recs
+	}
+	if held, ok := m.releasingFor(c, named); ok {
+		// It says exactly which keys it acts for.
+		claimed := c.Reason == string(conditions.ReasonClaimed)
+		var out []claim.Record
+		for _, r := range recs {
+			if !slices.Contains(held, r.Key) && !(claimed && slices.ContainsFunc(named, func(k namedKey) bool { return k.norm == r.Key })) {
+				out = append(out, r)
+			}
+		}
+		return out
 	}
 	if !m.claimedFor(c, named) {
 		return nil

@@ -404,13 +404,13 @@ func (m *Middleware) namingList(ctx context.Context, index, value string) client
 // hands nothing over, so its deletion wakes nobody, whatever keys it named:
 // a tenant that creates and deletes objects naming other tenants' keys
 // costs them no passes. With [WithFairness], the objects that may yield a
-// free key to it are woken too: those whose condition says NotFirst and that
-// it goes before in the fairness order (created earlier, ties broken by
-// namespace/name), in any namespace, since siblings are ordered across
-// namespaces. An object deleted soon after it was created is younger than
-// every object yielding already, so it wakes none of them; a yielder whose
-// older sibling stops counting for another reason is woken by its grace
-// timer ([WithFairnessGrace]).
+// free key to it are woken too (mayYieldTo: it goes before them in the
+// fairness order, created earlier, ties broken by namespace/name, and their
+// cached condition does not say they wait for a holder or cannot claim), in
+// any namespace, since siblings are ordered across namespaces; so are they
+// when it stops naming their key, or its condition starts saying it cannot
+// claim. An object deleted soon after it was created is younger than every
+// object that named its keys before it, so it wakes none of them.
 func (m *Middleware) holderEvents() handler.EventHandler {
 	// woken wakes the objects naming obj's keys; started says its deletion
 	// only started.
@@ -426,7 +426,7 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 				continue
 			}
 			m.wakeOthersNaming(ctx, key, obj, q, func(other client.Object) bool {
-				return named || m.saysNotFirst(other) && goesBefore(obj, other)
+				return named || m.cfg.fairness && m.mayYieldTo(obj, other)
 			})
 		}
 	}
@@ -467,8 +467,15 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 				// new spec: its predecessor may commit.
 				wake(ctx, e.ObjectNew, q)
 			}
-			if m.cfg.fairness && stoppedCounting(e.ObjectOld, e.ObjectNew, was, is) {
-				m.wakeYielders(ctx, e.ObjectNew, q)
+			if m.cfg.fairness {
+				// It stops counting as a sibling for the keys it no longer
+				// names, whatever its condition says, and for every key once
+				// its condition says it cannot claim.
+				keys := droppedKeys(m.indexKeys(e.ObjectOld), m.indexKeys(e.ObjectNew))
+				if stoppedCounting(e.ObjectOld, e.ObjectNew, was, is) {
+					keys = append(keys, m.indexKeys(e.ObjectNew)...)
+				}
+				m.wakeYielders(ctx, e.ObjectNew, keys, q)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -547,21 +554,37 @@ func stoppedCounting(old, cur client.Object, was, is metav1.Condition) bool {
 	return blockedNow && !blockedBefore
 }
 
-// wakeYielders wakes the objects that may yield a free key to obj: those
-// naming one of its keys that it goes before in the fairness order and whose
-// cached condition does not say they wait for a holder. Not only those the
-// cache shows NotFirst: a yielder's own NotFirst write may not have reached
-// the cache when obj's change does.
-func (m *Middleware) wakeYielders(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	for _, key := range m.indexKeys(obj) {
-		m.wakeOthersNaming(ctx, key, obj, q, func(other client.Object) bool {
-			if !goesBefore(obj, other) {
-				return false
-			}
-			c := m.claimCondition(other)
-			return c == nil || c.Reason == string(conditions.ReasonNotFirst) || !blockedReasons[c.Reason]
-		})
+// wakeYielders wakes the objects that may yield one of keys, while it is
+// free, to obj (mayYieldTo).
+func (m *Middleware) wakeYielders(ctx context.Context, obj client.Object, keys []string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	for _, key := range keys {
+		m.wakeOthersNaming(ctx, key, obj, q, func(other client.Object) bool { return m.mayYieldTo(obj, other) })
 	}
+}
+
+// mayYieldTo reports whether other may be yielding a free key to obj: obj
+// goes before it in the fairness order and other's cached condition does
+// not say it waits for a holder or cannot claim. Not only an other the cache
+// shows NotFirst: its own NotFirst write may not have reached the cache when
+// obj's change (or deletion) does, and then nothing else wakes it before its
+// grace ends.
+func (m *Middleware) mayYieldTo(obj, other client.Object) bool {
+	if !goesBefore(obj, other) {
+		return false
+	}
+	c := m.claimCondition(other)
+	return c == nil || c.Reason == string(conditions.ReasonNotFirst) || !blockedReasons[c.Reason]
+}
+
+// droppedKeys returns the keys of was that is does not name.
+func droppedKeys(was, is []string) []string {
+	var out []string
+	for _, k := range was {
+		if !slices.Contains(is, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // wakeOthersNaming wakes the objects other than obj that name key, as the
@@ -579,17 +602,6 @@ func (m *Middleware) wakeOthersNaming(ctx context.Context, key string, obj clien
 		}
 		return nil
 	})
-}
-
-// saysNotFirst reports whether obj's claim condition says it yields a free
-// key to an older sibling (NotFirst).
-func (m *Middleware) saysNotFirst(obj client.Object) bool {
-	conds, err := conditionsOf(obj)
-	if err != nil {
-		return false
-	}
-	c := meta.FindStatusCondition(*conds, string(m.cfg.condType))
-	return c != nil && c.Reason == string(conditions.ReasonNotFirst)
 }
 
 // goesBefore reports whether a goes before b in the fairness order of
