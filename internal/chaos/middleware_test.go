@@ -110,15 +110,15 @@ type mwCounts struct {
 	edits, deletions, creations, recordDeletions, takeovers, handovers int
 	// keptErased counts the records deleted by eraseKept; freshErased
 	// those deleted by eraseFresh and eraseFreshAcrossShards, shardErased
-	// those by the latter.
-	keptErased, freshErased, shardErased                int
+	// those by the latter, loneErased those by eraseLone.
+	keptErased, freshErased, shardErased, loneErased    int
 	passes, grantedPasses, grants, windows, failedTold  int
 	restarts, overlaps, crashes, crashesAfterClaimWrite int
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
-		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.takeovers, c.handovers,
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
+		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.takeovers, c.handovers,
 		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite)
 }
 
@@ -130,6 +130,7 @@ func (c *mwCounts) add(o mwCounts) {
 	c.keptErased += o.keptErased
 	c.freshErased += o.freshErased
 	c.shardErased += o.shardErased
+	c.loneErased += o.loneErased
 	c.takeovers += o.takeovers
 	c.passes += o.passes
 	c.grantedPasses += o.grantedPasses
@@ -697,6 +698,46 @@ func (w *mwWorld) eraseKept(ctx context.Context, t *testing.T) {
 			if len(w.records(ctx, t, kept)) > 0 {
 				break
 			}
+		}
+	}
+}
+
+// loneKey is a key no object names until eraseLone gives it to one.
+const loneKey = "store-lone"
+
+// loneSettle is how long eraseLone leaves the lone holder alone before it
+// deletes the record.
+const loneSettle = time.Second
+
+// eraseLone makes an untouched live object name a key no other object
+// names, waits until it holds the key and says Claimed, and deletes the
+// record. Nothing else names the key, so no waiter's condition change can
+// wake the holder: only the record's own events can, and a holder they do
+// not reach says Claimed for a key it no longer holds.
+func (w *mwWorld) eraseLone(ctx context.Context, t *testing.T) {
+	t.Helper()
+	var o *testclaimant.Claimant
+	for _, name := range w.names {
+		if obj := w.get(ctx, t, name); obj != nil && obj.DeletionTimestamp == nil && !w.touched[obj.UID] {
+			o = obj
+			break
+		}
+	}
+	if o == nil {
+		return
+	}
+	w.touch(o)
+	w.setKeys(ctx, t, o, []string{loneKey})
+	if !w.heldBy(ctx, t, o, loneKey, true) {
+		return
+	}
+	// The passes its own writes set off run first: a pass after the
+	// deletion would find it whatever wakes the holder.
+	time.Sleep(loneSettle)
+	for _, l := range w.records(ctx, t, loneKey) {
+		if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == o.UID {
+			w.erase(ctx, t, l)
+			w.counts.loneErased++
 		}
 	}
 }

@@ -560,7 +560,13 @@ func checkQuiescent(objs []testclaimant.Claimant, leases []coordinationv1.Lease)
 				}
 			}
 		default:
-			out = append(out, violate(errNotConverged, "", "%s is %s/%s: %s", o.Name, c.Status, c.Reason, c.Message))
+			// Named by the first key it does not hold, so that a failing
+			// seed prints that key's timeline.
+			blocked := ""
+			if i := slices.IndexFunc(keys, func(k string) bool { return holderOf[k] != o.UID }); i >= 0 {
+				blocked = keys[i]
+			}
+			out = append(out, violate(errNotConverged, blocked, "%s is %s/%s: %s", o.Name, c.Status, c.Reason, c.Message))
 		}
 	}
 	for start := range waitsFor {

@@ -959,8 +959,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	// The last moves are those most likely to leave damage behind, each
 	// on objects the next ones leave alone: a key taken over, a key swap
 	// between two holders, a held key dropped from a Claimed object's
-	// keys, the record of a Claimed holder deleted, and the record a
-	// holder made to wait keeps deleted while another object waits.
+	// keys, the record of a Claimed holder deleted, the record a holder
+	// made to wait keeps deleted while another object waits, and the record
+	// of a key only its holder names deleted.
 	// They need holders: every object exists again and had a moment to
 	// acquire.
 	for _, name := range w.names {
@@ -984,6 +985,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 		w.deleteRecord(ctx, t, true)
 	}
 	w.eraseKept(ctx, t)
+	w.eraseLone(ctx, t)
 
 	// And then everything stops: no faults, no edits, no restarts, and
 	// time stands still
