@@ -1435,14 +1435,24 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	}
 	confirm := len(holdings) > 0 && mayAct(was)
 	mutant.Do(mutant.DeletionCachedConditionTrusted, func() { confirm = false })
-	if confirm {
+	// Given no record, the pass judges from the condition alone whether the
+	// object may still act for a key (one whose record was deleted from
+	// outside): a cache that has not shown a Claimed write yet says it acts
+	// for nothing, and the finalizer would come off while the pass asks to
+	// run again. Read once per pass that lists nothing.
+	bare := len(holdings) == 0 && !mayAct(was)
+	if confirm || bare {
 		// The pass is about to act for records on the word of a cached
 		// condition; the API server may say by now that the object acts for
 		// nothing (a told pass that succeeded moments ago wrote so), and a
 		// waiter's check before it acts reads that: the condition must say
 		// it may act again first, from what the API server says.
 		current := newObject(m.cfg.prototype)
-		if err := m.cfg.apiReader.Get(ctx, req.NamespacedName, current); err != nil {
+		if err := m.cfg.apiReader.Get(ctx, req.NamespacedName, current); apierrors.IsNotFound(err) {
+			// Gone since the cached read: its finalizer came off already.
+			m.forget(req)
+			return reconcile.Result{}, nil
+		} else if err != nil {
 			return reconcile.Result{}, fmt.Errorf("reading %s before its deletion pass: %w", req.NamespacedName, err)
 		}
 		if current.GetUID() != obj.GetUID() {
