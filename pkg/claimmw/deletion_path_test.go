@@ -391,3 +391,71 @@ func (f *fixture) deletionPassesAskToRunAgain(name string) *atomic.Bool {
 	})
 	return &gone
 }
+
+// A deletion pass given no record decides from the condition whether the
+// object may still act for a key: a cache that still shows a condition from
+// before the object acted (Parked, from before the Claimed write its cache
+// has not shown yet) must not let the finalizer come off while that pass
+// asks to run again and the API server says the object may act, nor let a
+// waiter act for the key meanwhile.
+func TestADeletionPassWhoseCacheStillShowsItParkedKeepsTheFinalizerWhileItAsksToRunAgain(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	t.Cleanup(func() { f.writes.staleWidget.Store((*testcrd.Widget)(nil)) })
+	// Given alpha waited for k while zulu held it, and the cache's view of
+	// alpha then is kept
+	f.createAndWait(t, "zulu", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "alpha", conditions.ReasonParked, "k")
+	parkedThen, err := f.widget(t, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And alpha then got k and acts for it, and bravo waits for k
+	f.setKeys(t, "zulu")
+	f.waitForReason(t, "alpha", conditions.ReasonClaimed, wakeWithin)
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
+	// And alpha's deletion passes ask to run again while its workloads of k
+	// are still going away
+	gone := f.deletionPassesAskToRunAgain("alpha")
+	// When alpha is deleted, and its deletion pass reads, from a cache that
+	// has not shown its Claimed write, the Parked condition of then; and a
+	// person deletes k's record first, so that the pass is given no record
+	gate := make(chan struct{})
+	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
+		if key.Name == "alpha" {
+			<-gate
+		}
+	})
+	f.deleteWidgetAsync(t, "alpha")
+	deleting, err := f.widget(t, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := deleting.DeepCopy()
+	stale.Status = parkedThen.Status
+	f.writes.staleWidget.Store(stale)
+	f.deleteLease(t, "k")
+	f.writes.beforeWidgetGet.Store(func(client.ObjectKey) {})
+	close(gate)
+	eventually(t, wakeWithin, func() (bool, string) {
+		return len(deletionCalls(f, "alpha")) > 0, "no deletion pass of alpha"
+	})
+	// Then alpha is not gone, and bravo does not get k, while alpha's
+	// deletion passes ask to run again
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(25 * time.Millisecond) {
+		if _, err := f.widget(t, "alpha"); apierrors.IsNotFound(err) {
+			t.Fatalf("alpha is gone while its deletion passes asked to run again and the API server said it may act for k: deletion passes %+v; bravo %+v", deletionCalls(f, "alpha"), f.claimed(t, "bravo"))
+		}
+		if c := f.claimed(t, "bravo"); c.Status == metav1.ConditionTrue {
+			t.Fatalf("bravo is Claimed while alpha's deletion passes ask to run again: %+v; alpha %+v", c, f.claimed(t, "alpha"))
+		}
+	}
+	// When alpha's workloads are gone, alpha goes and bravo gets k
+	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+	gone.Store(true)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		_, err := f.widget(t, "alpha")
+		return apierrors.IsNotFound(err), fmt.Sprintf("alpha still exists: %v", err)
+	})
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
