@@ -67,10 +67,12 @@ const (
 	// pass's own write: a lagging cache that still shows an earlier holder
 	// acting for nothing lets the pass act beside it.
 	FreshCacheAssumed Name = "FreshCacheAssumed"
-	// DeletionCachedConditionTrusted: a deletion pass given records acts on
-	// the word of its cached condition: a cache still showing that the
+	// DeletionCachedConditionTrusted: a deletion pass judges from its
+	// cached condition: given records, a cache still showing that the
 	// object may act, after a told pass succeeded and wrote that it acts for
-	// nothing, lets it act without saying so in the API server first.
+	// nothing, lets it act without saying so in the API server first; given
+	// none, a cache that has not shown a Claimed write yet lets the
+	// finalizer come off while its pass asks to run again.
 	DeletionCachedConditionTrusted Name = "DeletionCachedConditionTrusted"
 )
 

@@ -1434,13 +1434,13 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 		return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
 	}
 	confirm := len(holdings) > 0 && mayAct(was)
-	mutant.Do(mutant.DeletionCachedConditionTrusted, func() { confirm = false })
 	// Given no record, the pass judges from the condition alone whether the
 	// object may still act for a key (one whose record was deleted from
 	// outside): a cache that has not shown a Claimed write yet says it acts
 	// for nothing, and the finalizer would come off while the pass asks to
 	// run again. Read once per pass that lists nothing.
 	bare := len(holdings) == 0 && !mayAct(was)
+	mutant.Do(mutant.DeletionCachedConditionTrusted, func() { confirm, bare = false, false })
 	if confirm || bare {
 		// The pass is about to act for records on the word of a cached
 		// condition; the API server may say by now that the object acts for
