@@ -144,34 +144,8 @@ func TestFairnessAStaleParkedSiblingDoesNotStarve(t *testing.T) {
 // soon as that sibling stops counting, because it parks on another key, and
 // takes the key then, not when its grace ends.
 func TestFairnessAYielderIsWokenWhenItsOlderSiblingParksElsewhere(t *testing.T) {
-	f := start(t, setup{workers: 2, opts: []claimmw.Option{claimmw.WithFairness(), claimmw.WithFairnessGrace(time.Hour)}})
-	// Given z holds j
-	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
-	// And the older alpha names k, its passes held back: it has no
-	// condition yet, so it counts as a sibling that could take k
-	gate := make(chan struct{})
-	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
-		if key.Name == "alpha" {
-			<-gate
-		}
-	})
-	f.createWidget(t, "alpha", "k")
-	// Creation times have a one-second resolution: the next object must be younger.
-	time.Sleep(1100 * time.Millisecond)
-	// And the younger bravo, naming k, yields it to alpha
-	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonNotFirst, 10*time.Second)
 	// When alpha comes to name j too, and its passes run: it parks on j
-	f.setKeys(t, "alpha", "j", "k")
-	time.Sleep(500 * time.Millisecond) // the manager's cache shows the new keys
-	f.writes.beforeWidgetGet.Store(func(client.ObjectKey) {})
-	close(gate)
-	f.waitForReason(t, "alpha", conditions.ReasonParked, 10*time.Second)
-	// Then bravo takes k at once
-	eventually(t, wakeWithin, func() (bool, string) {
-		c := f.claimed(t, "bravo")
-		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo %s: %s", c.Reason, c.Message)
-	})
+	aYielderIsWokenWhenItsOlderSiblingParksOnJ(t, "j", "k")
 }
 
 // TestFairnessAYielderIsWokenWhenItsOlderSiblingStopsNamingTheKey: a
@@ -180,34 +154,53 @@ func TestFairnessAYielderIsWokenWhenItsOlderSiblingParksElsewhere(t *testing.T) 
 // key then, not when its grace ends: the sibling's new keys are not the
 // ones the yielder waits for.
 func TestFairnessAYielderIsWokenWhenItsOlderSiblingStopsNamingTheKey(t *testing.T) {
+	// When alpha's spec names j instead of k, and its passes run: it parks on j
+	aYielderIsWokenWhenItsOlderSiblingParksOnJ(t, "j")
+}
+
+// aYielderIsWokenWhenItsOlderSiblingParksOnJ: while z holds j, the younger
+// bravo yields k to the older alpha, whose passes are held back; alpha's
+// spec then names siblingKeys (j first) and its passes run, so that it
+// parks on j; bravo must take k at once, not when its grace ends.
+func aYielderIsWokenWhenItsOlderSiblingParksOnJ(t *testing.T, siblingKeys ...string) {
+	t.Helper()
 	f := start(t, setup{workers: 2, opts: []claimmw.Option{claimmw.WithFairness(), claimmw.WithFairnessGrace(time.Hour)}})
 	// Given z holds j
 	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
 	// And the older alpha names k, its passes held back: it has no
 	// condition yet, so it counts as a sibling that could take k
-	gate := make(chan struct{})
-	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
-		if key.Name == "alpha" {
-			<-gate
-		}
-	})
+	release := holdBackPasses(f, "alpha")
 	f.createWidget(t, "alpha", "k")
 	// Creation times have a one-second resolution: the next object must be younger.
 	time.Sleep(1100 * time.Millisecond)
 	// And the younger bravo, naming k, yields it to alpha
 	f.createWidget(t, "bravo", "k")
 	f.waitForReason(t, "bravo", conditions.ReasonNotFirst, 10*time.Second)
-	// When alpha's spec names j instead of k, and its passes run: it parks on j
-	f.setKeys(t, "alpha", "j")
+	// When alpha's keys change, and its passes run: it parks on j
+	f.setKeys(t, "alpha", siblingKeys...)
 	time.Sleep(500 * time.Millisecond) // the manager's cache shows the new keys
-	f.writes.beforeWidgetGet.Store(func(client.ObjectKey) {})
-	close(gate)
+	release()
 	f.waitForReason(t, "alpha", conditions.ReasonParked, 10*time.Second)
-	// Then bravo, the only object naming k now, takes k at once
+	// Then bravo takes k at once
 	eventually(t, wakeWithin, func() (bool, string) {
 		c := f.claimed(t, "bravo")
 		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo %s: %s", c.Reason, c.Message)
 	})
+}
+
+// holdBackPasses holds every pass of the object named name at its first
+// read until release is called.
+func holdBackPasses(f *fixture, name string) (release func()) {
+	gate := make(chan struct{})
+	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
+		if key.Name == name {
+			<-gate
+		}
+	})
+	return func() {
+		f.writes.beforeWidgetGet.Store(func(client.ObjectKey) {})
+		close(gate)
+	}
 }
 
 // TestFairnessAYielderIsWokenWhenItsOlderSiblingIsDeletedBeforeItsOwnNotFirstIsCached:
@@ -221,12 +214,7 @@ func TestFairnessAYielderIsWokenWhenItsOlderSiblingIsDeletedBeforeItsOwnNotFirst
 	ctx := context.Background()
 	// Given the older alpha names k, its passes held back: it has no
 	// condition yet, so it counts as a sibling that could take k
-	gate := make(chan struct{})
-	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
-		if key.Name == "alpha" {
-			<-gate
-		}
-	})
+	release := holdBackPasses(f, "alpha")
 	alpha := f.createWidget(t, "alpha", "k")
 	// Creation times have a one-second resolution: the next object must be younger.
 	time.Sleep(1100 * time.Millisecond)
@@ -247,7 +235,7 @@ func TestFairnessAYielderIsWokenWhenItsOlderSiblingIsDeletedBeforeItsOwnNotFirst
 				t.Errorf("deleting alpha: %v", err)
 			}
 			time.Sleep(time.Second) // the manager's cache and handlers see the deletion
-			close(gate)
+			release()
 		})
 	})
 	f.createWidget(t, "bravo", "k")
