@@ -310,20 +310,7 @@ func TestADeletionPassWhoseCacheStillShowsItMayActSaysSoInTheAPIServerBeforeItAc
 	f.waitForReason(t, "alpha", conditions.ReasonInvalidKey, wakeWithin)
 	// When alpha is deleted and its deletion pass reads, from a cache that
 	// has not shown its writes since, the Claimed condition of then
-	gate := make(chan struct{})
-	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
-		if key.Name == "alpha" {
-			<-gate
-		}
-	})
-	f.deleteWidgetAsync(t, "alpha")
-	deleting, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale := deleting.DeepCopy()
-	stale.Status = claimedThen.Status
-	f.writes.staleWidget.Store(stale)
+	release := f.deleteSeenStale(t, "alpha", claimedThen)
 	w.whenActs("alpha", func() {
 		// And while that pass acts for k, a person deletes k's record,
 		// which wakes bravo
@@ -334,8 +321,7 @@ func TestADeletionPassWhoseCacheStillShowsItMayActSaysSoInTheAPIServerBeforeItAc
 		}
 		w.waitActed("bravo", 3*time.Second)
 	})
-	f.writes.beforeWidgetGet.Store(func(client.ObjectKey) {})
-	close(gate)
+	release()
 	eventually(t, 10*time.Second, func() (bool, string) {
 		_, err := f.widget(t, "alpha")
 		return apierrors.IsNotFound(err), fmt.Sprintf("alpha still exists: %v", err)
@@ -420,23 +406,9 @@ func TestADeletionPassWhoseCacheStillShowsItParkedKeepsTheFinalizerWhileItAsksTo
 	// When alpha is deleted, and its deletion pass reads, from a cache that
 	// has not shown its Claimed write, the Parked condition of then; and a
 	// person deletes k's record first, so that the pass is given no record
-	gate := make(chan struct{})
-	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
-		if key.Name == "alpha" {
-			<-gate
-		}
-	})
-	f.deleteWidgetAsync(t, "alpha")
-	deleting, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale := deleting.DeepCopy()
-	stale.Status = parkedThen.Status
-	f.writes.staleWidget.Store(stale)
+	release := f.deleteSeenStale(t, "alpha", parkedThen)
 	f.deleteLease(t, "k")
-	f.writes.beforeWidgetGet.Store(func(client.ObjectKey) {})
-	close(gate)
+	release()
 	eventually(t, wakeWithin, func() (bool, string) {
 		return len(deletionCalls(f, "alpha")) > 0, "no deletion pass of alpha"
 	})

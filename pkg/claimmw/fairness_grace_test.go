@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,7 +170,7 @@ func aYielderIsWokenWhenItsOlderSiblingParksOnJ(t *testing.T, siblingKeys ...str
 	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
 	// And the older alpha names k, its passes held back: it has no
 	// condition yet, so it counts as a sibling that could take k
-	release := holdBackPasses(f, "alpha")
+	release := f.holdBackPasses("alpha")
 	f.createWidget(t, "alpha", "k")
 	// Creation times have a one-second resolution: the next object must be younger.
 	time.Sleep(1100 * time.Millisecond)
@@ -188,21 +189,6 @@ func aYielderIsWokenWhenItsOlderSiblingParksOnJ(t *testing.T, siblingKeys ...str
 	})
 }
 
-// holdBackPasses holds every pass of the object named name at its first
-// read until release is called.
-func holdBackPasses(f *fixture, name string) (release func()) {
-	gate := make(chan struct{})
-	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
-		if key.Name == name {
-			<-gate
-		}
-	})
-	return func() {
-		f.writes.beforeWidgetGet.Store(func(client.ObjectKey) {})
-		close(gate)
-	}
-}
-
 // TestFairnessAYielderIsWokenWhenItsOlderSiblingIsDeletedBeforeItsOwnNotFirstIsCached:
 // the older sibling a younger object yields a free key to is deleted
 // between the younger one's reading of its siblings and its NotFirst
@@ -214,13 +200,14 @@ func TestFairnessAYielderIsWokenWhenItsOlderSiblingIsDeletedBeforeItsOwnNotFirst
 	ctx := context.Background()
 	// Given the older alpha names k, its passes held back: it has no
 	// condition yet, so it counts as a sibling that could take k
-	release := holdBackPasses(f, "alpha")
+	release := f.holdBackPasses("alpha")
 	alpha := f.createWidget(t, "alpha", "k")
 	// Creation times have a one-second resolution: the next object must be younger.
 	time.Sleep(1100 * time.Millisecond)
 	// And alpha is deleted while the younger bravo's first pass, which saw
 	// alpha and yields k to it, writes its NotFirst condition
 	var once sync.Once
+	var yielded atomic.Bool // bravo's NotFirst write is on its way, alpha deleted
 	f.writes.beforeStatus.Store(func(obj client.Object) {
 		w, ok := obj.(*testcrd.Widget)
 		if !ok || w.Name != "bravo" {
@@ -236,10 +223,15 @@ func TestFairnessAYielderIsWokenWhenItsOlderSiblingIsDeletedBeforeItsOwnNotFirst
 			}
 			time.Sleep(time.Second) // the manager's cache and handlers see the deletion
 			release()
+			yielded.Store(true)
 		})
 	})
 	f.createWidget(t, "bravo", "k")
-	f.waitForReason(t, "bravo", conditions.ReasonNotFirst, 10*time.Second)
+	// (bravo's NotFirst is seen as its write is sent: woken at once, it
+	// may say Claimed before a poll of its condition would see NotFirst)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return yielded.Load(), "bravo never wrote NotFirst"
+	})
 	if _, err := f.widget(t, "alpha"); !apierrors.IsNotFound(err) {
 		t.Fatalf("alpha still there (%v): the test did not delete it during bravo's pass", err)
 	}

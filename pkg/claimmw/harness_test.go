@@ -530,3 +530,36 @@ func mustContain(t *testing.T, what, s string, parts ...string) {
 		}
 	}
 }
+
+// holdBackPasses holds every pass of the object named name at its first
+// read until release is called.
+func (f *fixture) holdBackPasses(name string) (release func()) {
+	gate := make(chan struct{})
+	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
+		if key.Name == name {
+			<-gate
+		}
+	})
+	return func() {
+		f.writes.beforeWidgetGet.Store(func(client.ObjectKey) {})
+		close(gate)
+	}
+}
+
+// deleteSeenStale deletes the object named name while its passes are held
+// back, and has the manager's client serve the deleting object with the
+// status of then (a cache that has not shown the writes since); the passes
+// run once release is called.
+func (f *fixture) deleteSeenStale(t *testing.T, name string, then *testcrd.Widget) (release func()) {
+	t.Helper()
+	release = f.holdBackPasses(name)
+	f.deleteWidgetAsync(t, name)
+	deleting, err := f.widget(t, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := deleting.DeepCopy()
+	stale.Status = then.Status
+	f.writes.staleWidget.Store(stale)
+	return release
+}
