@@ -110,15 +110,17 @@ type mwCounts struct {
 	edits, deletions, creations, recordDeletions, takeovers, handovers int
 	// keptErased counts the records deleted by eraseKept; freshErased
 	// those deleted by eraseFresh and eraseFreshAcrossShards, shardErased
-	// those by the latter, loneErased those by eraseLone.
+	// those by the latter, loneErased those by eraseLone, stoppingErased
+	// those by eraseStopping.
 	keptErased, freshErased, shardErased, loneErased    int
+	stoppingErased                                      int
 	passes, grantedPasses, grants, windows, failedTold  int
 	restarts, overlaps, crashes, crashesAfterClaimWrite int
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
-		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.takeovers, c.handovers,
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
+		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.takeovers, c.handovers,
 		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite)
 }
 
@@ -131,6 +133,7 @@ func (c *mwCounts) add(o mwCounts) {
 	c.freshErased += o.freshErased
 	c.shardErased += o.shardErased
 	c.loneErased += o.loneErased
+	c.stoppingErased += o.stoppingErased
 	c.takeovers += o.takeovers
 	c.passes += o.passes
 	c.grantedPasses += o.grantedPasses
@@ -740,6 +743,60 @@ func (w *mwWorld) eraseLone(ctx context.Context, t *testing.T) {
 			w.counts.loneErased++
 		}
 	}
+}
+
+// stoppingKey, stoppingHolder and stoppingWaiter are the key and the
+// objects of eraseStopping, which nothing else in the world names.
+const (
+	stoppingKey    = "store-stopping"
+	stoppingHolder = "stopping-holder"
+	stoppingWaiter = "stopping-waiter"
+)
+
+// stoppingWait is how long eraseStopping holds the holder's told pass back
+// after the record is gone: time for the waiter to take the key.
+const stoppingWait = 1500 * time.Millisecond
+
+// eraseStopping deletes the record of an object that stopped naming any
+// key while its told pass still runs (a slow cleanup), as another object
+// waits for the key. A holder acts for the key until that pass succeeds,
+// so its condition must keep saying it may act, whatever its key set says:
+// the waiter, woken by the deletion, must find it so and wait. The move
+// makes its own two objects and key, so that nothing else in the world
+// wakes either of them.
+func (w *mwWorld) eraseStopping(ctx context.Context, t *testing.T) {
+	t.Helper()
+	named := func(name string) *testclaimant.Claimant {
+		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: testclaimant.ClaimantSpec{Keys: []string{stoppingKey}}}
+		if err := w.admin.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %s: %v", name, err)
+		}
+		w.counts.creations++
+		return obj
+	}
+	h := named(stoppingHolder)
+	if !w.heldBy(ctx, t, h, stoppingKey, true) {
+		return
+	}
+	waiter := named(stoppingWaiter)
+	if !w.waitParked(ctx, t, waiter) {
+		return
+	}
+	entered := w.actor.holdStops(h.UID)
+	defer w.actor.letGo(h.UID)
+	w.setKeys(ctx, t, h, nil)
+	select {
+	case <-entered:
+	case <-time.After(keptWait):
+		return
+	}
+	for _, l := range w.records(ctx, t, stoppingKey) {
+		if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == h.UID {
+			w.erase(ctx, t, l)
+			w.counts.stoppingErased++
+		}
+	}
+	time.Sleep(stoppingWait)
 }
 
 // keptTries bounds how often eraseKept deletes the kept record.

@@ -54,6 +54,40 @@ type actor struct {
 	// releases are the Lease Deletes the operators sent.
 	releases []release
 	crashes  int
+	// held are the objects whose told passes the world holds back: each
+	// waits, before it stops anything, until the world lets it go (a slow
+	// cleanup).
+	held map[types.UID]*heldStop
+}
+
+// heldStop is a told pass the world holds back: entered is closed when one
+// begins to wait, release lets it (and every later one) go on.
+type heldStop struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+// holdStops makes every told pass of uid wait until letGo; entered is
+// closed once one waits.
+func (a *actor) holdStops(uid types.UID) (entered <-chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.held == nil {
+		a.held = map[types.UID]*heldStop{}
+	}
+	h := &heldStop{entered: make(chan struct{}), release: make(chan struct{})}
+	a.held[uid] = h
+	return h.entered
+}
+
+// letGo lets the told passes of uid held by holdStops go on.
+func (a *actor) letGo(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if h := a.held[uid]; h != nil {
+		close(h.release)
+		delete(a.held, uid)
+	}
 }
 
 // newestOpen returns the window that opened last, if it opened after
@@ -255,7 +289,15 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 			stopping = true
 		}
 	}
+	hold := a.held[obj.UID]
 	a.mu.Unlock()
+	if hold != nil && stopping {
+		hold.once.Do(func() { close(hold.entered) })
+		select {
+		case <-hold.release:
+		case <-ctx.Done():
+		}
+	}
 	if len(rec.acted) > 0 || stopping {
 		time.Sleep(work) // the guarded work, or the stop
 	}

@@ -960,8 +960,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	// on objects the next ones leave alone: a key taken over, a key swap
 	// between two holders, a held key dropped from a Claimed object's
 	// keys, the record of a Claimed holder deleted, the record a holder
-	// made to wait keeps deleted while another object waits, and the record
-	// of a key only its holder names deleted.
+	// made to wait keeps deleted while another object waits, the record
+	// of a key only its holder names deleted, and the record of a holder
+	// whose key set was emptied deleted while its told pass still runs.
 	// They need holders: every object exists again and had a moment to
 	// acquire.
 	for _, name := range w.names {
@@ -986,6 +987,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	}
 	w.eraseKept(ctx, t)
 	w.eraseLone(ctx, t)
+	w.eraseStopping(ctx, t)
 
 	// And then everything stops: no faults, no edits, no restarts, and
 	// time stands still
