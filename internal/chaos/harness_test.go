@@ -370,6 +370,7 @@ func versionOf(l *coordinationv1.Lease, deleted bool) history.Version {
 		UID:             l.UID,
 		ResourceVersion: l.ResourceVersion,
 		Holder:          types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]),
+		HolderName:      l.Annotations[backends.DefaultHolderNameAnnotation],
 		Deleted:         deleted,
 		Seen:            time.Now(),
 	}

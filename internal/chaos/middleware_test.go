@@ -111,16 +111,17 @@ type mwCounts struct {
 	// keptErased counts the records deleted by eraseKept; freshErased
 	// those deleted by eraseFresh and eraseFreshAcrossShards, shardErased
 	// those by the latter, loneErased those by eraseLone, stoppingErased
-	// those by eraseStopping.
+	// those by eraseStopping, which also counts the keys it took over from
+	// a stopping holder (stoppingTakenOver).
 	keptErased, freshErased, shardErased, loneErased    int
-	stoppingErased                                      int
+	stoppingErased, stoppingTakenOver                   int
 	passes, grantedPasses, grants, windows, failedTold  int
 	restarts, overlaps, crashes, crashesAfterClaimWrite int
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
-		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.takeovers, c.handovers,
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d stopping-taken-over=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
+		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.stoppingTakenOver, c.takeovers, c.handovers,
 		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite)
 }
 
@@ -134,6 +135,7 @@ func (c *mwCounts) add(o mwCounts) {
 	c.shardErased += o.shardErased
 	c.loneErased += o.loneErased
 	c.stoppingErased += o.stoppingErased
+	c.stoppingTakenOver += o.stoppingTakenOver
 	c.takeovers += o.takeovers
 	c.passes += o.passes
 	c.grantedPasses += o.grantedPasses
@@ -763,7 +765,9 @@ const stoppingWait = 1500 * time.Millisecond
 // so its condition must keep saying it may act, whatever its key set says:
 // the waiter, woken by the deletion, must find it so and wait. The move
 // makes its own two objects and key, so that nothing else in the world
-// wakes either of them.
+// wakes either of them. Then it plays the same with an expiry takeover in
+// place of the deletion, the roles swapped: the release after the told pass
+// must leave alone the record the taker holds now.
 func (w *mwWorld) eraseStopping(ctx context.Context, t *testing.T) {
 	t.Helper()
 	named := func(name string) *testclaimant.Claimant {
@@ -774,29 +778,70 @@ func (w *mwWorld) eraseStopping(ctx context.Context, t *testing.T) {
 		w.counts.creations++
 		return obj
 	}
+	// A move that cannot be staged says so: a seed that never plays it
+	// proves nothing about the routes it is for.
+	gaveUp := func(why string) { t.Logf("eraseStopping: not played further: %s", why) }
 	h := named(stoppingHolder)
 	if !w.heldBy(ctx, t, h, stoppingKey, true) {
+		gaveUp("the holder did not come to hold the key")
 		return
 	}
 	waiter := named(stoppingWaiter)
 	if !w.waitParked(ctx, t, waiter) {
+		gaveUp("the waiter did not park")
 		return
 	}
+	if !w.whileStopping(ctx, t, h, func() {
+		for _, l := range w.records(ctx, t, stoppingKey) {
+			if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == h.UID {
+				w.erase(ctx, t, l)
+				w.counts.stoppingErased++
+			}
+		}
+		time.Sleep(stoppingWait)
+	}) {
+		gaveUp("the holder's told pass did not come")
+		return
+	}
+	// Then the other way round, with the key taken over by expiry instead:
+	// the waiter, now the holder, stops naming the key, and while its told
+	// pass runs the key is taken over for the first object, which names it
+	// again. The release that follows the told pass must leave the taker's
+	// record alone.
+	h, holder := w.get(ctx, t, stoppingHolder), w.get(ctx, t, stoppingWaiter)
+	if h == nil || holder == nil || !w.heldBy(ctx, t, holder, stoppingKey, true) {
+		gaveUp("the waiter did not come to hold the key")
+		return
+	}
+	w.setKeys(ctx, t, h, []string{stoppingKey})
+	if !w.waitParked(ctx, t, h) {
+		gaveUp("the first holder did not park behind the waiter")
+		return
+	}
+	if !w.whileStopping(ctx, t, holder, func() {
+		if w.takeOverFor(ctx, t, h, stoppingKey) {
+			w.counts.stoppingTakenOver++
+		}
+	}) {
+		gaveUp("the waiter's told pass did not come")
+	}
+}
+
+// whileStopping empties the key set of h, which holds a key, and runs
+// during while its told pass is held back, then lets that pass go on. It
+// reports whether the told pass came within keptWait.
+func (w *mwWorld) whileStopping(ctx context.Context, t *testing.T, h *testclaimant.Claimant, during func()) bool {
+	t.Helper()
 	entered := w.actor.holdStops(h.UID)
 	defer w.actor.letGo(h.UID)
 	w.setKeys(ctx, t, h, nil)
 	select {
 	case <-entered:
 	case <-time.After(keptWait):
-		return
+		return false
 	}
-	for _, l := range w.records(ctx, t, stoppingKey) {
-		if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == h.UID {
-			w.erase(ctx, t, l)
-			w.counts.stoppingErased++
-		}
-	}
-	time.Sleep(stoppingWait)
+	during()
+	return true
 }
 
 // keptTries bounds how often eraseKept deletes the kept record.
@@ -893,8 +938,15 @@ func (w *mwWorld) takeOver(ctx context.Context, t *testing.T) {
 	if len(held) == 0 {
 		return
 	}
-	key := held[w.rng.IntN(len(held))]
 	w.touch(obj)
+	w.takeOverFor(ctx, t, obj, held[w.rng.IntN(len(held))])
+}
+
+// takeOverFor takes key over for obj by expiry, as another replica whose
+// liveness judges the holder expired would, and notes it as a fault from
+// outside; it reports whether the record now names obj.
+func (w *mwWorld) takeOverFor(ctx context.Context, t *testing.T, obj *testclaimant.Claimant, key string) bool {
+	t.Helper()
 	self, err := w.expiry.HolderOf(obj)
 	if err != nil {
 		t.Fatal(err)
@@ -903,12 +955,13 @@ func (w *mwWorld) takeOver(ctx context.Context, t *testing.T) {
 	_, o, err := w.expiry.Acquire(ctx, key, self)
 	if err != nil {
 		t.Logf("expiry takeover of %q for %s: %v", key, obj.Name, err)
-		return
+		return false
 	}
 	if o.Reason == claim.ReasonTakenOver {
 		w.outside = append(w.outside, outside{kind: outsideTakeover, key: o.Key, holder: obj.UID, invoked: invoked, returned: time.Now()})
 		w.counts.takeovers++
 	}
+	return o.Granted()
 }
 
 // seedRecords writes, for about half the objects, the records of the keys

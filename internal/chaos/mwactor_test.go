@@ -46,6 +46,7 @@ type actor struct {
 	crashP  float64 // chance that a told pass crashes its operator midway
 	next    int64
 	starts  map[int64]time.Time // pass -> when it began
+	names   map[int64]string    // pass -> the name of its object
 	ops     map[int64]*operator // pass -> the operator process running it
 	readers map[*operator]client.Reader
 	open    map[wkey]*window
@@ -171,7 +172,8 @@ func (a *actor) deleting(ctx context.Context, opts []client.DeleteOption) {
 		rv = *do.Preconditions.ResourceVersion
 	}
 	a.mu.Lock()
-	a.releases = append(a.releases, release{pass: passOf(ctx), version: rv, sent: time.Now()})
+	pass := passOf(ctx)
+	a.releases = append(a.releases, release{pass: pass, object: a.names[pass], version: rv, sent: time.Now()})
 	a.mu.Unlock()
 }
 
@@ -188,6 +190,7 @@ func (a *actor) passBegins(op *operator) func(*reconcile.Request) logr.Logger {
 		defer a.mu.Unlock()
 		a.next++
 		a.starts[a.next] = time.Now()
+		a.names[a.next] = req.Name
 		a.ops[a.next] = op
 		return logr.New(passSink{pass: a.next})
 	}

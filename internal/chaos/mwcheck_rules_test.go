@@ -30,7 +30,7 @@ func acting(uid types.UID, key string, token claim.Token, pass, start, end int) 
 }
 
 func stored(key string, lease types.UID, rv string, holder types.UID, seen int) history.Version {
-	return history.Version{Key: key, Name: "claim-" + key, UID: lease, ResourceVersion: rv, Holder: holder, Seen: at(seen)}
+	return history.Version{Key: key, Name: "claim-" + key, UID: lease, ResourceVersion: rv, Holder: holder, HolderName: string(holder), Seen: at(seen)}
 }
 
 func gone(key string, lease types.UID, rv string, holder types.UID, seen int) history.Version {
@@ -42,7 +42,7 @@ func gone(key string, lease types.UID, rv string, holder types.UID, seen int) hi
 // rulesOf returns the rules errs break.
 func rulesOf(errs []error) []error {
 	var out []error
-	for _, rule := range []error{errUnbacked, errOverlap, errTokenOrder, errUnheld, errUnsaid, errUntoldRelease, errTakeover, errLeak, errClaimedNotHeld, errHoldsWhileWaiting, errDeadlock, errNotConverged, errWritesGoOn} {
+	for _, rule := range []error{errUnbacked, errOverlap, errTokenOrder, errUnheld, errUnsaid, errUntoldRelease, errTakeover, errForeignRelease, errLeak, errClaimedNotHeld, errHoldsWhileWaiting, errDeadlock, errNotConverged, errWritesGoOn} {
 		for _, e := range errs {
 			if errors.Is(e, rule) {
 				out = append(out, rule)
@@ -185,6 +185,20 @@ func TestMiddlewareCheckerHistoryRules(t *testing.T) {
 			versions: base,
 			overlaps: []period{{from: at(5), to: at(12)}},
 		},
+	}, {
+		name: "a pass deletes a record of its own object after its workload stopped",
+		h: mwHistory{
+			windows:  []window{win("a", k, "10", 10, 20)},
+			releases: []release{{pass: 2, object: "a", version: "10", sent: at(25)}},
+			versions: append(slices.Clone(base), gone(k, "L1", "10", "a", 30)),
+		},
+	}, {
+		name: "a pass deletes a record that names another object, which has not acted",
+		h: mwHistory{
+			releases: []release{{pass: 2, object: "b", version: "10", sent: at(25)}},
+			versions: append(slices.Clone(base), gone(k, "L1", "10", "a", 30)),
+		},
+		want: []error{errForeignRelease},
 	}, {
 		name: "a record deleted while its holder's workload runs",
 		h: mwHistory{

@@ -55,6 +55,10 @@ var (
 	// gone, and either its liveness is its existence (no expiry, no
 	// handover in the profile) or its acting window for the key was open.
 	errTakeover = errors.New("taken-over-only-when-gone")
+	// errForeignRelease: a pass sent a Delete of a record version that
+	// names another object as its holder: whatever that object does with
+	// the key, its record went from under it.
+	errForeignRelease = errors.New("releases-only-its-own-record")
 	// errLeak: after quiescence a record names a holder that is gone or no
 	// longer names its key.
 	errLeak = errors.New("no-leak")
@@ -162,7 +166,9 @@ const (
 // release is a Lease Delete the manager sent, fenced on version, in the
 // pass numbered pass.
 type release struct {
-	pass    int64
+	pass int64
+	// object is the name of the object the pass was for.
+	object  string
 	version string
 	sent    time.Time
 }
@@ -293,7 +299,31 @@ func checkHistory(h mwHistory) []error {
 		}
 	}
 	out = append(out, h.checkWindows()...)
+	out = append(out, h.checkReleasers()...)
 	return append(out, h.checkTransitions()...)
+}
+
+// checkReleasers applies errForeignRelease: every Delete a pass sent,
+// fenced on a version of a record, names a version whose holder is the
+// pass's own object. Deletes without a version, or of a version the
+// recorder never saw, are not judged.
+func (h mwHistory) checkReleasers() []error {
+	var out []error
+	byVersion := map[string]history.Version{}
+	for _, v := range h.versions {
+		if !v.Deleted {
+			byVersion[v.ResourceVersion] = v
+		}
+	}
+	for _, r := range h.releases {
+		v, ok := byVersion[r.version]
+		if r.version == "" || r.object == "" || !ok || v.HolderName == r.object {
+			continue
+		}
+		out = append(out, violate(errForeignRelease, v.Key, "pass %d of %s sent a Delete of record %s at version %s (sent %s), which names %s (%s)",
+			r.pass, r.object, v.Name, r.version, r.sent.Format("15:04:05.000"), v.HolderName, v.Holder))
+	}
+	return out
 }
 
 // keysActed lists the keys of grants, comma-separated.

@@ -830,7 +830,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	}
 	stats := &chaos.Stats{}
 	a := &actor{ignoreGranted: r.ignoreGranted, rng: rand.New(rand.NewPCG(seed, 0xac7)), fail: innerFail,
-		starts: map[int64]time.Time{}, ops: map[int64]*operator{}, readers: map[*operator]client.Reader{}, open: map[wkey]*window{}}
+		starts: map[int64]time.Time{}, names: map[int64]string{}, ops: map[int64]*operator{}, readers: map[*operator]client.Reader{}, open: map[wkey]*window{}}
 	if f.restarts {
 		a.crashP = 0.03
 	}

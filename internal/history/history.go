@@ -81,8 +81,10 @@ type Version struct {
 	UID  types.UID
 	// ResourceVersion of this version; for a deletion, the version deleted.
 	ResourceVersion string
-	// Holder is the UID the record's holder annotation names.
-	Holder types.UID
+	// Holder is the UID the record's holder annotation names; HolderName
+	// the name its holder-name annotation names.
+	Holder     types.UID
+	HolderName string
 	// Deleted marks the deletion of the object.
 	Deleted bool
 	// Seen is when the watch delivered the version: after the server stored it.
