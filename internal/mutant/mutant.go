@@ -60,7 +60,11 @@ const (
 	// CachedConditionTrusted: a granted pass whose records were all held
 	// before it decides from its cached condition whether it must say it
 	// acts before it acts: a cache still showing Stopping after the told
-	// pass succeeded and said so lets it act without saying Claimed first.
+	// pass succeeded and said so lets it act without saying Claimed first;
+	// and a parked pass given records to release decides from its cached
+	// condition whether it acts for them: a cache that shows it parked from
+	// before it acted (a restarted process, which wrote nothing) lets its
+	// records go untold when its status write is refused.
 	CachedConditionTrusted Name = "CachedConditionTrusted"
 	// FreshCacheAssumed: the check a granted pass makes before it starts
 	// acting trusts the manager's cache without waiting for it to show the

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -324,4 +325,69 @@ func TestAnObjectToldToReleaseARecordItKeptDoesNotKeepAFreeKeyItNeverNamedFromIt
 	if c := f.claimed(t, "x"); c.Reason != string(conditions.ReasonStopping) || !strings.Contains(c.Message, `"a"`) {
 		t.Errorf("x's condition %+v: want Stopping, naming a, while its pass told to release a asks to run again", c)
 	}
+}
+
+// An object that acts for a key and stops naming it while its status writes
+// are refused is told to release it before the record goes, even when the
+// process that runs its pass never wrote its Claimed condition (it was
+// restarted) and its cache still shows a condition from before it acted (it
+// was parked then): what decides whether it acts is its condition in the
+// API server, which says Claimed.
+func TestAnObjectThatStopsNamingAKeyItActsForIsToldBeforeItsReleaseWhileItsStatusWritesAreRefusedAndItsCacheShowsItParked(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	f, stop := startIn(t, ns, setup{})
+	// Given z holds j, and x (naming a and j) was parked on j keeping a
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
+	f.parksKeepingItsFirstKey(t, "x", "a", "j")
+	parked, err := f.widget(t, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And then z stopped naming j, so that x holds a and j and acts for them
+	f.setKeys(t, "z")
+	f.waitForReason(t, "x", conditions.ReasonClaimed, wakeWithin)
+	f.waitForInnerCall(t, "x", "a granted pass for a", func(s claimmw.State) bool {
+		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == "a" })
+	})
+	// And y holds c
+	f.createAndWait(t, "y", conditions.ReasonClaimed, "c")
+	// When the operator restarts, x's status writes are refused, x is made
+	// to name c and j (it parks on c and gives a up), and the new process's
+	// cache shows x with that spec but the condition it had while it was
+	// parked
+	stop()
+	f.setKeys(t, "x", "c", "j")
+	edited, err := f.widget(t, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := edited.DeepCopy()
+	stale.Status = parked.Status
+	gate := make(chan struct{})
+	var open sync.Once
+	letGo := func() { open.Do(func() { close(gate) }) }
+	t.Cleanup(letGo)
+	f, _ = startIn(t, ns, setup{failStatusOf: "x", beforeWidgetGet: func(key client.ObjectKey) {
+		if key.Name == "x" {
+			<-gate
+		}
+	}})
+	f.writes.staleWidget.Store(stale)
+	var told atomic.Bool
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "x" && slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+			told.Store(true)
+		}
+		return reconcile.Result{}, nil
+	})
+	letGo()
+	// Then a's record goes only after a pass of x was told to release it
+	eventually(t, wakeWithin, func() (bool, string) {
+		if !f.leaseExists(t, "a") && !told.Load() {
+			t.Fatalf("a's record was deleted while x, which acted for a, was never told to release it (x: %+v)", f.claimed(t, "x"))
+		}
+		return told.Load(), "x was never told to release a"
+	})
+	eventually(t, wakeWithin, func() (bool, string) { return !f.leaseExists(t, "a"), "a is still held by x after its told pass" })
 }

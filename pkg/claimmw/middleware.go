@@ -1004,6 +1004,25 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	// which is acting for them, so it says Stopping first, as a deletion
 	// pass given such records does, until a pass told of them succeeded.
 	closed := m.closedWindows(m.conditionOf(p.obj), p.keys, p.told())
+	confirm := !p.was.mayHaveHeld() && len(closed) > 0
+	mutant.Do(mutant.CachedConditionTrusted, func() { confirm = false })
+	if confirm {
+		// Judged from a cached condition, which may lag behind one that says
+		// it acts for those keys (written by another process, before a
+		// restart, so that no memory of this one covers it): the records
+		// would go untold if the write below is refused. What the API server
+		// says decides, as for a granted pass.
+		fresh := newObject(m.cfg.prototype)
+		if err := m.cfg.apiReader.Get(ctx, req.NamespacedName, fresh); err != nil {
+			return reconcile.Result{}, fmt.Errorf("reading %s before it is told to release claims: %w", req.NamespacedName, err)
+		}
+		if fresh.GetUID() != p.obj.GetUID() || fresh.GetGeneration() != p.obj.GetGeneration() {
+			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
+		}
+		p.obj, p.was = fresh, m.previous(fresh)
+		m.written.note(req.NamespacedName, m.conditionOf(fresh))
+		closed = m.closedWindows(m.conditionOf(p.obj), p.keys, p.told())
+	}
 	startsActing := !p.was.mayHaveHeld() && len(closed) > 0
 	if p.was.mayHaveHeld() || startsActing {
 		shown = stoppingCondition(cond)
