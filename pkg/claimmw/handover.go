@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -156,17 +158,17 @@ func (m *Middleware) successorReady(ctx context.Context, key string, succ claim.
 // handOverKept plans and commits the handovers of the keys a parked object
 // keeps while it waits for another key. It runs only after a parked pass
 // that leaves the object acting for nothing, so the window of each key is
-// closed before its successor gets it.
-func (m *Middleware) handOverKept(ctx context.Context, p *pass) error {
+// closed before its successor gets it. waiting reports, as commitHandovers
+// does, that a successor does not wait for its key yet.
+func (m *Middleware) handOverKept(ctx context.Context, p *pass) (waiting bool, err error) {
 	if m.cfg.handover == nil || len(p.granted) == 0 {
-		return nil
+		return false, nil
 	}
 	handovers, err := m.planHandovers(ctx, p.obj, p.self, p.granted)
 	if err != nil || len(handovers) == 0 {
-		return err
+		return false, err
 	}
-	_, err = m.commitHandovers(ctx, p.obj, p.self, handovers)
-	return err
+	return m.commitHandovers(ctx, p.obj, p.self, handovers)
 }
 
 // commitHandovers makes each successor the holder of its key. It runs only
@@ -197,6 +199,12 @@ func (m *Middleware) commitHandovers(ctx context.Context, obj client.Object, sel
 		}
 		if !ready {
 			waiting = true
+			// Whatever it waits for, the successor's answer changes only
+			// with its condition or its records: a change of either wakes
+			// this holder (not only a change to waiting, which may never
+			// come: it may say it waits for this key all along while it
+			// lacks an earlier one, held again later).
+			m.pending.add(h.Successor.UID, client.ObjectKeyFromObject(obj))
 			note := fmt.Sprintf("Keeps %q until %s waits for it: %s.", h.Key, m.shownTo(obj, h.Successor), why)
 			log.FromContext(ctx).Info("not committing a handover to a successor that does not wait for the key", "claimKey", claim.Redact(h.Key), "successor", h.Successor.String(), "why", why)
 			m.event(obj, corev1.EventTypeNormal, EventHandoverPending, ActionHandover, note)
@@ -231,4 +239,73 @@ func (m *Middleware) shownTo(viewer client.Object, other claim.Holder) string {
 		return other.String()
 	}
 	return "an object outside this namespace"
+}
+
+// pendingCommits remembers, per successor (by UID), the holders whose commit
+// of a handover to it this process refused because the successor did not
+// wait for the key: it waited for another key first (one it did not hold, or
+// whose earlier holder may still act for it), did not name the key, or did
+// not say yet that it waits. Each is woken by the next change of the
+// successor's condition or of a record naming it as holder, and all of them
+// whenever an object of the manager stops acting (an earlier holder of the
+// successor's other key), and then forgotten: its pass judges again, from the
+// API server, and is remembered again if it still may not commit. Memory that
+// only adds wake-ups, never decides; a restarted process judges every holder
+// in its first passes.
+type pendingCommits struct {
+	mu sync.Mutex
+	m  map[types.UID]map[types.NamespacedName]struct{}
+}
+
+func (p *pendingCommits) add(successor types.UID, holder types.NamespacedName) {
+	if successor == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[types.UID]map[types.NamespacedName]struct{}{}
+	}
+	if p.m[successor] == nil {
+		p.m[successor] = map[types.NamespacedName]struct{}{}
+	}
+	p.m[successor][holder] = struct{}{}
+}
+
+// take returns and forgets the holders waiting on successor.
+func (p *pendingCommits) take(successor types.UID) []types.NamespacedName {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []types.NamespacedName
+	for h := range p.m[successor] {
+		out = append(out, h)
+	}
+	delete(p.m, successor)
+	return out
+}
+
+// takeAll returns and forgets every holder waiting on any successor.
+func (p *pendingCommits) takeAll() []types.NamespacedName {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []types.NamespacedName
+	for _, hs := range p.m {
+		for h := range hs {
+			out = append(out, h)
+		}
+	}
+	p.m = nil
+	return out
+}
+
+// forget drops holder, an object that is gone.
+func (p *pendingCommits) forget(holder types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for succ, hs := range p.m {
+		delete(hs, holder)
+		if len(hs) == 0 {
+			delete(p.m, succ)
+		}
+	}
 }

@@ -104,6 +104,9 @@ type Middleware struct {
 	// written is what this process last wrote as each object's claim
 	// condition; see [writtenConditions].
 	written writtenConditions
+	// pending are the holders whose commit of a handover this process
+	// refused, by successor; see [pendingCommits].
+	pending pendingCommits
 }
 
 var _ reconcile.Reconciler = (*Middleware)(nil)
@@ -1148,8 +1151,14 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		// A key it keeps while it waits for another is still handed over
 		// as planned: a successor waiting for it would otherwise wait for
 		// as long as this object waits.
-		if err := m.handOverKept(ctx, p); err != nil {
+		waiting, err := m.handOverKept(ctx, p)
+		if err != nil {
 			return reconcile.Result{}, err
+		}
+		if waiting {
+			// A successor that does not wait for the key yet: the commit is
+			// tried again after the waiting requeue, as a granted holder's is.
+			res = soonest(res, m.cfg.waitRequeue)
 		}
 	}
 	if b := p.blocked; b != nil && b.Reason == claim.ReasonWaitingForHandover && b.Detail == predecessorDetail {
@@ -1882,6 +1891,7 @@ func (m *Middleware) stillHeld(ctx context.Context, self claim.Holder, recs []cl
 const sweepAfterRelease = 50 * time.Millisecond
 
 func (m *Middleware) forget(req reconcile.Request) {
+	m.pending.forget(req.NamespacedName)
 	m.renew.stopExcept(req.NamespacedName)
 	m.lastHolders.forgetName(req.NamespacedName)
 	m.written.forget(req.NamespacedName)
