@@ -113,46 +113,47 @@ func (m *Middleware) successorOf(ctx context.Context, obj client.Object, self cl
 // (ready): its claim condition, for its current spec, is WaitingForHandover,
 // it names key, and it is granted every key it names before key (it holds
 // the record, and no earlier holder may still act for the key), so that key
-// is the one it waits for. why says, when it does not wait, why not.
-func (m *Middleware) successorReady(ctx context.Context, key string, succ claim.Holder) (there, ready bool, why string, err error) {
+// is the one it waits for. why says, when it does not wait, why not; lacks
+// is the earlier key whose record it does not hold, when that is why.
+func (m *Middleware) successorReady(ctx context.Context, key string, succ claim.Holder) (there, ready bool, why, lacks string, err error) {
 	obj := newObject(m.cfg.prototype)
 	if err := m.cfg.apiReader.Get(ctx, succ.NamespacedName(), obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, false, "", nil
+			return false, false, "", "", nil
 		}
-		return false, false, "", fmt.Errorf("reading successor %s before the commit: %w", succ, err)
+		return false, false, "", "", fmt.Errorf("reading successor %s before the commit: %w", succ, err)
 	}
 	if obj.GetUID() != succ.UID || obj.GetDeletionTimestamp() != nil {
-		return false, false, "", nil
+		return false, false, "", "", nil
 	}
 	c := m.conditionOf(obj)
 	if c.Reason != string(conditions.ReasonWaitingForHandover) || c.ObservedGeneration != obj.GetGeneration() {
-		return true, false, "it is not waiting for a handover", nil
+		return true, false, "it is not waiting for a handover", "", nil
 	}
 	keys, err := m.keysOf(ctx, obj)
 	if err != nil {
-		return true, false, "its keys cannot be computed", nil //nolint:nilerr // its spec, not this pass, is at fault
+		return true, false, "its keys cannot be computed", "", nil //nolint:nilerr // its spec, not this pass, is at fault
 	}
 	for _, k := range keys {
 		if k.norm == key {
-			return true, true, "", nil
+			return true, true, "", "", nil
 		}
 		held, err := m.claimer.Holds(ctx, k.raw, succ)
 		if err != nil {
-			return true, false, "", fmt.Errorf("reading claim %q of successor %s before the commit: %w", claim.Redact(k.norm), succ, err)
+			return true, false, "", "", fmt.Errorf("reading claim %q of successor %s before the commit: %w", claim.Redact(k.norm), succ, err)
 		}
 		if !held {
-			return true, false, fmt.Sprintf("it waits for key %q first", claim.Redact(k.norm)), nil
+			return true, false, fmt.Sprintf("it waits for key %q first", claim.Redact(k.norm)), k.norm, nil
 		}
 		// Holding the record is not being granted the key: it may wait,
 		// without acting for it, for an earlier holder of that key to stop.
 		if _, _, waits, err := m.predecessor(confirmingContext(ctx), k.norm, succ, claim.Holder{}); err != nil {
-			return true, false, "", fmt.Errorf("asking whether successor %s waits for claim %q before the commit: %w", succ, claim.Redact(k.norm), err)
+			return true, false, "", "", fmt.Errorf("asking whether successor %s waits for claim %q before the commit: %w", succ, claim.Redact(k.norm), err)
 		} else if waits {
-			return true, false, fmt.Sprintf("it waits for key %q first", claim.Redact(k.norm)), nil
+			return true, false, fmt.Sprintf("it waits for key %q first", claim.Redact(k.norm)), "", nil
 		}
 	}
-	return true, false, "it does not name the key", nil
+	return true, false, "it does not name the key", "", nil
 }
 
 // handOverKept plans and commits the handovers of the keys a parked object
@@ -184,7 +185,7 @@ func (m *Middleware) commitHandovers(ctx context.Context, obj client.Object, sel
 	for _, h := range handovers {
 		// The successor was read when the pass began; it may be gone since,
 		// and a record handed to a holder that is gone would outlive it.
-		there, ready, why, err := m.successorReady(ctx, h.Key, h.Successor)
+		there, ready, why, lacks, err := m.successorReady(ctx, h.Key, h.Successor)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -199,12 +200,13 @@ func (m *Middleware) commitHandovers(ctx context.Context, obj client.Object, sel
 		}
 		if !ready {
 			waiting = true
-			// Whatever it waits for, the successor's answer changes only
-			// with its condition or its records: a change of either wakes
-			// this holder (not only a change to waiting, which may never
-			// come: it may say it waits for this key all along while it
-			// lacks an earlier one, held again later).
-			m.pending.add(h.Successor.UID, client.ObjectKeyFromObject(obj))
+			// The successor's answer changes with its condition, with the
+			// record of an earlier key it lacks, or when an earlier holder
+			// of such a key stops: each wakes this holder. A change to
+			// waiting alone may never come: it may say it waits for this
+			// key all along while it lacks an earlier one, created again
+			// by its next pass.
+			m.pending.add(h.Successor.UID, lacks, client.ObjectKeyFromObject(obj))
 			note := fmt.Sprintf("Keeps %q until %s waits for it: %s.", h.Key, m.shownTo(obj, h.Successor), why)
 			log.FromContext(ctx).Info("not committing a handover to a successor that does not wait for the key", "claimKey", claim.Redact(h.Key), "successor", h.Successor.String(), "why", why)
 			m.event(obj, corev1.EventTypeNormal, EventHandoverPending, ActionHandover, note)
@@ -241,71 +243,106 @@ func (m *Middleware) shownTo(viewer client.Object, other claim.Holder) string {
 	return "an object outside this namespace"
 }
 
-// pendingCommits remembers, per successor (by UID), the holders whose commit
-// of a handover to it this process refused because the successor did not
-// wait for the key: it waited for another key first (one it did not hold, or
-// whose earlier holder may still act for it), did not name the key, or did
-// not say yet that it waits. Each is woken by the next change of the
-// successor's condition or of a record naming it as holder, and all of them
-// whenever an object of the manager stops acting (an earlier holder of the
-// successor's other key), and then forgotten: its pass judges again, from the
-// API server, and is remembered again if it still may not commit. Memory that
-// only adds wake-ups, never decides; a restarted process judges every holder
-// in its first passes.
+// pendingCommits remembers the holders whose commit of a handover this
+// process refused because the successor did not wait for the key: it did
+// not say yet that it waits, did not name the key, or waited for another key
+// first (one whose record it did not hold, or whose earlier holder may still
+// act for it). Each is woken, and forgotten, by the next change of the
+// successor's condition or spec, by the next change of the record of the
+// earlier key it lacked, and whenever an object of the manager stops acting
+// (an earlier holder of the successor's other key): its pass judges again,
+// from the API server, and is remembered again if it still may not commit.
+// Memory that only adds wake-ups and never decides; a restarted process
+// judges every holder in its first passes.
 type pendingCommits struct {
-	mu sync.Mutex
-	m  map[types.UID]map[types.NamespacedName]struct{}
+	mu          sync.Mutex
+	bySuccessor map[types.UID]map[types.NamespacedName]struct{}
+	// byKey: the holders whose successor lacked the record of that key
+	// (normalized).
+	byKey map[string]map[types.NamespacedName]struct{}
 }
 
-func (p *pendingCommits) add(successor types.UID, holder types.NamespacedName) {
-	if successor == "" {
-		return
-	}
+// add remembers holder as waiting on successor and, unless empty, on the
+// record of the key it lacks.
+func (p *pendingCommits) add(successor types.UID, lacks string, holder types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[types.UID]map[types.NamespacedName]struct{}{}
+	if p.bySuccessor == nil {
+		p.bySuccessor = map[types.UID]map[types.NamespacedName]struct{}{}
+		p.byKey = map[string]map[types.NamespacedName]struct{}{}
 	}
-	if p.m[successor] == nil {
-		p.m[successor] = map[types.NamespacedName]struct{}{}
+	put := func(set map[types.NamespacedName]struct{}) map[types.NamespacedName]struct{} {
+		if set == nil {
+			set = map[types.NamespacedName]struct{}{}
+		}
+		set[holder] = struct{}{}
+		return set
 	}
-	p.m[successor][holder] = struct{}{}
+	if successor != "" {
+		p.bySuccessor[successor] = put(p.bySuccessor[successor])
+	}
+	if lacks != "" {
+		p.byKey[lacks] = put(p.byKey[lacks])
+	}
 }
 
-// take returns and forgets the holders waiting on successor.
-func (p *pendingCommits) take(successor types.UID) []types.NamespacedName {
+// takeSuccessor returns and forgets the holders waiting on successor.
+func (p *pendingCommits) takeSuccessor(successor types.UID) []types.NamespacedName {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []types.NamespacedName
-	for h := range p.m[successor] {
-		out = append(out, h)
-	}
-	delete(p.m, successor)
+	out := names(p.bySuccessor[successor])
+	delete(p.bySuccessor, successor)
 	return out
 }
 
-// takeAll returns and forgets every holder waiting on any successor.
+// takeKey returns and forgets the holders waiting on the record of key.
+func (p *pendingCommits) takeKey(key string) []types.NamespacedName {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := names(p.byKey[key])
+	delete(p.byKey, key)
+	return out
+}
+
+// takeAll returns and forgets every holder remembered.
 func (p *pendingCommits) takeAll() []types.NamespacedName {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []types.NamespacedName
-	for _, hs := range p.m {
-		for h := range hs {
-			out = append(out, h)
+	all := map[types.NamespacedName]struct{}{}
+	for _, set := range p.bySuccessor {
+		for h := range set {
+			all[h] = struct{}{}
 		}
 	}
-	p.m = nil
-	return out
+	for _, set := range p.byKey {
+		for h := range set {
+			all[h] = struct{}{}
+		}
+	}
+	p.bySuccessor, p.byKey = nil, nil
+	return names(all)
 }
 
 // forget drops holder, an object that is gone.
 func (p *pendingCommits) forget(holder types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for succ, hs := range p.m {
-		delete(hs, holder)
-		if len(hs) == 0 {
-			delete(p.m, succ)
+	for succ, set := range p.bySuccessor {
+		if delete(set, holder); len(set) == 0 {
+			delete(p.bySuccessor, succ)
 		}
 	}
+	for key, set := range p.byKey {
+		if delete(set, holder); len(set) == 0 {
+			delete(p.byKey, key)
+		}
+	}
+}
+
+func names(set map[types.NamespacedName]struct{}) []types.NamespacedName {
+	out := make([]types.NamespacedName, 0, len(set))
+	for h := range set {
+		out = append(out, h)
+	}
+	return out
 }

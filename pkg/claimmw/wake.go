@@ -349,17 +349,17 @@ func (m *Middleware) recordChanged(ctx context.Context, rec client.Object) []rec
 	}
 	if key, ok := ann[a.Key]; ok {
 		reqs = append(reqs, m.naming(ctx, m.keysIndex(), key)...)
+		// The record of a key a successor lacked changed (created again):
+		// the holders whose commit to it waited judge again.
+		for _, h := range m.pending.takeKey(key) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: h})
+		}
 	}
 	if name := ann[a.HolderName]; name != "" && (ann[a.HolderKind] == "" || ann[a.HolderKind] == m.cfg.kind) {
 		holder := types.NamespacedName{Namespace: ann[a.HolderNamespace], Name: name}
 		reqs = append(reqs, reconcile.Request{NamespacedName: holder})
 		if key, ok := ann[a.Key]; ok {
 			m.lastHolders.add(key, holder, types.UID(ann[a.HolderUID]))
-		}
-		// A record of a successor changed (one it waited for, created
-		// again): the holders whose commit to it waited judge again.
-		for _, h := range m.pending.take(types.UID(ann[a.HolderUID])) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: h})
 		}
 	}
 	mutant.Do(mutant.NotWokenByRecordEvents, func() { reqs = withoutHolder(reqs, ann[a.HolderName]) })
@@ -445,7 +445,7 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 				// A successor's condition or spec changed: the holders whose
 				// commit to it waited judge again, whatever the manager's
 				// cache of records shows (recordNames may lag).
-				for _, h := range m.pending.take(e.ObjectNew.GetUID()) {
+				for _, h := range m.pending.takeSuccessor(e.ObjectNew.GetUID()) {
 					q.Add(reconcile.Request{NamespacedName: h})
 				}
 			}
