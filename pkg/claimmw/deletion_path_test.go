@@ -3,6 +3,7 @@ package claimmw_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -260,6 +262,52 @@ func TestADeletionPassThatReturnsARequeueKeepsItsKeysUntilItsWorkloadsAreGone(t 
 	// When they are gone, b gets k
 	gone.Store(true)
 	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
+}
+
+// A deletion pass that succeeded says Released (it acts for no key) before
+// it releases what it was given; when that release fails and the object's
+// status writes are refused from then on (an admission policy, missing
+// RBAC), it cannot say it acts for the record again to be given it once
+// more: the record goes untold, so the key does not stay held from its
+// waiter, and the object not kept, for as long as the writes fail.
+func TestARecordWhoseReleaseFailedAfterItsDeletionPassSucceededGoesWhileTheObjectsStatusWritesAreRefused(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given a holds k and b waits for it
+	f.aHoldsKAndBWaits(t)
+	// And the release of k fails once a said Released, and every status
+	// write of a is refused from then on
+	var saidReleased atomic.Bool
+	f.writes.failLeaseDeletes.Store(true)
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		if obj.GetName() != "a" {
+			return
+		}
+		if saidReleased.Load() {
+			f.writes.failStatusOf.Store("a")
+			f.writes.failLeaseDeletes.Store(false)
+			return
+		}
+		w := obj.(*testcrd.Widget)
+		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c != nil && c.Reason == string(conditions.ReasonReleased) {
+			saidReleased.Store(true)
+		}
+	})
+	// When a is deleted
+	f.deleteWidgetAsync(t, "a")
+	// Then b gets k, and a goes
+	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
+	if f.writes.failedStatus.Load() == 0 {
+		t.Fatal("a's status writes were never refused: the test did not reach the failure it is about")
+	}
+	eventually(t, wakeWithin, func() (bool, string) {
+		_, err := f.widget(t, "a")
+		return apierrors.IsNotFound(err), fmt.Sprintf("a is still there: %v", err)
+	})
+	// And a's deletion pass was given k once: the pass that succeeded
+	if n := len(slices.DeleteFunc(deletionCalls(f, "a"), func(s claimmw.State) bool { return len(s.Grants) == 0 })); n != 1 {
+		t.Errorf("a's deletion passes given k: %d, want 1", n)
+	}
 }
 
 // A deletion pass given no record protects no key: an object that holds

@@ -476,3 +476,76 @@ func TestAHandoverIsNotCommittedToASuccessorThatWaitsForItsPredecessorOnAnEarlie
 		t.Errorf("alpha handed k over to sierra, which waits for papa on j")
 	}
 }
+
+// passGates holds back the passes of the objects named, each at its first
+// read, until let is called for that name: several objects at once, unlike
+// holdBackPasses.
+type passGates struct {
+	mu    sync.Mutex
+	gates map[string]chan struct{}
+}
+
+func (f *fixture) passGates() *passGates {
+	g := &passGates{gates: map[string]chan struct{}{}}
+	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
+		g.mu.Lock()
+		gate := g.gates[key.Name]
+		g.mu.Unlock()
+		if gate != nil {
+			<-gate
+		}
+	})
+	return g
+}
+
+func (g *passGates) hold(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gates[name] = make(chan struct{})
+}
+
+func (g *passGates) let(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.gates[name])
+	delete(g.gates, name)
+}
+
+// A holder does not commit a handover to a successor that does not hold a
+// key it names before the handed one: the successor waits for that key
+// first. When the successor holds it again, its condition does not change
+// (it said it waits for the handover all along), and the holder must be
+// woken all the same, or the successor waits for the holder's requeue.
+func TestAHandoverRefusedWhileTheSuccessorLackedAnEarlierKeyIsCommittedOnceItHoldsItAgain(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2, opts: []claimmw.Option{claimmw.WithHandover(handTo)}})
+	gates := f.passGates()
+	// Given alpha holds k, and bravo, naming j and k, holds j and waits for k
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "j", "k")
+	// And alpha hands k to bravo, which waits for that handover while
+	// alpha's reconciler still moves k's workloads
+	moved := f.holdHandedOverWorkloads("alpha")
+	f.handsOverAndPrepares(t, "alpha", "k", "bravo")
+	f.waitForReason(t, "bravo", conditions.ReasonWaitingForHandover, wakeWithin)
+	// And, while bravo's passes are held back, a person deletes j's record,
+	// and alpha's next pass, done with k's workloads, finds bravo without j
+	gates.hold("bravo")
+	gates.hold("alpha")
+	f.deleteLease(t, "j")
+	moved.Store(true)
+	before := len(f.inner.callsOf("alpha"))
+	f.touch(t, "alpha")
+	gates.let("alpha")
+	eventually(t, wakeWithin, func() (bool, string) {
+		return len(f.inner.callsOf("alpha")) > before, "alpha's pass never ran"
+	})
+	time.Sleep(time.Second) // its commit, refused
+	if rec := f.record(t, "k"); rec.Holder.Name != "alpha" {
+		t.Fatalf("k was handed to %s while bravo did not hold j", rec.Holder)
+	}
+	// When bravo's passes run again, and bravo holds j again
+	gates.let("bravo")
+	// Then alpha commits, and bravo holds k
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}

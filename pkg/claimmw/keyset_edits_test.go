@@ -296,6 +296,50 @@ func TestAKeyAParkedObjectKeptIsReleasedWhenItStopsNamingItWhileItsStatusWritesA
 	}
 }
 
+// A granted object whose told pass succeeded says it acts for exactly the
+// keys it names; when the release of a record it stopped naming then fails,
+// and its status writes are refused from then on (an admission policy,
+// missing RBAC), it cannot say it acts for that key again to be told once
+// more: the record goes untold, so the key it stopped acting for does not
+// stay held from its waiter while the object exists.
+func TestAKeyAGrantedObjectStoppedNamingIsReleasedAfterAFailedReleaseWhileItsStatusWritesAreRefused(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given alpha holds j and k, and bravo waits for k
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "j", "k")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
+	// And the release of k fails once alpha said it acts for j alone, and
+	// every status write of alpha is refused from then on
+	onlyJ := conditions.ForKeys(conditions.Claimed, []string{"j"}, 0).Message
+	var saidOnlyJ atomic.Bool
+	f.writes.failLeaseDeletes.Store(true)
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		if obj.GetName() != "alpha" {
+			return
+		}
+		if saidOnlyJ.Load() {
+			f.writes.failStatusOf.Store("alpha")
+			f.writes.failLeaseDeletes.Store(false)
+			return
+		}
+		w := obj.(*testcrd.Widget)
+		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c != nil && c.Message == onlyJ {
+			saidOnlyJ.Store(true)
+		}
+	})
+	// When alpha stops naming k
+	f.setKeys(t, "alpha", "j")
+	// Then k's record is released, and bravo gets k
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+	if f.writes.failedStatus.Load() == 0 {
+		t.Fatal("alpha's status writes were never refused: the test did not reach the failure it is about")
+	}
+	// And alpha, refused its writes, says what it said: Claimed for j alone
+	if c := f.claimed(t, "alpha"); c.Message != onlyJ {
+		t.Errorf("alpha's condition %+v: want Claimed for j alone", c)
+	}
+}
+
 // While its pass told to release a record it kept without acting asks to
 // run again, an object acts for that record's key and for the keys it is
 // granted, and for no other: a free key it never named goes to its waiter

@@ -104,6 +104,9 @@ type Middleware struct {
 	// written is what this process last wrote as each object's claim
 	// condition; see [writtenConditions].
 	written writtenConditions
+	// pending are the holders whose commit of a handover this process
+	// refused, by successor; see [pendingCommits].
+	pending pendingCommits
 }
 
 var _ reconcile.Reconciler = (*Middleware)(nil)
@@ -774,6 +777,19 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 		// told to release, and for no other: it says exactly that, so that
 		// it does not count as acting for every key meanwhile.
 		if wrote, err = m.setCondition(ctx, p.obj, target); err != nil {
+			if len(closed) > 0 && !errors.Is(err, errStaleRead) {
+				// It cannot say it may act for them (its status writes are
+				// refused): it is not told to clean up for records its
+				// condition says it does not act for, and they go untold,
+				// as a parked object's do, so that a key it stopped naming
+				// (whose release failed after its told pass succeeded) is
+				// not held for as long as the writes fail. A write refused
+				// because the cache lagged is judged again in the next pass.
+				untold := *p
+				untold.giveUp, untold.gate = closed, nil
+				res, rerr := m.release(ctx, &untold, reconcile.Result{}, "which it no longer names")
+				return res, errors.Join(err, rerr)
+			}
 			return reconcile.Result{}, err
 		}
 	} else if delay && !p.was.stopping {
@@ -1154,8 +1170,14 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		// A key it keeps while it waits for another is still handed over
 		// as planned: a successor waiting for it would otherwise wait for
 		// as long as this object waits.
-		if err := m.handOverKept(ctx, p); err != nil {
+		waiting, err := m.handOverKept(ctx, p)
+		if err != nil {
 			return reconcile.Result{}, err
+		}
+		if waiting {
+			// A successor that does not wait for the key yet: the commit is
+			// tried again after the waiting requeue, as a granted holder's is.
+			res = soonest(res, m.cfg.waitRequeue)
 		}
 	}
 	if b := p.blocked; b != nil && b.Reason == claim.ReasonWaitingForHandover && b.Detail == predecessorDetail {
@@ -1519,6 +1541,34 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 			again.ObservedGeneration = obj.GetGeneration()
 		}
 		if _, err := m.setCondition(ctx, obj, again); err != nil {
+			if errors.Is(err, errStaleRead) {
+				// The cache lagged: the next pass judges again.
+				return reconcile.Result{}, err
+			}
+			// It cannot say it may act for them (its status writes are
+			// refused): its pass is not given records its condition says
+			// it does not act for (a release that failed after its deletion
+			// pass succeeded, or records it kept without acting), and they
+			// go untold, so that neither the key nor the object is held for
+			// as long as the writes fail. Judged from the condition as the
+			// API server has it: a cache that lags may show Released from
+			// before a deletion pass given them failed.
+			current := newObject(m.cfg.prototype)
+			if gerr := m.cfg.apiReader.Get(ctx, req.NamespacedName, current); gerr != nil {
+				return reconcile.Result{}, errors.Join(err, fmt.Errorf("reading %s before it releases claims untold: %w", req.NamespacedName, gerr))
+			}
+			keys, kerr := m.keysOf(ctx, current)
+			if closed := m.closedWindows(m.conditionOf(current), keys, holdings); kerr == nil && current.GetUID() == obj.GetUID() && len(closed) > 0 {
+				released, rerr := m.claimer.ReleaseRecords(ctx, self, closed...)
+				for _, k := range released {
+					m.renew.stop(req.NamespacedName, k)
+				}
+				m.lastHolders.forget(self.UID, released...)
+				if len(released) > 0 {
+					m.event(obj, corev1.EventTypeNormal, EventReleased, ActionRelease, boundNote("Released "+quoteKeys(released)+" before deletion."))
+				}
+				return reconcile.Result{}, errors.Join(err, rerr)
+			}
 			return reconcile.Result{}, err
 		}
 		was = again
@@ -1860,6 +1910,7 @@ func (m *Middleware) stillHeld(ctx context.Context, self claim.Holder, recs []cl
 const sweepAfterRelease = 50 * time.Millisecond
 
 func (m *Middleware) forget(req reconcile.Request) {
+	m.pending.forget(req.NamespacedName)
 	m.renew.stopExcept(req.NamespacedName)
 	m.lastHolders.forgetName(req.NamespacedName)
 	m.written.forget(req.NamespacedName)

@@ -349,6 +349,11 @@ func (m *Middleware) recordChanged(ctx context.Context, rec client.Object) []rec
 	}
 	if key, ok := ann[a.Key]; ok {
 		reqs = append(reqs, m.naming(ctx, m.keysIndex(), key)...)
+		// The record of a key a successor lacked changed (created again):
+		// the holders whose commit to it waited judge again.
+		for _, h := range m.pending.takeKey(key) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: h})
+		}
 	}
 	if name := ann[a.HolderName]; name != "" && (ann[a.HolderKind] == "" || ann[a.HolderKind] == m.cfg.kind) {
 		holder := types.NamespacedName{Namespace: ann[a.HolderNamespace], Name: name}
@@ -436,6 +441,14 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			was, is := m.conditionOf(e.ObjectOld), m.conditionOf(e.ObjectNew)
+			if !sameJudgement(was, is) || e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+				// A successor's condition or spec changed: the holders whose
+				// commit to it waited judge again, whatever the manager's
+				// cache of records shows (recordNames may lag).
+				for _, h := range m.pending.takeSuccessor(e.ObjectNew.GetUID()) {
+					q.Add(reconcile.Request{NamespacedName: h})
+				}
+			}
 			switch {
 			case e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil:
 				woken(ctx, e.ObjectNew, q, true)
@@ -457,11 +470,7 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 				// Also when it waits for a handover itself now: that wake
 				// is among these.
 				wake(ctx, e.ObjectNew, q)
-				for _, other := range setUp.onManager(m.kind.mgr) {
-					for _, r := range other.waiting(ctx) {
-						q.Add(r)
-					}
-				}
+				m.wakeWaiting(ctx, q)
 			case is.Reason == string(conditions.ReasonWaitingForHandover) && !sameJudgement(was, is):
 				// It waits for a handover now, or for another one, or for its
 				// new spec: its predecessor may commit.
@@ -487,12 +496,25 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 			m.wakeHoldersWaiters(ctx, e.Object, q)
 			// It may have been the predecessor of objects waiting for keys it
 			// no longer named: they ask again.
-			for _, other := range setUp.onManager(m.kind.mgr) {
-				for _, r := range other.waiting(ctx) {
-					q.Add(r)
-				}
-			}
+			m.wakeWaiting(ctx, q)
 		},
+	}
+}
+
+// wakeWaiting wakes, in every middleware of the manager, every object
+// waiting for a handover, and every holder of this middleware whose commit
+// of a handover waited: its successor may have waited for an earlier holder
+// of another key to stop, which it need not say by a change of its own
+// condition. (Its own holders only: q is this middleware's queue, and a
+// holder taken from another's memory would be woken here, not there.)
+func (m *Middleware) wakeWaiting(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	for _, other := range setUp.onManager(m.kind.mgr) {
+		for _, r := range other.waiting(ctx) {
+			q.Add(r)
+		}
+	}
+	for _, h := range m.pending.takeAll() {
+		q.Add(reconcile.Request{NamespacedName: h})
 	}
 }
 

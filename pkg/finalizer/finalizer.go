@@ -16,9 +16,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"reflect"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -82,12 +85,17 @@ func (f *Finalizer) Has(obj client.Object) bool { return controllerutil.Contains
 // already carries it is not written. obj is updated to what the server
 // returned. An object that is being deleted is refused: the API server
 // accepts no new finalizer then, and nothing may start that would need one.
+// So is one that is gone, or was deleted and created again under its name
+// since obj was read (another UID): the error is NotFound, and obj is not
+// overwritten with the other object.
 func (f *Finalizer) Add(ctx context.Context, obj client.Object) (bool, error) {
 	return f.change(ctx, obj, true)
 }
 
 // Remove takes the finalizer off obj and reports whether it wrote. An object
-// without it, or already gone, is not written.
+// without it, or already gone, is not written; nor is an object created again
+// under its name since obj was read (another UID), whose finalizer protects
+// what that object does, not what the caller judged of obj.
 func (f *Finalizer) Remove(ctx context.Context, obj client.Object) (bool, error) {
 	return f.change(ctx, obj, false)
 }
@@ -98,11 +106,27 @@ func (f *Finalizer) change(ctx context.Context, obj client.Object, add bool) (bo
 		verb = "adding"
 	}
 	wrote, first := false, true
+	// The first attempt writes obj as the caller read it; a retry after a
+	// Conflict reads it again and computes the change anew, only while the
+	// name still holds the object the caller read.
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
-			if err := f.reader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			fresh, ok := obj.DeepCopyObject().(client.Object)
+			if !ok {
+				return fmt.Errorf("copying %T: not a client.Object", obj)
+			}
+			if err := f.reader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
 				return err
 			}
+			if uid := obj.GetUID(); uid != "" && fresh.GetUID() != uid {
+				// The caller decided about the object it read, and that
+				// one is gone: the change it computed must not land on
+				// another object of the same name (a finalizer taken off
+				// an object whose deletion nobody judged).
+				return replaced(obj, fresh)
+			}
+			// fresh is a copy of obj, so of the same pointer-to-struct type.
+			reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(fresh).Elem())
 		}
 		first = false
 		if add && obj.GetDeletionTimestamp() != nil {
@@ -128,7 +152,8 @@ func (f *Finalizer) change(ctx context.Context, obj client.Object, add bool) (bo
 		return nil
 	})
 	if !add && apierrors.IsNotFound(err) {
-		// Gone already: nothing carries the finalizer any more.
+		// Gone already (or replaced by another object of its name): nothing
+		// the caller judged carries the finalizer any more.
 		return wrote, nil
 	}
 	if err != nil {
@@ -156,4 +181,17 @@ func (f *Finalizer) Finalize(ctx context.Context, obj client.Object, cleanup fun
 		return false, err
 	}
 	return true, nil
+}
+
+// replaced is the NotFound error of an object that is gone although its
+// name holds another one now: for a change computed from the object read,
+// the two are alike.
+func replaced(read, now client.Object) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusNotFound,
+		Reason: metav1.StatusReasonNotFound,
+		Message: fmt.Sprintf("%s (UID %s) is gone; another object of its name (UID %s) was created since it was read",
+			client.ObjectKeyFromObject(read), read.GetUID(), now.GetUID()),
+	}}
 }

@@ -231,3 +231,68 @@ func TestFinalizeLeavesALiveObjectAlone(t *testing.T) {
 		t.Fatal("finalizer removed from a live object")
 	}
 }
+
+// recreated deletes obj (stripping every finalizer so that it goes) and
+// creates an object of the same name with finalizers, as GitOps does when an
+// object it manages is deleted, and returns the new object.
+func recreated(t *testing.T, obj *corev1.ConfigMap, finalizers ...string) *corev1.ConfigMap {
+	t.Helper()
+	ctx := context.Background()
+	c := env.TestClient(t)
+	gone := current(t, obj)
+	gone.Finalizers = nil
+	if err := c.Update(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, gone); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	again := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: obj.Name, Finalizers: finalizers}}
+	if err := c.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	return again
+}
+
+func TestRemoveLeavesAnObjectCreatedAgainUnderTheNameAlone(t *testing.T) {
+	ctx := context.Background()
+	f := newFinalizer(t, env.TestClient(t))
+	// Given an object being deleted whose deletion was judged from this copy
+	judged := deletingConfigMap(t, name, "example.com/other")
+	// And, since, the object gone (its finalizers removed by hand) and another one created under its name with ours
+	again := recreated(t, judged, name)
+	// When our finalizer is removed through the judged copy
+	wrote, err := f.Remove(ctx, judged)
+	// Then nothing is written: the object judged is gone, and the new one was never judged
+	if err != nil || wrote {
+		t.Fatalf("Remove = %v, %v; want false, nil", wrote, err)
+	}
+	wantFinalizers(t, again, name)
+	// And the judged copy still describes the judged object
+	if judged.UID == again.UID {
+		t.Errorf("the judged copy took the new object's UID %s", again.UID)
+	}
+}
+
+func TestAddRefusesAnObjectCreatedAgainUnderTheName(t *testing.T) {
+	ctx := context.Background()
+	f := newFinalizer(t, env.TestClient(t))
+	// Given an object read once, then deleted and another one created under its name
+	judged := newConfigMap(t)
+	stale := judged.DeepCopy()
+	again := recreated(t, judged)
+	// When our finalizer is added through the copy read before
+	wrote, err := f.Add(ctx, stale)
+	// Then it is refused: the caller decided for an object that is gone
+	if err == nil || wrote {
+		t.Fatalf("Add = %v, %v; want false and an error", wrote, err)
+	}
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("Add error %v is not NotFound: the object read is gone", err)
+	}
+	// And the new object is not written, nor does the copy describe it
+	wantFinalizers(t, again)
+	if stale.UID == again.UID {
+		t.Errorf("the copy read took the new object's UID %s", again.UID)
+	}
+}
