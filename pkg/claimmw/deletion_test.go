@@ -595,3 +595,39 @@ func toldToStop(calls []call, key string) bool {
 	}
 	return false
 }
+
+func TestTheDeletionPathTellsTheInnerReconcilerWhichKeysTheObjectStillHolds(t *testing.T) {
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)}})
+	ctx := context.Background()
+	// Given alpha holds k and bravo is parked on it
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
+	var fencedErr error
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "alpha" && c.state.Deleting && len(c.state.Grants) > 0 {
+			_, fencedErr = claimmw.FencedClient(ctx)
+		}
+		return reconcile.Result{}, nil
+	})
+	token := f.tokenOf(t, "k")
+	// When the parked bravo is deleted
+	f.deleteWidget(t, "bravo")
+	// Then its inner deletion pass sees Deleting and no grant: it must not
+	// clean up k, which alpha holds
+	last := f.lastCall(t, "bravo", func(c call) bool { return c.state.Deleting })
+	if len(last.state.Grants) != 0 || last.state.Granted {
+		t.Errorf("bravo's deletion pass: %+v, want Deleting without grants", last.state)
+	}
+	// When the holder alpha is deleted
+	f.deleteWidget(t, "alpha")
+	// Then its (first) deletion pass holds k with its token, and can build a
+	// fenced client; a later pass, after the release, rightly holds none
+	last = f.firstCall(t, "alpha", func(c call) bool { return c.state.Deleting })
+	if len(last.state.Grants) != 1 || last.state.Grants[0].Key != "k" || last.state.Grants[0].Token != token {
+		t.Errorf("alpha's deletion pass grants %+v, want k with token %s", last.state.Grants, token)
+	}
+	if fencedErr != nil {
+		t.Errorf("FencedClient on the deletion path: %v", fencedErr)
+	}
+	eventually(t, wakeWithin, func() (bool, string) { return !f.leaseExists(t, "k"), "k still held after alpha's deletion" })
+	_ = ctx
+}

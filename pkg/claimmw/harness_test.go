@@ -794,3 +794,91 @@ func enterAndWait(entered chan<- struct{}, release <-chan struct{}) {
 	case <-time.After(15 * time.Second):
 	}
 }
+
+// lossWithin is how soon a holder must notice that its record is gone or
+// names someone else.
+const lossWithin = 2 * time.Second
+
+func (f *fixture) setKeys(t *testing.T, name string, keys ...string) {
+	t.Helper()
+	eventually(t, 5*time.Second, func() (bool, string) {
+		w, err := f.widget(t, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		w.Spec.Keys = keys
+		err = direct(t).Update(context.Background(), w)
+		return err == nil, fmt.Sprintf("updating the keys of %s: %v", name, err)
+	})
+}
+
+func (f *fixture) deleteLease(t *testing.T, key string) {
+	t.Helper()
+	l := &coordinationv1.Lease{}
+	name := f.mw.Claimer().Config().NameFunc(key)
+	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, l); err != nil {
+		t.Fatal(err)
+	}
+	if err := direct(t).Delete(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) tokenOf(t *testing.T, key string) claim.Token {
+	t.Helper()
+	rec, err := f.mw.Claimer().Current(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec.Token
+}
+
+// deleteWidgetAsync asks to delete the Widget named name and returns: its
+// finalizers may keep it.
+// deleteWidgetAsync deletes Widget name, as read just before, and returns
+// what it read; deleteWidget waits until the Widget is gone too.
+func (f *fixture) deleteWidgetAsync(t *testing.T, name string) *testcrd.Widget {
+	t.Helper()
+	w, err := f.widget(t, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := direct(t).Delete(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (f *fixture) deleteWidget(t *testing.T, name string) {
+	t.Helper()
+	f.deleteWidgetAsync(t, name)
+	eventually(t, wakeWithin, func() (bool, string) {
+		_, err := f.widget(t, name)
+		return apierrors.IsNotFound(err), fmt.Sprintf("%s after deletion: %v", name, err)
+	})
+}
+
+// firstCall returns the first inner call of name that matches.
+func (f *fixture) firstCall(t *testing.T, name string, match func(call) bool) call {
+	t.Helper()
+	for _, c := range f.inner.callsOf(name) {
+		if match(c) {
+			return c
+		}
+	}
+	t.Fatalf("no matching inner call of %s", name)
+	return call{}
+}
+
+// lastCall returns the last inner call of name that matches.
+func (f *fixture) lastCall(t *testing.T, name string, match func(call) bool) call {
+	t.Helper()
+	calls := f.inner.callsOf(name)
+	for i := len(calls) - 1; i >= 0; i-- {
+		if match(calls[i]) {
+			return calls[i]
+		}
+	}
+	t.Fatalf("no matching inner call of %s among %d", name, len(calls))
+	return call{}
+}

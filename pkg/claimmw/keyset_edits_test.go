@@ -2,6 +2,7 @@ package claimmw_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -324,4 +325,85 @@ func TestAnObjectToldToReleaseARecordItKeptDoesNotKeepAFreeKeyItNeverNamedFromIt
 	if c := f.claimed(t, "x"); c.Reason != string(conditions.ReasonStopping) || !strings.Contains(c.Message, `"a"`) {
 		t.Errorf("x's condition %+v: want Stopping, naming a, while its pass told to release a asks to run again", c)
 	}
+}
+
+// xAndYHold creates Widgets x naming xKey and y naming yKey, both at once,
+// and waits until both hold their key.
+func (f *fixture) xAndYHold(t *testing.T, xKey, yKey string) {
+	t.Helper()
+	f.createWidget(t, "x", xKey)
+	f.createWidget(t, "y", yKey)
+	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	f.waitForReason(t, "y", conditions.ReasonClaimed, 10*time.Second)
+}
+
+func TestSwappingKeysBetweenTwoHoldersConverges(t *testing.T) {
+	f := start(t, setup{})
+	// Given x holds A and y holds B
+	f.xAndYHold(t, "A", "B")
+	// When x is edited to name B and y to name A
+	f.setKeys(t, "x", "B")
+	f.setKeys(t, "y", "A")
+	// Then both end up Claimed on their new keys, without any requeue (the
+	// fixture's requeues are an hour)
+	for name, key := range map[string]string{"x": "B", "y": "A"} {
+		eventually(t, 10*time.Second, func() (bool, string) {
+			c := f.claimed(t, name)
+			return c.Reason == string(conditions.ReasonClaimed) && strings.Contains(c.Message, `"`+key+`"`),
+				fmt.Sprintf("%s: %s %s", name, c.Reason, c.Message)
+		})
+	}
+}
+
+func TestGrowingTheKeySetWhileAnotherHoldsTheNewSmallerKeyGivesTheLargerOneUp(t *testing.T) {
+	f := start(t, setup{})
+	// Given x holds B and y holds A
+	f.xAndYHold(t, "B", "A")
+	// When both are edited to name A and B (x would hold B and wait for A,
+	// y hold A and wait for B: a deadlock with sorted acquisition alone)
+	f.setKeys(t, "x", "A", "B")
+	f.setKeys(t, "y", "A", "B")
+	// Then one of them holds both keys, and the other waits holding none,
+	// each condition computed for the object's latest spec
+	eventually(t, 10*time.Second, func() (bool, string) {
+		x, errx := f.widget(t, "x")
+		y, erry := f.widget(t, "y")
+		if errx != nil || erry != nil {
+			return false, fmt.Sprintf("reading widgets: %v %v", errx, erry)
+		}
+		cx, cy := f.claimed(t, "x"), f.claimed(t, "y")
+		current := cx.ObservedGeneration == x.Generation && cy.ObservedGeneration == y.Generation
+		return current && (cx.Status == "True") != (cy.Status == "True"),
+			fmt.Sprintf("x (gen %d): %s %s; y (gen %d): %s %s", x.Generation, cx.Reason, cx.Message, y.Generation, cy.Reason, cy.Message)
+	})
+	holder := "x"
+	if f.claimed(t, "y").Status == "True" {
+		holder = "y"
+	}
+	for _, k := range []string{"A", "B"} {
+		rec, err := f.mw.Claimer().Current(context.Background(), k)
+		if err != nil || rec.Holder.Name != holder {
+			t.Errorf("record of %s names %s (%v), want %s", k, rec.Holder.Name, err, holder)
+		}
+	}
+}
+
+func TestAKeyAcquiredInAPassThatFailedIsReleasedOnceNoLongerNamed(t *testing.T) {
+	f := start(t, setup{})
+	// Given x holds A, with a successful pass
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "A")
+	// And x then names A and B, but its inner passes fail
+	f.inner.setFail(func(name string, c call) error {
+		if name == "x" && len(c.state.Grants) == 2 {
+			return errors.New("injected: inner pass failed")
+		}
+		return nil
+	})
+	f.setKeys(t, "x", "A", "B")
+	eventually(t, 10*time.Second, func() (bool, string) { return f.leaseExists(t, "B"), "Lease of B missing" })
+	// When x goes back to naming only A (the set its last successful pass kept)
+	f.setKeys(t, "x", "A")
+	// Then B's Lease is released, and y, which names B, gets it
+	eventually(t, 10*time.Second, func() (bool, string) { return !f.leaseExists(t, "B"), "Lease of B still held" })
+	f.createAndWait(t, "y", conditions.ReasonClaimed, "B")
 }

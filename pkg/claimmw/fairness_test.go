@@ -241,3 +241,17 @@ func TestFairnessAYielderIsWokenWhenItsOlderSiblingIsDeletedBeforeItsOwnNotFirst
 		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo %s: %s", c.Reason, c.Message)
 	})
 }
+
+func TestFairnessNeverLetsAFreeKeyWaitForAnOlderObjectParkedElsewhere(t *testing.T) {
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithFairness()}})
+	// Given z holds A, and the older y names A and B, so it is parked on A
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "A")
+	f.createAndWait(t, "y", conditions.ReasonParked, "A", "B")
+	time.Sleep(1100 * time.Millisecond) // creation timestamps have seconds
+	// When the younger x names only B, which is free
+	f.createWidget(t, "x", "B")
+	// Then x takes B: y, parked on A, could not take B now, so it is no
+	// sibling x must yield to
+	cond := f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	mustContain(t, "x's message", cond.Message, `"B"`)
+}
