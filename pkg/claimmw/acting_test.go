@@ -35,30 +35,6 @@ import (
 	"github.com/ocf-claim/claim/pkg/expiry"
 )
 
-// errNotStopped is what a told pass returns while the workloads it stops
-// are still running.
-var errNotStopped = errors.New("workloads not stopped yet")
-
-// failPassesOf makes every pass of name for which fails holds fail while
-// the returned flag is set.
-func (f *fixture) failPassesOf(name string, fails func(claimmw.State) bool) *atomic.Bool {
-	var failing atomic.Bool
-	failing.Store(true)
-	f.inner.setFail(func(n string, c call) error {
-		if n == name && fails(c.state) && failing.Load() {
-			return errNotStopped
-		}
-		return nil
-	})
-	return &failing
-}
-
-// failToldPassesOf makes every pass of name that is told to stop (parked, or
-// giving keys up, or deleting) fail while the returned flag is set.
-func (f *fixture) failToldPassesOf(name string) *atomic.Bool {
-	return f.failPassesOf(name, func(s claimmw.State) bool { return !s.Granted || len(s.Releasing) > 0 })
-}
-
 // failPassesThatStop makes every pass of the Widget named name fail, while
 // the returned switch is on, that a level-triggered reconciler would use to
 // stop its workloads for key: a pass not granted, or granted without key.
@@ -186,7 +162,7 @@ func (f *fixture) bravoGetsKOnlyOnceAlphaStops(t *testing.T, failing *atomic.Boo
 
 // grants reports whether s grants key.
 func grants(s claimmw.State, key string) bool {
-	return slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == key })
+	return namesKey(s.Grants, key)
 }
 
 // waitForGrantedPass waits for a pass of name granted key.
@@ -1028,7 +1004,7 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileALaterDeletionPassGivenItAgainHa
 	eventually(t, wakeWithin, func() (bool, string) {
 		n := 0
 		for _, c := range f.inner.callsOf("holder") {
-			if c.state.Deleting && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+			if c.state.Deleting && namesKey(c.state.Grants, "a") {
 				n++
 			}
 		}
@@ -1124,7 +1100,7 @@ func keysChangeWithoutANewGeneration(t *testing.T, named, referenced []string, d
 	}
 	f.touch(t, "holder")
 	f.waitForInnerCall(t, "holder", "a pass granted the key it gained", func(s claimmw.State) bool {
-		return s.Granted && slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == gained })
+		return s.Granted && namesKey(s.Grants, gained)
 	})
 
 	f.deleteLease(t, dropped)
@@ -1277,12 +1253,7 @@ func TestAToldPassThatAsksToRunAgainKeepsItsKeysFromOthersUntilAToldPassReturnsA
 	// to stop are not done stopping its workloads of k yet: they return no
 	// error and ask to run again (as its deletion pass would, or a pass not
 	// done moving off a key it hands over)
-	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		if name == "alpha" && !c.state.Granted {
-			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
-		}
-		return reconcile.Result{}, nil
-	})
+	stopped := f.passesAskToRunAgain("alpha", 500*time.Millisecond, func(s claimmw.State) bool { return !s.Granted })
 	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "j", "k")
 	f.createAndWait(t, "xray", conditions.ReasonParked, "j")
 	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
@@ -1297,7 +1268,7 @@ func TestAToldPassThatAsksToRunAgainKeepsItsKeysFromOthersUntilAToldPassReturnsA
 		t.Errorf("alpha's reconciler asked to run again to finish stopping, and was told %d time(s)", n)
 	}
 	// And once a told pass of alpha returns a zero Result, bravo gets k
-	f.inner.setHook(nil)
+	stopped.Store(true)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
 
@@ -1307,14 +1278,7 @@ func TestAStoppingObjectWhoseKeysChangeToKeysItHoldsStillCountsAsActingForTheKey
 	// Given alpha holds j and k, and xray waits for j; alpha's passes that
 	// do not grant it j are not done stopping its workloads of j yet: they
 	// return no error and ask to run again
-	var stopped atomic.Bool
-	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		grantsJ := c.state.Granted && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == "j" })
-		if name == "alpha" && !grantsJ && !stopped.Load() {
-			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
-		}
-		return reconcile.Result{}, nil
-	})
+	stopped := f.passesAskToRunAgain("alpha", 200*time.Millisecond, func(s claimmw.State) bool { return !s.Granted || !namesKey(s.Grants, "j") })
 	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "j", "k")
 	f.createAndWait(t, "xray", conditions.ReasonParked, "j")
 	// When j is taken over for xray (alpha is Stopping and told to stop),
@@ -1337,12 +1301,7 @@ func TestAnObjectToldToStopAfterAClaimErrorStillCountsAsActingWhileItsToldPassAs
 	// Given alpha holds k and bravo waits for it; alpha's passes told to
 	// stop are not done stopping its workloads: they return no error and
 	// ask to run again
-	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		if name == "alpha" && !c.state.Granted {
-			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
-		}
-		return reconcile.Result{}, nil
-	})
+	f.passesAskToRunAgain("alpha", 500*time.Millisecond, func(s claimmw.State) bool { return !s.Granted })
 	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	// When alpha's keys function meets an API error (alpha is told to stop)
 	f.edit(t, "alpha", func(w *testcrd.Widget) {
@@ -1400,7 +1359,7 @@ func recordWindows(f *fixture, key string) *windows {
 }
 
 func (w *windows) pass(_ context.Context, name string, c call) (reconcile.Result, error) {
-	given := slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == w.key })
+	given := namesKey(c.state.Grants, w.key)
 	acts := given && (c.state.Granted || c.state.Deleting)
 	handing := slices.ContainsFunc(c.state.Handovers, func(h claimmw.Handover) bool { return h.Key == w.key })
 	w.mu.Lock()
@@ -1420,7 +1379,7 @@ func (w *windows) pass(_ context.Context, name string, c call) (reconcile.Result
 		then = w.onActs[name]
 		delete(w.onActs, name)
 	}
-	if slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == w.key }) {
+	if namesKey(c.state.Releasing, w.key) {
 		for other, open := range w.open {
 			if open && other != name {
 				w.releasing = append(w.releasing, fmt.Sprintf("%s is told to release the key (its reconciler cleans up what it used it for) while %s may still act (passes so far: %q)", name, other, w.passes))
@@ -1932,7 +1891,7 @@ func TestAKeyAHolderActedForIsNotGrantedAfterItsKeysChangeBackWithoutANewGenerat
 	}
 	f.touch(t, "holder")
 	f.waitForInnerCall(t, "holder", "a pass granted a after b", func(s claimmw.State) bool {
-		return s.Granted && slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "b" })
+		return s.Granted && namesKey(s.Releasing, "b")
 	})
 	// When a person deletes b's record and waiter asks for b
 	f.deleteLease(t, "b")
@@ -2085,7 +2044,7 @@ func TestAKeyAnObjectActedForIsNamedInItsReleasingWhenItsCacheStillShowsAnOlderC
 	// Then k was released only after a pass of alpha that named it in
 	// State.Releasing succeeded
 	if !slices.ContainsFunc(f.inner.callsOf("alpha"), func(c call) bool {
-		return slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "k" })
+		return namesKey(c.state.Releasing, "k")
 	}) {
 		t.Errorf("k's record was released but no pass of alpha, which acted for k, named it in State.Releasing; alpha's condition now: %+v", f.claimed(t, "alpha"))
 	}

@@ -379,14 +379,7 @@ func TestADeletionPassThatAsksToRunAgainKeepsAKeyWhoseRecordWasDeletedFromOutsid
 // as while its workloads are still going away, until the returned flag is
 // set; every other pass succeeds.
 func (f *fixture) deletionPassesAskToRunAgain(name string) *atomic.Bool {
-	var gone atomic.Bool
-	f.inner.setHook(func(_ context.Context, n string, c call) (reconcile.Result, error) {
-		if n == name && c.state.Deleting && !gone.Load() {
-			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
-		}
-		return reconcile.Result{}, nil
-	})
-	return &gone
+	return f.passesAskToRunAgain(name, 200*time.Millisecond, func(s claimmw.State) bool { return s.Deleting })
 }
 
 // A deletion pass given no record decides from the condition whether the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -881,4 +882,48 @@ func (f *fixture) lastCall(t *testing.T, name string, match func(call) bool) cal
 	}
 	t.Fatalf("no matching inner call of %s among %d", name, len(calls))
 	return call{}
+}
+
+// errNotStopped is what a told pass returns while the workloads it stops
+// are still running.
+var errNotStopped = errors.New("workloads not stopped yet")
+
+// passesAskToRunAgain makes every pass of name for which when holds return
+// no error and ask to run again after every (its reconciler is not done:
+// workloads still stopping, data still being dropped) until the returned
+// flag is set; every other pass returns a zero Result.
+func (f *fixture) passesAskToRunAgain(name string, every time.Duration, when func(claimmw.State) bool) *atomic.Bool {
+	done := new(atomic.Bool)
+	f.inner.setHook(func(_ context.Context, n string, c call) (reconcile.Result, error) {
+		if n == name && when(c.state) && !done.Load() {
+			return reconcile.Result{RequeueAfter: every}, nil
+		}
+		return reconcile.Result{}, nil
+	})
+	return done
+}
+
+// namesKey reports whether grants name key.
+func namesKey(grants []claimmw.Grant, key string) bool {
+	return slices.ContainsFunc(grants, func(g claimmw.Grant) bool { return g.Key == key })
+}
+
+// failPassesOf makes every pass of name for which fails holds fail while
+// the returned flag is set.
+func (f *fixture) failPassesOf(name string, fails func(claimmw.State) bool) *atomic.Bool {
+	var failing atomic.Bool
+	failing.Store(true)
+	f.inner.setFail(func(n string, c call) error {
+		if n == name && fails(c.state) && failing.Load() {
+			return errNotStopped
+		}
+		return nil
+	})
+	return &failing
+}
+
+// failToldPassesOf makes every pass of name that is told to stop (parked, or
+// giving keys up, or deleting) fail while the returned flag is set.
+func (f *fixture) failToldPassesOf(name string) *atomic.Bool {
+	return f.failPassesOf(name, func(s claimmw.State) bool { return !s.Granted || len(s.Releasing) > 0 })
 }

@@ -159,12 +159,7 @@ func TestAKeyAGrantedPassGivesUpIsNotReleasedWhileThatPassAsksToRunAgain(t *test
 	// And alpha's passes told to give k up are not done with it yet (its
 	// data of k is still being dropped): they return no error and ask to
 	// run again
-	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		if name == "alpha" && slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "k" }) {
-			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
-		}
-		return reconcile.Result{}, nil
-	})
+	gaveUp := f.passesAskToRunAgain("alpha", 500*time.Millisecond, func(s claimmw.State) bool { return namesKey(s.Releasing, "k") })
 	// When alpha moves to the free key m
 	f.setKeys(t, "alpha", "m")
 	f.waitForInnerCall(t, "alpha", "a pass told to give k up", func(s claimmw.State) bool { return len(s.Releasing) > 0 })
@@ -172,7 +167,7 @@ func TestAKeyAGrantedPassGivesUpIsNotReleasedWhileThatPassAsksToRunAgain(t *test
 	// to run again
 	f.neverClaimed(t, "bravo", 3*time.Second)
 	// And once one returns a zero Result, bravo gets k
-	f.inner.setHook(nil)
+	gaveUp.Store(true)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
 
@@ -188,19 +183,12 @@ func TestAKeyAnObjectStoppedNamingIsNotGrantedToAWaiterWhileItsPassesForTheNewKe
 	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	// And alpha's passes that do not grant it k are not done stopping its
 	// workloads of k yet: they return no error and ask to run again
-	var stopped atomic.Bool
-	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		grantsK := c.state.Granted && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == "k" })
-		if name == "alpha" && !grantsK && !stopped.Load() {
-			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
-		}
-		return reconcile.Result{}, nil
-	})
+	stopped := f.passesAskToRunAgain("alpha", 200*time.Millisecond, func(s claimmw.State) bool { return !s.Granted || !namesKey(s.Grants, "k") })
 	// When alpha moves to the free key m, and once a pass of alpha was told
 	// to give k up, a person deletes k's record
 	f.setKeys(t, "alpha", "m")
 	f.waitForInnerCall(t, "alpha", "a pass told to give k up", func(s claimmw.State) bool {
-		return slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "k" })
+		return namesKey(s.Releasing, "k")
 	})
 	f.deleteLease(t, "k")
 	// Then bravo is not granted k while alpha's passes for m ask to run
@@ -232,14 +220,14 @@ func aKeptKeyIsNotGrantedWhileThePassToldToReleaseItAsksToRunAgain(t *testing.T,
 	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
 		switch name {
 		case "x":
-			if slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+			if namesKey(c.state.Releasing, "a") {
 				told.Store(true)
 			}
 			if told.Load() && !stopped.Load() {
 				return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 			}
 		case "w":
-			if c.state.Granted && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+			if c.state.Granted && namesKey(c.state.Grants, "a") {
 				wActed.Store(true)
 			}
 		}
@@ -249,7 +237,7 @@ func aKeptKeyIsNotGrantedWhileThePassToldToReleaseItAsksToRunAgain(t *testing.T,
 	// person deletes a's record
 	f.setKeys(t, "x", newKeys...)
 	f.waitForInnerCall(t, "x", "a pass told to release a", func(s claimmw.State) bool {
-		return slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" })
+		return namesKey(s.Releasing, "a")
 	})
 	f.deleteLease(t, "a")
 	// Then w does not act for a while x's passes ask to run again
@@ -290,7 +278,7 @@ func TestAKeyAParkedObjectKeptIsReleasedWhenItStopsNamingItWhileItsStatusWritesA
 	eventually(t, wakeWithin, func() (bool, string) { return !f.leaseExists(t, "a"), "a is still held by x" })
 	// And x was never told to release it while its condition said it acts for nothing
 	for _, c := range f.inner.callsOf("x") {
-		if slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+		if namesKey(c.state.Releasing, "a") {
 			t.Errorf("x was told to release a while its condition, which it could not write, said it acts for nothing: %+v", f.claimed(t, "x"))
 		}
 	}
@@ -307,16 +295,11 @@ func TestAnObjectToldToReleaseARecordItKeptDoesNotKeepAFreeKeyItNeverNamedFromIt
 	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
 	f.parksKeepingItsFirstKey(t, "x", "a", "j")
 	// And x's passes told to release a ask to run again
-	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		if name == "x" && slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" }) {
-			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
-		}
-		return reconcile.Result{}, nil
-	})
+	f.passesAskToRunAgain("x", 200*time.Millisecond, func(s claimmw.State) bool { return namesKey(s.Releasing, "a") })
 	// When x stops naming a, and a pass of x was told to release it
 	f.setKeys(t, "x", "j")
 	f.waitForInnerCall(t, "x", "a pass told to release a", func(s claimmw.State) bool {
-		return slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" })
+		return namesKey(s.Releasing, "a")
 	})
 	// Then v, naming the free key b that x never named, holds it at once
 	f.createWidget(t, "v", "b")
