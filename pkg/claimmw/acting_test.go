@@ -1234,10 +1234,7 @@ func TestAWaiterForAPredecessorIsWokenWhenThePredecessorStopsByAGrantedPassForIt
 		time.Sleep(2 * time.Second)
 	})
 	f.deleteWidgetAsync(t, "charlie")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		c := f.claimed(t, "papa")
-		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("papa: %+v", c)
-	})
+	f.waitForReason(t, "papa", conditions.ReasonClaimed, 10*time.Second)
 	if !failing.Load() {
 		t.Fatal("papa's told passes were let succeed")
 	}
