@@ -135,3 +135,37 @@ func TestAThirtyThirdKeyAddedByEditWritesNoRecord(t *testing.T) {
 		t.Errorf("condition message is %d bytes", len(cond.Message))
 	}
 }
+
+func TestManyLongKeysStillGiveAConditionTheServerAccepts(t *testing.T) {
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithMaxKeys(40)}})
+	// Given an object naming 40 keys of 1,000 bytes (40 KB of keys, more
+	// than a condition message may hold)
+	keys := make([]string, 40)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%03d-%s", i, strings.Repeat("k", 996))
+	}
+	f.createWidget(t, "x", keys...)
+	// Then it is Claimed, with a bounded message that counts what it left out
+	cond := f.waitForReason(t, "x", conditions.ReasonClaimed, 20*time.Second)
+	if len(cond.Message) > conditions.MaxMessageLength {
+		t.Errorf("message is %d bytes, want at most %d", len(cond.Message), conditions.MaxMessageLength)
+	}
+	mustContain(t, "x's message", cond.Message, "and 35 more")
+}
+
+func TestAnObjectNamingTooManyKeysIsInvalidAndWritesNoRecord(t *testing.T) {
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithMaxKeys(3)}})
+	// Given a limit of 3 keys, when an object names 4
+	f.createWidget(t, "x", "a", "b", "c", "d")
+	// Then it is InvalidKey, saying why, and no record exists for any key
+	cond := f.waitForReason(t, "x", conditions.ReasonInvalidKey, 10*time.Second)
+	mustContain(t, "x's message", cond.Message, "names 4 keys, at most 3")
+	for _, k := range []string{"a", "b", "c", "d"} {
+		if f.leaseExists(t, k) {
+			t.Errorf("a Lease exists for %q", k)
+		}
+	}
+	// When it names 3, then it holds them
+	f.setKeys(t, "x", "a", "b", "c")
+	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+}

@@ -1,123 +1,200 @@
-package claimmw
+package claimmw_test
+
+// What a tenant is shown of others and of the operator, end to end: events
+// and conditions name no object of another namespace, an API error of the
+// keys function is shown only by its class, and no condition, event or log
+// line echoes a key's credentials. The pure redaction rules are pinned in
+// disclose_internal_test.go.
 
 import (
-	"errors"
+	"context"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ocf-claim/claim/pkg/claim"
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
-func TestRedactNamesOnlyObjectsOfTheSameNamespace(t *testing.T) {
-	self := claim.Holder{Kind: "Database", Namespace: "tenant-a", Name: "orders", UID: "u1"}
-	neighbour := claim.Holder{Kind: "Database", Namespace: "tenant-a", Name: "billing", UID: "u2"}
-	stranger := claim.Holder{Kind: "Database", Namespace: "tenant-b", Name: "secret-project", UID: "u3"}
-	foreign := claim.Record{Ref: types.NamespacedName{Namespace: "operator-system", Name: "claim-abc"}}
-	for _, tc := range []struct {
-		name      string
-		o         claim.Outcome
-		hides     string // must not appear under DiscloseSameNamespace
-		shows     string // must appear under DiscloseSameNamespace
-		unchanged bool
-	}{
-		{name: "given a holder in the same namespace then it is named", o: claim.Outcome{Reason: claim.ReasonHeldElsewhere, Key: "k", Holder: neighbour}, unchanged: true},
-		{name: "given a holder in another namespace then it is not named", o: claim.Outcome{Reason: claim.ReasonHeldElsewhere, Key: "k", Holder: stranger}, hides: "tenant-b", shows: "outside this namespace"},
-		{name: "given an older sibling in another namespace then it is not named", o: claim.Outcome{Reason: claim.ReasonNotFirst, Key: "k", Other: stranger}, hides: "secret-project", shows: "goes first"},
-		{name: "given a previous holder in another namespace then it is not named", o: claim.Outcome{Reason: claim.ReasonWaitingForHandover, Key: "k", Previous: stranger}, hides: "tenant-b", shows: "hand over"},
-		{name: "given a takeover from another namespace then the event does not name it", o: claim.Outcome{Reason: claim.ReasonTakenOver, Key: "k", Holder: self, Previous: stranger}, hides: "secret-project", shows: "gone"},
-		{name: "given a foreign record then the claim namespace is not named", o: claim.Outcome{Reason: claim.ReasonForeign, Key: "k", Record: foreign}, hides: "operator-system", shows: "did not write"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.o.Message = claim.DefaultMessage(tc.o)
-			// When the outcome is shown with every disclosure
-			all := redact(DiscloseAll, tc.o, self)
-			same := redact(DiscloseSameNamespace, tc.o, self)
-			// Then DiscloseAll shows the protocol's message, and the default hides what it must
-			if all.Message != tc.o.Message {
-				t.Errorf("DiscloseAll changed the message to %q", all.Message)
-			}
-			if tc.unchanged && same.Message != tc.o.Message {
-				t.Errorf("same-namespace message changed to %q", same.Message)
-			}
-			if tc.hides != "" && (strings.Contains(same.Message, tc.hides) || !strings.Contains(same.Message, tc.shows)) {
-				t.Errorf("message %q: want it without %q and with %q", same.Message, tc.hides, tc.shows)
-			}
-			if same.Reason != tc.o.Reason || same.Holder != tc.o.Holder {
-				t.Errorf("redact changed the decision: %+v", same)
-			}
-		})
+// noteRecorder keeps the note of every event, by the name of the object it
+// regards.
+type noteRecorder struct {
+	mu    sync.Mutex
+	notes map[string][]string
+}
+
+func (r *noteRecorder) Eventf(regarding runtime.Object, _ runtime.Object, _, reason, _, note string, args ...interface{}) {
+	obj, ok := regarding.(client.Object)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.notes == nil {
+		r.notes = map[string][]string{}
+	}
+	r.notes[obj.GetName()] = append(r.notes[obj.GetName()], reason+": "+fmt.Sprintf(note, args...))
+}
+
+func (r *noteRecorder) of(name string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.notes[name]...)
+}
+
+// TestHandoverEventsDoNotNameASuccessorInAnotherNamespace: under the
+// default disclosure (DiscloseSameNamespace) the events of an object name
+// another object only when it is in the object's own namespace. A holder
+// that hands its key over to an object of another tenant learns from its
+// conditions only that the key is held "outside this namespace"; its
+// handover events must not tell it that tenant's namespace and name.
+func TestHandoverEventsDoNotNameASuccessorInAnotherNamespace(t *testing.T) {
+	rec := &noteRecorder{}
+	var successorNS string
+	// The operator decides to hand over only at the test's "When": a pass of
+	// the holder woken by the successor's first write would otherwise hand
+	// over before the successor is seen waiting.
+	var handing atomic.Bool
+	handToOther := func(_ context.Context, obj client.Object, _ string) (client.ObjectKey, bool, error) {
+		if obj.GetName() != "holder" || !handing.Load() {
+			return client.ObjectKey{}, false, nil
+		}
+		return client.ObjectKey{Namespace: successorNS, Name: "secret-project-successor"}, true, nil
+	}
+	r := startTenantRig(t, true, nil, claimmw.WithHandover(handToOther), claimmw.WithEventRecorder(rec))
+	successorNS = r.b
+	ctx := context.Background()
+	dc := direct(t)
+	// Given a holder in namespace a holds k. The rig watches Widgets in
+	// every namespace, and other tests leave Widgets naming "k" behind
+	// (envtest removes no namespace): the key is this test's own.
+	const k = "handed-over-key"
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: "holder"}, Spec: testcrd.WidgetSpec{Keys: []string{k}}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitReason(t, r.a, "holder", conditions.ReasonClaimed)
+	// And an object of another tenant, in namespace b, waits for k
+	if err := dc.Create(ctx, &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.b, Name: "secret-project-successor"}, Spec: testcrd.WidgetSpec{Keys: []string{k}}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitReason(t, r.b, "secret-project-successor", conditions.ReasonParked)
+	// When the operator hands k over to it on the holder's next pass
+	h := &testcrd.Widget{}
+	if err := dc.Get(ctx, client.ObjectKey{Namespace: r.a, Name: "holder"}, h); err != nil {
+		t.Fatal(err)
+	}
+	handing.Store(true)
+	h.Labels = map[string]string{"touched": "1"}
+	if err := dc.Update(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	r.waitReason(t, r.b, "secret-project-successor", conditions.ReasonClaimed)
+	eventually(t, 20*time.Second, func() (bool, string) {
+		return len(rec.of("holder")) >= 2, fmt.Sprintf("holder's events: %q", rec.of("holder"))
+	})
+	// Then the holder's condition does not name the successor
+	if c := r.claimedIn(t, r.a, "holder"); strings.Contains(c.Message, r.b) || strings.Contains(c.Message, "secret-project") {
+		t.Errorf("holder's condition names the other tenant's object: %s", c.Message)
+	}
+	// And neither do its events
+	for _, note := range rec.of("holder") {
+		if strings.Contains(note, r.b) || strings.Contains(note, "secret-project") {
+			t.Errorf("holder's event names the other tenant's object: %s", note)
+		}
 	}
 }
 
-// Under DiscloseNone a condition names no other object, in the object's
-// namespace or another, and says the same whichever object it is about: a
-// waiter's condition does not change when the key changes hands.
-func TestDiscloseNoneNamesNoOtherObjectAndSaysTheSameWhicheverItIs(t *testing.T) {
-	self := claim.Holder{Kind: "Database", Namespace: "tenant-a", Name: "orders", UID: "u1"}
-	others := []claim.Holder{
-		{Kind: "Database", Namespace: "tenant-a", Name: "billing", UID: "u2", Created: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
-		{Kind: "Schema", Namespace: "tenant-b", Name: "secret-project", UID: "u3", Created: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)},
+// Under the default DiscloseSameNamespace a claim error is shown "only by
+// the class of the API error", never the raw server error that names the
+// operator's ServiceAccount and the claim namespace. A keys function takes a
+// context because it may read the API (resolve a reference to a Secret, a
+// Service); when that read fails, the tenant sees only the class of the API
+// error, not the operator's ServiceAccount or its namespace, and a transient
+// API error is not presented as the tenant's fault (InvalidKey, "fix the
+// spec").
+func TestAnAPIErrorOfTheKeysFunctionIsNotDisclosedRaw(t *testing.T) {
+	const sa = "system:serviceaccount:operator-system:claims-operator"
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: sa}
+	operator, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name string
-		of   func(other claim.Holder) claim.Outcome
-	}{
-		{"held by another", func(o claim.Holder) claim.Outcome {
-			return claim.Outcome{Reason: claim.ReasonHeldElsewhere, Key: "k", Holder: o}
-		}},
-		{"an older object goes first", func(o claim.Holder) claim.Outcome {
-			return claim.Outcome{Reason: claim.ReasonNotFirst, Key: "k", Other: o}
-		}},
-		{"waiting for a handover", func(o claim.Holder) claim.Outcome {
-			return claim.Outcome{Reason: claim.ReasonWaitingForHandover, Key: "k", Previous: o}
-		}},
-		{"taken over", func(o claim.Holder) claim.Outcome {
-			return claim.Outcome{Reason: claim.ReasonTakenOver, Key: "k", Holder: self, Previous: o}
-		}},
-		{"a foreign record", func(o claim.Holder) claim.Outcome {
-			return claim.Outcome{Reason: claim.ReasonForeign, Key: "k", Record: claim.Record{Ref: types.NamespacedName{Namespace: o.Namespace, Name: "claim-abc"}}}
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var shown []string
-			for _, other := range others {
-				o := tc.of(other)
-				o.Message = claim.DefaultMessage(o)
-				// When the outcome about other is shown under DiscloseNone
-				got := redact(DiscloseNone, o, self)
-				// Then it names neither other's namespace nor its name nor
-				// its kind, and the decision is the same
-				for _, hidden := range []string{other.Namespace, other.Name, other.Kind} {
-					if strings.Contains(got.Message, hidden) {
-						t.Errorf("message %q names %q", got.Message, hidden)
-					}
-				}
-				if got.Reason != o.Reason || got.Holder != o.Holder || !strings.Contains(got.Message, `"k"`) {
-					t.Errorf("redact changed the decision or lost the key: %+v", got)
-				}
-				shown = append(shown, got.Message)
+	var claimNS string
+	// Given a keys function that resolves each key through a ConfigMap in the
+	// operator's namespace, read with the operator's identity
+	keys := claimmw.WithKeys(func(ctx context.Context, obj client.Object) ([]string, error) {
+		w := obj.(*testcrd.Widget)
+		var out []string
+		for _, k := range w.Spec.Keys {
+			cm := &corev1.ConfigMap{}
+			if err := operator.Get(ctx, client.ObjectKey{Namespace: claimNS, Name: "ref-" + k}, cm); err != nil {
+				return nil, fmt.Errorf("resolving %q: %w", k, err)
 			}
-			// And it says the same whichever object it is about
-			if shown[0] != shown[1] {
-				t.Errorf("messages differ with the other object: %q, %q", shown[0], shown[1])
-			}
-		})
+			out = append(out, cm.Data["key"])
+		}
+		return out, nil
+	})
+	f := start(t, setup{opts: []claimmw.Option{keys}})
+	claimNS = f.ns
+	// When the read is refused by the API server (a fault of the operator's
+	// or the API server's, not of the spec: ClaimError, retried)
+	f.createWidget(t, "w", "db")
+	var cond = f.waitForReason(t, "w", conditions.ReasonClaimError, 20*time.Second)
+	// Then the condition the tenant reads names neither the ServiceAccount nor the namespace of the operator
+	if strings.Contains(cond.Message, "serviceaccount") || strings.Contains(cond.Message, "forbidden") {
+		t.Errorf("condition %s discloses the raw API error: %q", cond.Reason, cond.Message)
 	}
 }
 
-func TestErrorMessagesKeepTheOperatorsSideToItsLog(t *testing.T) {
-	err := apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "claim-1",
-		errors.New(`User "system:serviceaccount:operator-system:operator" cannot get resource "leases" in the namespace "operator-system"`))
-	msg := errorMessage(DiscloseSameNamespace, err)
-	if strings.Contains(msg, "operator-system") || !strings.Contains(msg, "Forbidden") {
-		t.Errorf("message %q: want the class (Forbidden) without the identity or namespace", msg)
+// "No condition/event/log line echoes a raw key with credentials". A
+// Config.Normalize that refuses a key the ordinary Go way,
+// fmt.Errorf("...%q", key), has its error wrapped by NormalizeKey and shown
+// in the InvalidKey condition: the user info is redacted there too, not only
+// in ValidateKey's own errors, so the key's password never reaches the
+// tenant-readable status.
+func TestANormalizerErrorDoesNotEchoCredentials(t *testing.T) {
+	cfg := claim.Config{Normalize: func(key string) (string, error) {
+		if strings.Contains(key, "@") {
+			return "", fmt.Errorf("key %q names a backend this operator does not know", key)
+		}
+		return key, nil
+	}}
+	f := start(t, setup{claimCfg: &cfg})
+	// Given a tenant whose spec names a reference with credentials the key normalizer refuses
+	f.createWidget(t, "w", "postgres://app:hunter2@db.data.svc:5432/app")
+	// When the middleware judges it
+	cond := f.waitForReason(t, "w", conditions.ReasonInvalidKey, 20*time.Second)
+	// Then the InvalidKey condition does not echo the password
+	if strings.Contains(cond.Message, "hunter2") {
+		t.Errorf("InvalidKey condition echoes the password: %q", cond.Message)
 	}
-	if msg := errorMessage(DiscloseAll, err); !strings.Contains(msg, "operator-system") {
-		t.Errorf("DiscloseAll message %q: want the whole error", msg)
+}
+
+// TestAPasswordWithASlashIsRefusedEndToEnd: a key normalizer that forgot to
+// strip credentials is caught by ValidateKey, as the docs promise ("keys
+// carrying URL user info are refused"), even when the password holds '/'
+// (pkg/claim pins ValidateKey alone): the key is never granted, written in
+// clear to the Lease, or quoted in the Claimed condition.
+func TestAPasswordWithASlashIsRefusedEndToEnd(t *testing.T) {
+	f := start(t, setup{})
+	// Given a tenant whose spec names a URL with user info whose password holds '/'
+	f.createWidget(t, "w", "postgres://app:hunter2/x@db.data.svc:5432/app")
+	// When the middleware judges it
+	// Then it is InvalidKey, and the condition does not echo the password
+	cond := f.waitForReason(t, "w", conditions.ReasonInvalidKey, 20*time.Second)
+	if strings.Contains(cond.Message, "hunter2") {
+		t.Errorf("condition echoes the password: %q", cond.Message)
 	}
 }

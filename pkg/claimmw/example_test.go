@@ -33,6 +33,12 @@ import (
 // writes to. A real operator normalizes it (see the camundacluster example).
 func storageKey(cc *v1alpha1.CamundaCluster) string { return cc.Spec.SecondaryStorage }
 
+// storageKeys is the keys function of a CamundaCluster: its one key,
+// storageKey. ExampleWrap writes it out.
+func storageKeys(_ context.Context, obj client.Object) ([]string, error) {
+	return []string{storageKey(obj.(*v1alpha1.CamundaCluster))}, nil
+}
+
 // Wrap the reconciler you already have and register the middleware with the
 // manager in its place, with one setup call: it adds the watches the claims
 // need (the Leases, objects being deleted) to your builder. Watching pods
@@ -205,9 +211,7 @@ func ExampleGrantsFrom() {
 			claim.WithBackend(store.Backend),
 			claim.WithLiveness(store), // every holder alive until store.Kill
 		),
-		claimmw.WithKeys(func(ctx context.Context, obj client.Object) ([]string, error) {
-			return []string{storageKey(obj.(*v1alpha1.CamundaCluster))}, nil
-		}),
+		claimmw.WithKeys(storageKeys),
 		claimmw.WithMetrics(false),
 	)
 	if err != nil {
@@ -282,9 +286,7 @@ func ExampleFencedClient() {
 			claim.WithBackend(store.Backend),
 			claim.WithLiveness(store),
 		),
-		claimmw.WithKeys(func(ctx context.Context, obj client.Object) ([]string, error) {
-			return []string{storageKey(obj.(*v1alpha1.CamundaCluster))}, nil
-		}),
+		claimmw.WithKeys(storageKeys),
 		claimmw.WithMetrics(false),
 	)
 	if err != nil {
@@ -317,9 +319,7 @@ func ExampleWithHandover() {
 		claimmw.FromManager(mgr),
 		claimmw.For(&v1alpha1.CamundaCluster{}),
 		claimmw.WithClaim(claim.Config{Namespace: "camunda-system"}),
-		claimmw.WithKeys(func(ctx context.Context, obj client.Object) ([]string, error) {
-			return []string{storageKey(obj.(*v1alpha1.CamundaCluster))}, nil
-		}),
+		claimmw.WithKeys(storageKeys),
 		claimmw.WithHandover(func(ctx context.Context, obj client.Object, key string) (client.ObjectKey, bool, error) {
 			cc := obj.(*v1alpha1.CamundaCluster)
 			if cc.Spec.HandoverTo == "" {
@@ -351,9 +351,7 @@ func ExampleWithRenewal() {
 	mw, err := claimmw.Wrap(&ClusterReconciler{Client: mgr.GetClient()},
 		claimmw.FromManager(mgr),
 		claimmw.For(&v1alpha1.CamundaCluster{}),
-		claimmw.WithKeys(func(ctx context.Context, obj client.Object) ([]string, error) {
-			return []string{storageKey(obj.(*v1alpha1.CamundaCluster))}, nil
-		}),
+		claimmw.WithKeys(storageKeys),
 		claimmw.WithClaim(cfg, claim.WithLiveness(exp)),
 		claimmw.WithRenewal(expiry.KeeperConfig{Duration: 30 * time.Second, RenewEvery: 5 * time.Second, RenewDeadline: 20 * time.Second, Clock: clk}),
 	)

@@ -299,14 +299,7 @@ func (f *fixture) handsOverAndPrepares(t *testing.T, holder, key, successor stri
 // requeued in an hour) until the returned flag is set: its reconciler has
 // moved them.
 func (f *fixture) holdHandedOverWorkloads(name string) *atomic.Bool {
-	moved := new(atomic.Bool)
-	f.inner.setHook(func(_ context.Context, n string, c call) (reconcile.Result, error) {
-		if n == name && len(c.state.Handovers) > 0 && !moved.Load() {
-			return reconcile.Result{RequeueAfter: time.Hour}, nil
-		}
-		return reconcile.Result{}, nil
-	})
-	return moved
+	return f.passesAskToRunAgain(name, time.Hour, func(s claimmw.State) bool { return len(s.Handovers) > 0 })
 }
 
 func TestASuccessorThatGetsOneKeyByHandoverAndThenWaitsForAnotherHandedToItGetsItWithoutARequeue(t *testing.T) {

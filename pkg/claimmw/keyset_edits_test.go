@@ -2,6 +2,7 @@ package claimmw_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -159,12 +160,7 @@ func TestAKeyAGrantedPassGivesUpIsNotReleasedWhileThatPassAsksToRunAgain(t *test
 	// And alpha's passes told to give k up are not done with it yet (its
 	// data of k is still being dropped): they return no error and ask to
 	// run again
-	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		if name == "alpha" && slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "k" }) {
-			return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
-		}
-		return reconcile.Result{}, nil
-	})
+	gaveUp := f.passesAskToRunAgain("alpha", 500*time.Millisecond, func(s claimmw.State) bool { return namesKey(s.Releasing, "k") })
 	// When alpha moves to the free key m
 	f.setKeys(t, "alpha", "m")
 	f.waitForInnerCall(t, "alpha", "a pass told to give k up", func(s claimmw.State) bool { return len(s.Releasing) > 0 })
@@ -172,7 +168,7 @@ func TestAKeyAGrantedPassGivesUpIsNotReleasedWhileThatPassAsksToRunAgain(t *test
 	// to run again
 	f.neverClaimed(t, "bravo", 3*time.Second)
 	// And once one returns a zero Result, bravo gets k
-	f.inner.setHook(nil)
+	gaveUp.Store(true)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
 
@@ -188,19 +184,12 @@ func TestAKeyAnObjectStoppedNamingIsNotGrantedToAWaiterWhileItsPassesForTheNewKe
 	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	// And alpha's passes that do not grant it k are not done stopping its
 	// workloads of k yet: they return no error and ask to run again
-	var stopped atomic.Bool
-	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		grantsK := c.state.Granted && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == "k" })
-		if name == "alpha" && !grantsK && !stopped.Load() {
-			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
-		}
-		return reconcile.Result{}, nil
-	})
+	stopped := f.passesAskToRunAgain("alpha", 200*time.Millisecond, func(s claimmw.State) bool { return !s.Granted || !namesKey(s.Grants, "k") })
 	// When alpha moves to the free key m, and once a pass of alpha was told
 	// to give k up, a person deletes k's record
 	f.setKeys(t, "alpha", "m")
 	f.waitForInnerCall(t, "alpha", "a pass told to give k up", func(s claimmw.State) bool {
-		return slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "k" })
+		return namesKey(s.Releasing, "k")
 	})
 	f.deleteLease(t, "k")
 	// Then bravo is not granted k while alpha's passes for m ask to run
@@ -232,14 +221,14 @@ func aKeptKeyIsNotGrantedWhileThePassToldToReleaseItAsksToRunAgain(t *testing.T,
 	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
 		switch name {
 		case "x":
-			if slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+			if namesKey(c.state.Releasing, "a") {
 				told.Store(true)
 			}
 			if told.Load() && !stopped.Load() {
 				return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 			}
 		case "w":
-			if c.state.Granted && slices.ContainsFunc(c.state.Grants, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+			if c.state.Granted && namesKey(c.state.Grants, "a") {
 				wActed.Store(true)
 			}
 		}
@@ -249,7 +238,7 @@ func aKeptKeyIsNotGrantedWhileThePassToldToReleaseItAsksToRunAgain(t *testing.T,
 	// person deletes a's record
 	f.setKeys(t, "x", newKeys...)
 	f.waitForInnerCall(t, "x", "a pass told to release a", func(s claimmw.State) bool {
-		return slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" })
+		return namesKey(s.Releasing, "a")
 	})
 	f.deleteLease(t, "a")
 	// Then w does not act for a while x's passes ask to run again
@@ -290,7 +279,7 @@ func TestAKeyAParkedObjectKeptIsReleasedWhenItStopsNamingItWhileItsStatusWritesA
 	eventually(t, wakeWithin, func() (bool, string) { return !f.leaseExists(t, "a"), "a is still held by x" })
 	// And x was never told to release it while its condition said it acts for nothing
 	for _, c := range f.inner.callsOf("x") {
-		if slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" }) {
+		if namesKey(c.state.Releasing, "a") {
 			t.Errorf("x was told to release a while its condition, which it could not write, said it acts for nothing: %+v", f.claimed(t, "x"))
 		}
 	}
@@ -351,16 +340,11 @@ func TestAnObjectToldToReleaseARecordItKeptDoesNotKeepAFreeKeyItNeverNamedFromIt
 	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
 	f.parksKeepingItsFirstKey(t, "x", "a", "j")
 	// And x's passes told to release a ask to run again
-	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
-		if name == "x" && slices.ContainsFunc(c.state.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" }) {
-			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
-		}
-		return reconcile.Result{}, nil
-	})
+	f.passesAskToRunAgain("x", 200*time.Millisecond, func(s claimmw.State) bool { return namesKey(s.Releasing, "a") })
 	// When x stops naming a, and a pass of x was told to release it
 	f.setKeys(t, "x", "j")
 	f.waitForInnerCall(t, "x", "a pass told to release a", func(s claimmw.State) bool {
-		return slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "a" })
+		return namesKey(s.Releasing, "a")
 	})
 	// Then v, naming the free key b that x never named, holds it at once
 	f.createWidget(t, "v", "b")
@@ -434,4 +418,85 @@ func TestAnObjectThatStopsNamingAKeyItActsForIsToldBeforeItsReleaseWhileItsStatu
 		return told.Load(), "x was never told to release a"
 	})
 	eventually(t, wakeWithin, func() (bool, string) { return !f.leaseExists(t, "a"), "a is still held by x after its told pass" })
+}
+
+// xAndYHold creates Widgets x naming xKey and y naming yKey, both at once,
+// and waits until both hold their key.
+func (f *fixture) xAndYHold(t *testing.T, xKey, yKey string) {
+	t.Helper()
+	f.createWidget(t, "x", xKey)
+	f.createWidget(t, "y", yKey)
+	f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	f.waitForReason(t, "y", conditions.ReasonClaimed, 10*time.Second)
+}
+
+func TestSwappingKeysBetweenTwoHoldersConverges(t *testing.T) {
+	f := start(t, setup{})
+	// Given x holds A and y holds B
+	f.xAndYHold(t, "A", "B")
+	// When x is edited to name B and y to name A
+	f.setKeys(t, "x", "B")
+	f.setKeys(t, "y", "A")
+	// Then both end up Claimed on their new keys, without any requeue (the
+	// fixture's requeues are an hour)
+	for name, key := range map[string]string{"x": "B", "y": "A"} {
+		eventually(t, 10*time.Second, func() (bool, string) {
+			c := f.claimed(t, name)
+			return c.Reason == string(conditions.ReasonClaimed) && strings.Contains(c.Message, `"`+key+`"`),
+				fmt.Sprintf("%s: %s %s", name, c.Reason, c.Message)
+		})
+	}
+}
+
+func TestGrowingTheKeySetWhileAnotherHoldsTheNewSmallerKeyGivesTheLargerOneUp(t *testing.T) {
+	f := start(t, setup{})
+	// Given x holds B and y holds A
+	f.xAndYHold(t, "B", "A")
+	// When both are edited to name A and B (x would hold B and wait for A,
+	// y hold A and wait for B: a deadlock with sorted acquisition alone)
+	f.setKeys(t, "x", "A", "B")
+	f.setKeys(t, "y", "A", "B")
+	// Then one of them holds both keys, and the other waits holding none,
+	// each condition computed for the object's latest spec
+	eventually(t, 10*time.Second, func() (bool, string) {
+		x, errx := f.widget(t, "x")
+		y, erry := f.widget(t, "y")
+		if errx != nil || erry != nil {
+			return false, fmt.Sprintf("reading widgets: %v %v", errx, erry)
+		}
+		cx, cy := f.claimed(t, "x"), f.claimed(t, "y")
+		current := cx.ObservedGeneration == x.Generation && cy.ObservedGeneration == y.Generation
+		return current && (cx.Status == "True") != (cy.Status == "True"),
+			fmt.Sprintf("x (gen %d): %s %s; y (gen %d): %s %s", x.Generation, cx.Reason, cx.Message, y.Generation, cy.Reason, cy.Message)
+	})
+	holder := "x"
+	if f.claimed(t, "y").Status == "True" {
+		holder = "y"
+	}
+	for _, k := range []string{"A", "B"} {
+		rec, err := f.mw.Claimer().Current(context.Background(), k)
+		if err != nil || rec.Holder.Name != holder {
+			t.Errorf("record of %s names %s (%v), want %s", k, rec.Holder.Name, err, holder)
+		}
+	}
+}
+
+func TestAKeyAcquiredInAPassThatFailedIsReleasedOnceNoLongerNamed(t *testing.T) {
+	f := start(t, setup{})
+	// Given x holds A, with a successful pass
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "A")
+	// And x then names A and B, but its inner passes fail
+	f.inner.setFail(func(name string, c call) error {
+		if name == "x" && len(c.state.Grants) == 2 {
+			return errors.New("injected: inner pass failed")
+		}
+		return nil
+	})
+	f.setKeys(t, "x", "A", "B")
+	eventually(t, 10*time.Second, func() (bool, string) { return f.leaseExists(t, "B"), "Lease of B missing" })
+	// When x goes back to naming only A (the set its last successful pass kept)
+	f.setKeys(t, "x", "A")
+	// Then B's Lease is released, and y, which names B, gets it
+	eventually(t, 10*time.Second, func() (bool, string) { return !f.leaseExists(t, "B"), "Lease of B still held" })
+	f.createAndWait(t, "y", conditions.ReasonClaimed, "B")
 }

@@ -310,7 +310,7 @@ func aKeyTheGateKeepsCostsNoStatusWritePerPass(t *testing.T, newKeys ...string) 
 	// When x stops naming k, and its pass told to give k up succeeds
 	f.setKeys(t, "x", newKeys...)
 	f.waitForInnerCall(t, "x", "a pass told to give k up", func(s claimmw.State) bool {
-		return slices.ContainsFunc(s.Releasing, func(g claimmw.Grant) bool { return g.Key == "k" })
+		return namesKey(s.Releasing, "k")
 	})
 	time.Sleep(time.Second) // the pass and its writes end
 	if !f.leaseExists(t, "k") {

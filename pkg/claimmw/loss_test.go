@@ -103,3 +103,59 @@ func TestAHolderWhoseRecordIsDeletedWithNoWaiterLearnsIt(t *testing.T) {
 		return f.hasEvent(t, "a", string(claimmw.EventLost)), "no Lost event on a"
 	})
 }
+
+func TestAHolderWhoseRecordIsDeletedFromOutsideStopsClaimingWithinTwoSeconds(t *testing.T) {
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)}})
+	// Given alpha holds k and bravo is parked on it
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
+	// When a person deletes k's Lease (kubectl claims release, a GitOps prune)
+	deleted := time.Now()
+	f.deleteLease(t, "k")
+	// Then within two seconds exactly one of them holds k, and the other's
+	// condition says it does not: never two Claimed=True for one key
+	var holder, other string
+	eventually(t, lossWithin, func() (bool, string) {
+		rec, err := f.mw.Claimer().Current(context.Background(), "k")
+		if err != nil || !rec.Exists {
+			return false, fmt.Sprintf("record of k: exists %t, %v", rec.Exists, err)
+		}
+		holder, other = rec.Holder.Name, "alpha"
+		if holder == "alpha" {
+			other = "bravo"
+		}
+		hc, oc := f.claimed(t, holder), f.claimed(t, other)
+		return hc.Status == "True" && oc.Status == "False",
+			fmt.Sprintf("record names %s; %s: %s/%s, %s: %s/%s", holder, holder, hc.Status, hc.Reason, other, oc.Status, oc.Reason)
+	})
+	t.Logf("%s holds k, %s parked, %s after the deletion", holder, other, time.Since(deleted).Round(time.Millisecond))
+	// And the inner reconciler of the loser last ran parked
+	calls := f.inner.callsOf(other)
+	if len(calls) == 0 || calls[len(calls)-1].state.Granted {
+		t.Errorf("last inner call of %s: %+v, want a parked pass", other, calls[len(calls)-1:])
+	}
+}
+
+func TestAHolderThatLosesItsKeyIsToldByAnEventAndItsInnerPassRunsParked(t *testing.T) {
+	f := start(t, setup{})
+	// Given alpha holds k (skip mode: its inner runs only when it must)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	before := len(f.inner.callsOf("alpha"))
+	// When another replica judging alpha expired takes k over for the
+	// parked object other (a takeover
+	// fenced on the Lease's version, as expiry.Liveness would allow)
+	f.createAndWait(t, "other", conditions.ReasonParked, "k")
+	f.takeOverFor(t, "k", "other")
+	// Then alpha is Parked within two seconds, naming other, which is Claimed
+	cond := f.waitForReason(t, "alpha", conditions.ReasonParked, lossWithin)
+	mustContain(t, "alpha's message", cond.Message, "other")
+	f.waitForReason(t, "other", conditions.ReasonClaimed, lossWithin)
+	// And its inner reconciler ran once more, parked, to stop acting
+	eventually(t, lossWithin, func() (bool, string) {
+		calls := f.inner.callsOf("alpha")
+		if len(calls) <= before {
+			return false, "no inner pass of alpha after the loss"
+		}
+		last := calls[len(calls)-1]
+		return !last.state.Granted && len(last.state.Grants) == 0, fmt.Sprintf("last inner pass of alpha: %+v", last.state)
+	})
+}

@@ -72,3 +72,19 @@ func TestRenewalsKeepAKeyUnderANonIdempotentNormalizer(t *testing.T) {
 		t.Errorf("a: %+v, want Claimed", c)
 	}
 }
+
+func TestANonIdempotentNormalizerIsAppliedOnce(t *testing.T) {
+	tenant := func(k string) (string, error) { return "tenant-a/" + k, nil }
+	f := start(t, setup{claimCfg: &claim.Config{Normalize: tenant}})
+	// Given a key normalizer that prefixes a tenant
+	f.createWidget(t, "x", "orders")
+	// Then x holds tenant-a/orders, recorded under that key only
+	cond := f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	mustContain(t, "x's message", cond.Message, `"tenant-a/orders"`)
+	if !f.leaseExists(t, "tenant-a/orders") {
+		t.Error("no Lease for tenant-a/orders")
+	}
+	if f.leaseExists(t, "tenant-a/tenant-a/orders") {
+		t.Error("a Lease for tenant-a/tenant-a/orders: the key normalizer was applied twice")
+	}
+}

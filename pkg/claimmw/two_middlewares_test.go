@@ -10,17 +10,22 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
 	"github.com/ocf-claim/claim/pkg/conditions"
+	"github.com/ocf-claim/claim/pkg/finalizer"
 )
 
 // xHoldsKThroughStorageAndNetwork starts two middlewares on Widgets,
@@ -402,5 +407,95 @@ func TestTwoOverlappingProcessesWithOtherHolderLabelsStopWritingASteadyRecord(t 
 	}
 	if n := len(versions) - 1; n > 0 {
 		t.Errorf("k's record was written %d times in 3 s while nothing changed; its labels now %v", n, old.leaseOf(t, "k").Labels)
+	}
+}
+
+// TestTwoMiddlewaresOnOneKindNeverReleaseEachOthersRecords runs two
+// middlewares for Widgets in one manager and one namespace, with the same
+// record name prefix: a "storage" claim on spec.keys and a "realm" claim on
+// the same keys with a prefix.
+func TestTwoMiddlewaresOnOneKindNeverReleaseEachOthersRecords(t *testing.T) {
+	ns := env.Namespace(t)
+	mgr := newManager(t, ns, nil)
+	mws := map[string]*claimmw.Middleware{}
+	for _, name := range []string{"storage", "realm"} {
+		keys := func(_ context.Context, obj client.Object) ([]string, error) {
+			var out []string
+			for _, k := range obj.(*testcrd.Widget).Spec.Keys {
+				out = append(out, name+"-"+k)
+			}
+			return out, nil
+		}
+		mw, err := claimmw.Wrap(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+			return reconcile.Result{}, nil
+		}),
+			claimmw.FromManager(mgr),
+			claimmw.For(&testcrd.Widget{}),
+			claimmw.WithName(name),
+			claimmw.WithConditionType(conditions.Type(strings.ToUpper(name[:1])+name[1:]+"Claimed")),
+			claimmw.WithFinalizer(finalizer.Name(backends.Domain+"/release-"+name)),
+			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
+			claimmw.WithKeys(keys),
+			claimmw.WithRequeue(time.Hour, time.Hour),
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).Named(name).For(&testcrd.Widget{})); err != nil {
+			t.Fatal(err)
+		}
+		mws[name] = mw
+	}
+	// Given a third middleware with a name already taken, its setup fails
+	dup, err := claimmw.Wrap(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }),
+		claimmw.FromManager(mgr), claimmw.For(&testcrd.Widget{}), claimmw.WithName("storage"),
+		claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
+		claimmw.WithKeys(specKeys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dup.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).Named("dup").For(&testcrd.Widget{})); err == nil {
+		t.Error("a second middleware named storage for Widgets was set up; want an error naming the clash")
+	}
+	envtest.RunManager(t, mgr)
+	// When a Widget names key k, so it holds storage-k and realm-k
+	w := &testcrd.Widget{}
+	w.Namespace, w.Name, w.Spec.Keys = ns, "w", []string{"k"}
+	if err := direct(t).Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]types.UID{}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		got := &testcrd.Widget{}
+		if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(w), got); err != nil {
+			return false, err.Error()
+		}
+		for _, ct := range []string{"StorageClaimed", "RealmClaimed"} {
+			if !meta.IsStatusConditionTrue(got.Status.Conditions, ct) {
+				return false, fmt.Sprintf("%s not True: %+v", ct, got.Status.Conditions)
+			}
+		}
+		for _, name := range []string{"storage", "realm"} {
+			l := &coordinationv1.Lease{}
+			key := client.ObjectKey{Namespace: ns, Name: mws[name].Claimer().Config().NameFunc(name + "-k")}
+			if err := env.APIReader.Get(context.Background(), key, l); err != nil {
+				return false, fmt.Sprintf("Lease of %s-k: %v", name, err)
+			}
+			uids[name] = l.UID
+		}
+		return true, ""
+	})
+	// Then for a while both Leases stay the same objects: neither
+	// middleware's sweep released the other's record
+	time.Sleep(2 * time.Second)
+	for _, name := range []string{"storage", "realm"} {
+		l := &coordinationv1.Lease{}
+		key := client.ObjectKey{Namespace: ns, Name: mws[name].Claimer().Config().NameFunc(name + "-k")}
+		if err := env.APIReader.Get(context.Background(), key, l); err != nil {
+			t.Fatalf("Lease of %s-k: %v", name, err)
+		}
+		if l.UID != uids[name] {
+			t.Errorf("Lease of %s-k was deleted and re-created (uid %s -> %s)", name, uids[name], l.UID)
+		}
 	}
 }

@@ -13,10 +13,7 @@ import (
 func benchBackend(b *testing.B) (*generation.KubeBackend, *requestLog, string) {
 	ctx := context.Background()
 	ns := env.Namespace(b)
-	c, err := env.NewClient()
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := env.TestClient(b)
 	log := &requestLog{}
 	kb, err := generation.New(counted(c, log), ns)
 	if err != nil {
@@ -98,10 +95,7 @@ func BenchmarkWatchDelivery(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := env.NewClient()
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := env.TestClient(b)
 	watcher, err := generation.New(c, ns)
 	if err != nil {
 		b.Fatal(err)

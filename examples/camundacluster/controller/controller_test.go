@@ -49,11 +49,7 @@ func startOperator(t *testing.T) (ns string, c client.Client) {
 	opts.Cache.ByObject = controller.CacheOptions(ns).ByObject
 	r := &controller.Reconciler{ClaimNamespace: ns, ParkedRequeue: time.Hour, WaitingRequeue: time.Hour}
 	env.StartManager(t, opts, r.SetupWithManager)
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns, c
+	return ns, env.TestClient(t)
 }
 
 // TestDemoScenario plays the steps `make demo` shows: Claimed and Parked,

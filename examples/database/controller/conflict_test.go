@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,10 @@ import (
 	"github.com/ocf-claim/claim/examples/database/controller"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
+
+// Status conflicts: the flush keeps the staged conditions of the types the
+// example owns and takes every other type from the server, so conditions
+// survive 409s and a concurrent writer.
 
 // conflicter makes the first of every two status writes of each Database,
 // per verb, fail with 409 Conflict before it reaches the API server: the
@@ -494,4 +499,40 @@ func waitForGeneration(t *testing.T, c client.Client, ns, name, schema string) {
 		return err == nil && len(stale) == 0,
 			fmt.Sprintf("Database %s/%s at generation %d: %s (error %v)", ns, name, db.Generation, strings.Join(stale, ", "), err)
 	})
+}
+
+// TestMergeUnownedIsOCFsConflictHandling pins the example's flush to ocf's
+// FlushStatus on a 409: the staged conditions of owned types stay, every
+// other type is the server's, absence included.
+func TestMergeUnownedIsOCFsConflictHandling(t *testing.T) {
+	c := func(typ, reason string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason}
+	}
+	owned := []conditions.Type{controller.SchemaReady, controller.ConnectionReady}
+	for _, tc := range []struct {
+		name           string
+		staged, server []metav1.Condition
+		want           []metav1.Condition
+	}{
+		{
+			name:   "given a claim transition then Claimed is the server's and the staged Ready is replaced by the server's older one",
+			staged: []metav1.Condition{c("SchemaReady", "PrerequisiteNotMet"), c("Claimed", "Claimed"), c("Ready", "PrerequisiteNotMet")},
+			server: []metav1.Condition{c("SchemaReady", "Operational"), c("Claimed", "Parked"), c("Ready", "Operational")},
+			want:   []metav1.Condition{c("SchemaReady", "PrerequisiteNotMet"), c("Claimed", "Parked"), c("Ready", "Operational")},
+		},
+		{
+			name:   "given a first write then a staged Ready the server lacks is dropped",
+			staged: []metav1.Condition{c("SchemaReady", "Operational"), c("Ready", "Operational")},
+			server: []metav1.Condition{c("Claimed", "Claimed")},
+			want:   []metav1.Condition{c("SchemaReady", "Operational"), c("Claimed", "Claimed")},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := append([]metav1.Condition(nil), tc.staged...)
+			controller.MergeUnowned(&got, tc.server, owned)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("MergeUnowned (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -83,15 +83,13 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.TestClient(t)
 	f := &fixture{opNS: env.Namespace(t), ns: env.Namespace(t), client: c}
 	inner := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 		f.inner.Add(1)
 		return reconcile.Result{}, nil
 	})
+	var err error
 	if f.r, err = realmclaim.Wrap(inner, f.opNS, c, env.APIReader, claimmw.WithMetrics(false)); err != nil {
 		t.Fatal(err)
 	}
@@ -246,10 +244,7 @@ func TestASteadyPlaneReadsNoWorkload(t *testing.T) {
 	// Given a plane whose API reader counts workload lists
 	f := newFixture(t)
 	var lists atomic.Int32
-	c, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.TestClient(t)
 	counting := interceptor.NewClient(c, interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if _, lease := list.(*coordinationv1.LeaseList); !lease {
@@ -258,6 +253,7 @@ func TestASteadyPlaneReadsNoWorkload(t *testing.T) {
 			return c.List(ctx, list, opts...)
 		},
 	})
+	var err error
 	if f.r, err = realmclaim.Wrap(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 		return reconcile.Result{}, nil
 	}), f.opNS, f.client, counting, claimmw.WithMetrics(false)); err != nil {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/annotation"
 	"github.com/ocf-claim/claim/pkg/backends/backendtest"
@@ -292,22 +293,17 @@ func ignoreConflict(err error) error {
 	return err
 }
 
+// eventually polls try until it is done, for 30 s at the most; an error
+// fails t at once.
 func eventually(t *testing.T, what string, try func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	envtest.EventuallyEvery(t, 30*time.Second, 10*time.Millisecond, func() (bool, string) {
 		ok, err := try()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not done within 30s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return ok, what + ": not done"
+	})
 }
 
 func TestTokenOfOneGrantRisesButStaysBelowTheNextGrant(t *testing.T) {

@@ -119,7 +119,7 @@ func TestAKeeperStopsTheHolderAtItsRenewDeadline(t *testing.T) {
 	var mode atomicMode
 	var failed atomic.Int32
 	release := make(chan struct{})
-	writer, _ := env.NewClient()
+	writer := env.TestClient(t)
 	flaky := interceptor.NewClient(writer, interceptor.Funcs{
 		Update: func(ctx context.Context, w client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			switch mode.get() {

@@ -70,10 +70,7 @@ func newClaimer(t *testing.T, ns string, reader client.Reader, writer client.Cli
 		reader = env.APIReader
 	}
 	if writer == nil {
-		var err error
-		if writer, err = env.NewClient(); err != nil {
-			t.Fatal(err)
-		}
+		writer = env.TestClient(t)
 	}
 	c, err := claim.New(reader, writer, claim.Config{Namespace: ns}, opts...)
 	if err != nil {
@@ -129,7 +126,7 @@ func TestFirstClaimantWinsAndReentryWritesNothing(t *testing.T) {
 	ns := env.Namespace(t)
 	a, b := holder(t, ns, "a"), holder(t, ns, "b")
 	var w writes
-	writer, _ := env.NewClient()
+	writer := env.TestClient(t)
 	c := newClaimer(t, ns, nil, w.wrap(writer))
 
 	// Given a claims the free key
@@ -329,7 +326,7 @@ func TestTwentyClaimantsRaceOneWinner(t *testing.T) {
 	claimers := make([]*claim.Claimer, n)
 	for i := range n {
 		holders[i] = holder(t, ns, fmt.Sprintf("h%02d", i))
-		reader, _ := env.NewClient()
+		reader := env.TestClient(t)
 		claimers[i] = newClaimer(t, ns, reader, nil)
 	}
 	// When 20 claimants with separate clients acquire one key at once
@@ -463,7 +460,7 @@ func TestReleaseOfAChangedLeaseIsAnError(t *testing.T) {
 	acquire(t, base, key, a)
 	// Given a writer that edits the Lease right before each Delete, so the
 	// Delete's precondition no longer holds
-	writer, _ := env.NewClient()
+	writer := env.TestClient(t)
 	racing := interceptor.NewClient(writer, interceptor.Funcs{
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			if err := touchLease(ctx, t, c, base, key); err != nil {
@@ -588,7 +585,7 @@ func TestAMigratedOperatorKeepsItsExistingLeases(t *testing.T) {
 	if err := env.Client.Create(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
-	writer, _ := env.NewClient()
+	writer := env.TestClient(t)
 	c, err := claim.New(env.APIReader, writer, legacy)
 	if err != nil {
 		t.Fatal(err)
@@ -608,7 +605,7 @@ func TestAMigratedOperatorKeepsItsExistingLeases(t *testing.T) {
 }
 
 func TestNewRejectsBadConfiguration(t *testing.T) {
-	writer, _ := env.NewClient()
+	writer := env.TestClient(t)
 	_, err := claim.New(env.APIReader, writer, claim.Config{})
 	if err == nil || !strings.Contains(err.Error(), "Namespace") {
 		t.Fatalf("NewClaimer without namespace: %v, want an error naming Namespace", err)

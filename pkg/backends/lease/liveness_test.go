@@ -101,10 +101,7 @@ func TestAHolderRecordedAtAVersionNoLongerServedIsStillAlive(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	crd := installWidgets(t)
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	w := createAt(t, writer, widgetV1alpha1, ns, "a")
 	a := claim.HolderOf(w)
 	if a.APIVersion != widgetGroup+"/v1alpha1" {
@@ -114,14 +111,8 @@ func TestAHolderRecordedAtAVersionNoLongerServedIsStillAlive(t *testing.T) {
 
 	// Given a contender whose reader has read a at v1alpha1 (it remembers
 	// that version), and a probe reader that remembers it too
-	warm, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	probe, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	warm := env.TestClient(t)
+	probe := env.TestClient(t)
 	if err := probe.Get(ctx, client.ObjectKeyFromObject(w), w.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
@@ -135,10 +126,7 @@ func TestAHolderRecordedAtAVersionNoLongerServedIsStillAlive(t *testing.T) {
 	// Then the contender that remembers v1alpha1 still finds a alive
 	wantReason(t, acquire(t, cb, key, b), claim.ReasonHeldElsewhere)
 	// And so does a contender that never saw v1alpha1
-	fresh, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	fresh := env.TestClient(t)
 	c := holder(t, ns, "c")
 	cc := newClaimer(t, ns, fresh, nil)
 	wantReason(t, acquire(t, cc, key, c), claim.ReasonHeldElsewhere)
@@ -166,10 +154,7 @@ func TestAHolderOfAKindServedAtNoVersionKeepsItsClaim(t *testing.T) {
 	ns := env.Namespace(t)
 	a := claim.Holder{APIVersion: "removed.test.ocf.io/v1", Kind: "Gadget", Namespace: ns, Name: "a", UID: "uid-gadget-a"}
 	wantReason(t, acquire(t, newClaimer(t, ns, nil, nil), key, a), claim.ReasonAcquired)
-	reader, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader := env.TestClient(t)
 	b := holder(t, ns, "b")
 	cb := newClaimer(t, ns, reader, nil)
 
@@ -211,19 +196,13 @@ func TestAHolderIsFoundAtAVersionServedAfterTheReaderLearnedItsGroup(t *testing.
 	if err := env.InstallCRDs(crd); err != nil {
 		t.Fatal(err)
 	}
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	g := createAt(t, writer, gizmoV1alpha1, ns, "a")
 	a := claim.HolderOf(g)
 
 	// The contender's reader has looked at the group while only v1alpha1 was
 	// served (a manager does this at start-up, or any earlier liveness check).
-	warm, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	warm := env.TestClient(t)
 	live := claim.HolderExists(warm)
 	rec := claim.Record{Key: key, Holder: a, Exists: true}
 	if alive, err := live.Alive(ctx, rec); !alive || err != nil {
@@ -242,7 +221,7 @@ func TestAHolderIsFoundAtAVersionServedAfterTheReaderLearnedItsGroup(t *testing.
 	if err := env.Client.Update(ctx, &cur); err != nil {
 		t.Fatalf("upgrading CRD: %v", err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		fresh, err := env.NewClient()
 		if err != nil {
 			return false, err

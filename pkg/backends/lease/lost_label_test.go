@@ -44,10 +44,7 @@ func TestAHoldersListingsFindItsLeaseWithoutTheHolderLabelAndSendNothingElse(t *
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	reader := &sent{Reader: env.APIReader}
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	c, err := claim.New(reader, writer, claim.Config{Namespace: ns, Labels: map[string]string{"app": "claims"}})
 	if err != nil {
 		t.Fatal(err)
@@ -277,10 +274,7 @@ func TestEveryRecordOfTheSetIsListedByHolderWhateverItsLabels(t *testing.T) {
 // other Configs writing the same records.
 func claimersIn(t *testing.T, ns string) func(claim.Config, client.Reader) *claim.Claimer {
 	t.Helper()
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	return func(cfg claim.Config, reader client.Reader) *claim.Claimer {
 		t.Helper()
 		cfg.Namespace = ns
@@ -305,10 +299,7 @@ func TestTwoReleasesWithOtherHolderLabelsEachKeepTheOthersLabelOnASteadyLease(t 
 	const nameLabel = "example.com/holder-name"
 	byName := func(h claim.Holder) map[string]string { return map[string]string{nameLabel: h.Name} }
 	older := newClaimer(t, ns, nil, nil)
-	writer, err := env.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := env.TestClient(t)
 	newer, err := claim.New(env.APIReader, writer, claim.Config{Namespace: ns, HolderLabels: byName})
 	if err != nil {
 		t.Fatal(err)

@@ -83,7 +83,7 @@ func TestCommitAfterTheRecordChangedFails(t *testing.T) {
 
 	// Given a Lease edit lands between Commit's read and its write
 	var cc *claim.Claimer
-	writer, _ := env.NewClient()
+	writer := env.TestClient(t)
 	editing := interceptor.NewClient(writer, interceptor.Funcs{
 		Update: func(ctx context.Context, w client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			if err := touchLease(ctx, t, w, cc, key); err != nil {
@@ -141,7 +141,7 @@ func TestCommitRetriedAfterALostResponseConverges(t *testing.T) {
 	// Given a writer whose first Update is applied on the server but whose
 	// answer is lost
 	var lost atomic.Bool
-	writer, _ := env.NewClient()
+	writer := env.TestClient(t)
 	lossy := interceptor.NewClient(writer, interceptor.Funcs{
 		Update: func(ctx context.Context, w client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			if err := w.Update(ctx, obj, opts...); err != nil {

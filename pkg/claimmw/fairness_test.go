@@ -115,10 +115,7 @@ func TestFairnessYieldingToANotYetParkedSiblingDoesNotStarve(t *testing.T) {
 	f.createWidget(t, "x", "k")
 	f.waitForReason(t, "w", conditions.ReasonParked, 10*time.Second)
 	// Then x holds k soon, whatever its first pass saw
-	eventually(t, wakeWithin, func() (bool, string) {
-		c := f.claimed(t, "x")
-		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x %s: %s", c.Reason, c.Message)
-	})
+	f.waitForReason(t, "x", conditions.ReasonClaimed, wakeWithin)
 }
 
 // TestFairnessAStaleParkedSiblingDoesNotStarve: a tenant edits its
@@ -134,10 +131,7 @@ func TestFairnessAStaleParkedSiblingDoesNotStarve(t *testing.T) {
 	f.edit(t, "w", func(w *testcrd.Widget) { w.Spec.Keys = []string{"k", "j"} })
 	f.createWidget(t, "x", "k")
 	// Then x holds k soon
-	eventually(t, wakeWithin, func() (bool, string) {
-		c := f.claimed(t, "x")
-		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x %s: %s", c.Reason, c.Message)
-	})
+	f.waitForReason(t, "x", conditions.ReasonClaimed, wakeWithin)
 }
 
 // TestFairnessAYielderIsWokenWhenItsOlderSiblingParksElsewhere: a younger
@@ -183,10 +177,7 @@ func aYielderIsWokenWhenItsOlderSiblingParksOnJ(t *testing.T, siblingKeys ...str
 	release()
 	f.waitForReason(t, "alpha", conditions.ReasonParked, 10*time.Second)
 	// Then bravo takes k at once
-	eventually(t, wakeWithin, func() (bool, string) {
-		c := f.claimed(t, "bravo")
-		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo %s: %s", c.Reason, c.Message)
-	})
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
 
 // TestFairnessAYielderIsWokenWhenItsOlderSiblingIsDeletedBeforeItsOwnNotFirstIsCached:
@@ -236,8 +227,19 @@ func TestFairnessAYielderIsWokenWhenItsOlderSiblingIsDeletedBeforeItsOwnNotFirst
 		t.Fatalf("alpha still there (%v): the test did not delete it during bravo's pass", err)
 	}
 	// Then bravo, the only object naming k now, takes k at once
-	eventually(t, wakeWithin, func() (bool, string) {
-		c := f.claimed(t, "bravo")
-		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo %s: %s", c.Reason, c.Message)
-	})
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+func TestFairnessNeverLetsAFreeKeyWaitForAnOlderObjectParkedElsewhere(t *testing.T) {
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithFairness()}})
+	// Given z holds A, and the older y names A and B, so it is parked on A
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "A")
+	f.createAndWait(t, "y", conditions.ReasonParked, "A", "B")
+	time.Sleep(1100 * time.Millisecond) // creation timestamps have seconds
+	// When the younger x names only B, which is free
+	f.createWidget(t, "x", "B")
+	// Then x takes B: y, parked on A, could not take B now, so it is no
+	// sibling x must yield to
+	cond := f.waitForReason(t, "x", conditions.ReasonClaimed, 10*time.Second)
+	mustContain(t, "x's message", cond.Message, `"B"`)
 }
