@@ -112,16 +112,19 @@ type mwCounts struct {
 	// those deleted by eraseFresh and eraseFreshAcrossShards, shardErased
 	// those by the latter, loneErased those by eraseLone, stoppingErased
 	// those by eraseStopping, which also counts the keys it took over from
-	// a stopping holder (stoppingTakenOver).
+	// a stopping holder (stoppingTakenOver), invalidErased those by
+	// eraseInvalid. slowStops are the told passes that asked to run again,
+	// not done stopping (the actor's slowStop).
 	keptErased, freshErased, shardErased, loneErased    int
-	stoppingErased, stoppingTakenOver                   int
+	stoppingErased, stoppingTakenOver, invalidErased    int
 	passes, grantedPasses, grants, windows, failedTold  int
+	slowStops                                           int
 	restarts, overlaps, crashes, crashesAfterClaimWrite int
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d stopping-taken-over=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
-		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.stoppingTakenOver, c.takeovers, c.handovers,
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d slow-stops=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d stopping-taken-over=%d invalid-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
+		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.slowStops, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.stoppingTakenOver, c.invalidErased, c.takeovers, c.handovers,
 		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite)
 }
 
@@ -136,12 +139,14 @@ func (c *mwCounts) add(o mwCounts) {
 	c.loneErased += o.loneErased
 	c.stoppingErased += o.stoppingErased
 	c.stoppingTakenOver += o.stoppingTakenOver
+	c.invalidErased += o.invalidErased
 	c.takeovers += o.takeovers
 	c.passes += o.passes
 	c.grantedPasses += o.grantedPasses
 	c.grants += o.grants
 	c.windows += o.windows
 	c.failedTold += o.failedTold
+	c.slowStops += o.slowStops
 	c.handovers += o.handovers
 	c.restarts += o.restarts
 	c.overlaps += o.overlaps
@@ -827,6 +832,70 @@ func (w *mwWorld) eraseStopping(ctx context.Context, t *testing.T) {
 	}
 }
 
+// invalidKey, invalidHolder and invalidWaiter are the key and the objects
+// of eraseInvalid, which nothing else in the world names; badKey is a key
+// no Claimer accepts (claim.ValidateKey: it is empty).
+const (
+	invalidKey    = "store-invalid"
+	invalidHolder = "invalid-holder"
+	invalidWaiter = "invalid-waiter"
+	badKey        = ""
+)
+
+// eraseInvalid gives a holder of a key, for which another object waits, a
+// spec whose keys cannot be computed (it names an invalid key beside the
+// one it holds), and deletes the record of the key it holds once its
+// condition says what blocks it (InvalidKey). It acted for the key: that
+// condition may come only after a told pass succeeded, so the waiter,
+// woken by the deletion, must find it acting for nothing before it takes
+// the key. At the end its spec names nothing, so that the world settles.
+// The move makes its own two objects and key, so that nothing else in the
+// world wakes either of them.
+func (w *mwWorld) eraseInvalid(ctx context.Context, t *testing.T) {
+	t.Helper()
+	named := func(name string) *testclaimant.Claimant {
+		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: testclaimant.ClaimantSpec{Keys: []string{invalidKey}}}
+		if err := w.admin.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %s: %v", name, err)
+		}
+		w.counts.creations++
+		return obj
+	}
+	gaveUp := func(why string) { t.Logf("eraseInvalid: not played further: %s", why) }
+	h := named(invalidHolder)
+	defer func() {
+		if obj := w.get(ctx, t, invalidHolder); obj != nil && obj.UID == h.UID && obj.DeletionTimestamp == nil {
+			w.setKeys(ctx, t, obj, nil)
+		}
+	}()
+	if !w.heldBy(ctx, t, h, invalidKey, true) {
+		gaveUp("the holder did not come to hold the key")
+		return
+	}
+	waiter := named(invalidWaiter)
+	if !w.waitParked(ctx, t, waiter) {
+		gaveUp("the waiter did not park")
+		return
+	}
+	if h = w.get(ctx, t, invalidHolder); h == nil {
+		gaveUp("the holder is gone")
+		return
+	}
+	w.setKeys(ctx, t, h, []string{invalidKey, badKey})
+	if !w.waitParked(ctx, t, h) {
+		gaveUp("the holder did not say what blocks it")
+		return
+	}
+	for _, l := range w.records(ctx, t, invalidKey) {
+		if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == h.UID {
+			w.erase(ctx, t, l)
+			w.counts.invalidErased++
+		}
+	}
+	// Time for the waiter to take the key and act.
+	time.Sleep(stoppingWait)
+}
+
 // whileStopping empties the key set of h, which holds a key, and runs
 // during while its told pass is held back, then lets that pass go on. It
 // reports whether the told pass came within keptWait.
@@ -1449,8 +1518,11 @@ func (r mwResult) timeline() string {
 			continue
 		}
 		res := "ok"
-		if a.err != nil {
+		switch {
+		case a.err != nil:
 			res = "err " + a.err.Error()
+		case a.requeued:
+			res = "ok, asks to run again"
 		}
 		lines = append(lines, line{a.start, fmt.Sprintf("pass %d of %s (%s) begun %s, granted=%t deleting=%t %s %q: %s, ended %s %s",
 			a.pass, a.object, a.uid, a.passStart.Format("05.000"), a.state.Granted, a.state.Deleting, a.state.Condition.Reason, a.state.Condition.Message,

@@ -59,6 +59,13 @@ type actor struct {
 	// waits, before it stops anything, until the world lets it go (a slow
 	// cleanup).
 	held map[types.UID]*heldStop
+	// slowStop is the chance that a told pass that neither fails nor
+	// crashes is not done stopping: it returns no error and asks to run
+	// again (its workloads are still going away), and its windows stay
+	// open until a told pass returns a zero Result. Drawn from its own
+	// stream (stopRng), so that the other draws of a seed stay as they were.
+	slowStop float64
+	stopRng  *rand.Rand
 }
 
 // heldStop is a told pass the world holds back: entered is closed when one
@@ -229,6 +236,7 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	work := time.Duration(a.rng.IntN(8)+1) * time.Millisecond
 	fail := a.rng.Float64() < a.fail
 	crash := a.rng.Float64() < a.crashP
+	again := a.stopRng != nil && a.stopRng.Float64() < a.slowStop
 	a.mu.Unlock()
 	rec.start = time.Now()
 	switch {
@@ -305,6 +313,7 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		time.Sleep(work) // the guarded work, or the stop
 	}
 	var err error
+	var res reconcile.Result
 	switch {
 	case crash && stopping && op != nil:
 		// The operator dies in the middle of the told pass: the stop did
@@ -319,10 +328,14 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	case ctx.Err() != nil:
 		// The operator stopped under the pass.
 		err = context.Cause(ctx)
+	case again && stopping:
+		// Not done stopping: it asks to run again soon, and what it was
+		// told to stop still runs.
+		res = reconcile.Result{RequeueAfter: slowStopRequeue}
 	}
-	rec.end, rec.err = time.Now(), err
+	rec.end, rec.err, rec.requeued = time.Now(), err, !res.IsZero()
 	a.mu.Lock()
-	if err == nil {
+	if err == nil && res.IsZero() {
 		for k, w := range a.open {
 			if k.uid == obj.UID && told(s, k.key) {
 				w.end, w.closed = rec.end, pass
@@ -332,13 +345,21 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	}
 	a.acts = append(a.acts, rec)
 	a.mu.Unlock()
-	return reconcile.Result{}, err
+	return res, err
 }
 
-// calm stops the inner failures and crashes, for the quiescent end.
+// slowStopChance is the actor's slowStop in every profile; slowStopRequeue
+// is when a told pass that is not done stopping asks to run again.
+const (
+	slowStopChance  = 0.25
+	slowStopRequeue = 30 * time.Millisecond
+)
+
+// calm stops the inner failures, crashes and slow stops, for the quiescent
+// end.
 func (a *actor) calm() {
 	a.mu.Lock()
-	a.fail, a.crashP = 0, 0
+	a.fail, a.crashP, a.slowStop = 0, 0, 0
 	a.mu.Unlock()
 }
 

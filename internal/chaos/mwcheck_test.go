@@ -109,7 +109,10 @@ type act struct {
 	// called the inner reconciler; start and end bracket the inner call.
 	passStart, start, end time.Time
 	err                   error
-	state                 claimmw.State
+	// requeued: the call returned no error and asked to run again (a
+	// told pass not done stopping).
+	requeued bool
+	state    claimmw.State
 	// acted are the keys the inner reconciler acted for, with their
 	// tokens: the grants of a Granted pass or of a deletion pass (and, for
 	// the broken inner that ignores State.Granted, every key it names).

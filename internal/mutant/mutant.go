@@ -78,6 +78,17 @@ const (
 	// none, a cache that has not shown a Claimed write yet lets the
 	// finalizer come off while its pass asks to run again.
 	DeletionCachedConditionTrusted Name = "DeletionCachedConditionTrusted"
+	// RequeuedStopTakenAsDone: a parked pass whose inner reconciler, told to
+	// stop, returns no error but asks to run again (its workloads are still
+	// going away) is taken as having stopped: its condition says what blocks
+	// it, which does not say it may act, and the records it gives up are
+	// released, so a waiter acts for a key while it still does.
+	RequeuedStopTakenAsDone Name = "RequeuedStopTakenAsDone"
+	// InvalidSpecNeverTold: a pass that cannot compute the object's keys
+	// (an invalid spec) parks it as one that never acted: its reconciler is
+	// not told to stop, and its condition says InvalidKey, which does not
+	// say it may act, while its workloads of the keys it held still run.
+	InvalidSpecNeverTold Name = "InvalidSpecNeverTold"
 )
 
 // All lists every mutant, in the order make chaos-mutants runs them.
@@ -85,6 +96,7 @@ var All = []Name{
 	NotWokenByRecordEvents, LostKeyNeverTold, CachedHeldTrusted, DeletingHolderJudgedGone,
 	ReleaseBeforeInner, ReleaseAfterFailedInner, ReleaseWhateverRecord, MustTellInMemory, SteadyPassWrites,
 	EmptyKeySetNotActing, CachedConditionTrusted, FreshCacheAssumed, DeletionCachedConditionTrusted,
+	RequeuedStopTakenAsDone, InvalidSpecNeverTold,
 }
 
 // Env is the environment variable that switches a mutant on.

@@ -498,6 +498,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 			return m.claimError(ctx, userCtx, req, p, fmt.Errorf("listing the claims %s holds: %w", req.NamespacedName, lerr))
 		}
 		p.kept = kept
+		mutant.Do(mutant.InvalidSpecNeverTold, func() { p.was = previous{} })
 		return m.parked(ctx, userCtx, req, p, conditions.New(m.cfg.condType, conditions.ReasonInvalidKey, m.invalidMessage(err), gen))
 	}
 	if len(p.keys) > 0 {
@@ -1138,6 +1139,7 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 			res.RequeueAfter = inner.RequeueAfter
 		}
 		stopped = inner.IsZero()
+		mutant.Do(mutant.RequeuedStopTakenAsDone, func() { stopped = true })
 		if tell && !stopped {
 			// Told to stop and not done yet: it asks to run again, as a
 			// deletion pass does while its workloads go away. It may still
