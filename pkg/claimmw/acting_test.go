@@ -2061,3 +2061,46 @@ func (f *fixture) alphaGaveK1UpToBravo(t *testing.T, w *windows) string {
 	}
 	return heldByAlpha
 }
+
+func TestAnObjectRecreatedUnderTheNameOfOneItsCacheStillShowsActsOnlyForGrantsWonForItself(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	w := recordWindows(f, "k")
+	// Given alpha waited for k behind charlie and was deleted, and the
+	// cache's view of it while it waited is kept
+	f.holdsAndWaits(t, "charlie", "k", "alpha")
+	before, err := f.widget(t, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.deleteWidget(t, "alpha")
+	// And charlie let k go (deleted)
+	f.deleteWidget(t, "charlie")
+	f.writes.staleWidget.Store(before)
+	w.whenActs("alpha", func() {
+		now, err := f.widget(t, "alpha")
+		if err != nil {
+			t.Errorf("reading alpha as it acts: %v", err)
+			return
+		}
+		if holder := f.record(t, "k").Holder.UID; holder != now.UID {
+			t.Errorf("alpha %s acts for k while k's record names %s, the alpha that was deleted: nobody keeps that grant", now.UID, holder)
+		}
+	})
+	// When another alpha, naming k, is created under the same name: its
+	// passes read the deleted alpha from the cache and win k for it
+	f.createWidget(t, "alpha", "k")
+	time.Sleep(2 * time.Second)
+	// And the cache catches up, and bravo asks for k too
+	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+	f.createWidget(t, "bravo", "k")
+	eventually(t, wakeWithin, func() (bool, string) {
+		a, b := f.claimed(t, "alpha"), f.claimed(t, "bravo")
+		settled := a.Reason == string(conditions.ReasonClaimed) && b.Reason == string(conditions.ReasonParked) ||
+			b.Reason == string(conditions.ReasonClaimed) && a.Reason == string(conditions.ReasonParked)
+		return settled, fmt.Sprintf("alpha %+v, bravo %+v", a, b)
+	})
+	// Then the new alpha acted for k only on a record that names it, and
+	// never while bravo may
+	w.noOverlap(t)
+}
