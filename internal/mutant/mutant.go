@@ -89,6 +89,13 @@ const (
 	// not told to stop, and its condition says InvalidKey, which does not
 	// say it may act, while its workloads of the keys it held still run.
 	InvalidSpecNeverTold Name = "InvalidSpecNeverTold"
+	// RawKeyCompared: whether an object still names a key, in the check a
+	// waiter makes of each object that may act for it, compares the key as
+	// the object's keys function gave it (its spec's spelling) with the
+	// normalized key asked about: under a key normalizer, a holder Claimed
+	// for "Store-1" is judged to no longer name "store-1", and a waiter
+	// acts beside it.
+	RawKeyCompared Name = "RawKeyCompared"
 )
 
 // All lists every mutant, in the order make chaos-mutants runs them.
@@ -96,7 +103,7 @@ var All = []Name{
 	NotWokenByRecordEvents, LostKeyNeverTold, CachedHeldTrusted, DeletingHolderJudgedGone,
 	ReleaseBeforeInner, ReleaseAfterFailedInner, ReleaseWhateverRecord, MustTellInMemory, SteadyPassWrites,
 	EmptyKeySetNotActing, CachedConditionTrusted, FreshCacheAssumed, DeletionCachedConditionTrusted,
-	RequeuedStopTakenAsDone, InvalidSpecNeverTold,
+	RequeuedStopTakenAsDone, InvalidSpecNeverTold, RawKeyCompared,
 }
 
 // Env is the environment variable that switches a mutant on.

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/ocf-claim/claim/internal/mutant"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -438,6 +439,7 @@ func (m *Middleware) mayActFor(ctx context.Context, obj client.Object, key strin
 	}
 	keys, err := m.keysOf(ctx, obj)
 	names := func(k namedKey) bool { return k.norm == key }
+	mutant.Do(mutant.RawKeyCompared, func() { names = namesRaw(key) })
 	if held, ok := m.releasingFor(c, keys); ok && (err == nil || c.Reason == string(conditions.ReasonStopping)) {
 		// It says exactly which keys it acts for: those it is told to
 		// release, and, Claimed, the keys it names.

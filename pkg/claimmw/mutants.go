@@ -43,3 +43,9 @@ func (m *Middleware) rewrite(ctx context.Context, p *pass) {
 		_, _ = claimhook.RenewNormalized(ctx, m.claimer, h.o.Key, p.self)
 	}
 }
+
+// namesRaw is mutant.RawKeyCompared: an object names key when a key its
+// keys function gave, as given (not normalized), equals it.
+func namesRaw(key string) func(namedKey) bool {
+	return func(k namedKey) bool { return k.raw == key }
+}
