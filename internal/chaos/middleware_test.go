@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/go-logr/logr/funcr"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -115,17 +116,22 @@ type mwCounts struct {
 	// a stopping holder (stoppingTakenOver), invalidErased those by
 	// eraseInvalid. slowStops are the told passes that asked to run again,
 	// not done stopping (the actor's slowStop).
-	keptErased, freshErased, shardErased, loneErased    int
-	stoppingErased, stoppingTakenOver, invalidErased    int
-	passes, grantedPasses, grants, windows, failedTold  int
-	slowStops                                           int
+	keptErased, freshErased, shardErased, loneErased   int
+	stoppingErased, stoppingTakenOver, invalidErased   int
+	passes, grantedPasses, grants, windows, failedTold int
+	slowStops                                          int
+	// mixedCase counts the keys the world wrote in a spec in another
+	// spelling than the normalized one (the mixed-case profile), namedTwice
+	// the specs it wrote that name one key in two spellings, spelledErased
+	// the records deleted by eraseSpelled.
+	mixedCase, namedTwice, spelledErased                int
 	restarts, overlaps, crashes, crashesAfterClaimWrite int
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d slow-stops=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d stopping-taken-over=%d invalid-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d",
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d slow-stops=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d stopping-taken-over=%d invalid-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d mixed-case-namings=%d named-twice=%d spelled-erased=%d",
 		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.slowStops, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.stoppingTakenOver, c.invalidErased, c.takeovers, c.handovers,
-		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite)
+		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite, c.mixedCase, c.namedTwice, c.spelledErased)
 }
 
 func (c *mwCounts) add(o mwCounts) {
@@ -152,6 +158,9 @@ func (c *mwCounts) add(o mwCounts) {
 	c.overlaps += o.overlaps
 	c.crashes += o.crashes
 	c.crashesAfterClaimWrite += o.crashesAfterClaimWrite
+	c.mixedCase += o.mixedCase
+	c.namedTwice += o.namedTwice
+	c.spelledErased += o.spelledErased
 }
 
 func (r mwResult) report() string {
@@ -187,15 +196,15 @@ func claimantKeys(_ context.Context, obj client.Object) ([]string, error) {
 // come from its cache, which does not fail in a real operator: a failed
 // index lookup in an event handler would lose a wake-up the middleware
 // cannot be blamed for. Every Lease Delete is told to deleting first. A
-// status write fails, before it applies, when statusFails says so (an
-// admission policy or RBAC on /status refusing it). claimWritten is called
+// status write of obj fails, before it applies, when statusFails says so
+// (an admission policy or RBAC on /status refusing it). claimWritten is called
 // after each Lease create or update that applied, before its answer
 // returns: where a crash falls between the claim write and the status write.
-func faultyWrites(c client.WithWatch, s *chaos.Schedule, deleting func(context.Context, []client.DeleteOption), statusFails func() bool, claimWritten func(client.Object)) client.WithWatch {
+func faultyWrites(c client.WithWatch, s *chaos.Schedule, deleting func(context.Context, []client.DeleteOption), statusFails func(obj client.Object) bool, claimWritten func(client.Object)) client.WithWatch {
 	f := chaos.Wrap(c, s)
 	return interceptor.NewClient(c, interceptor.Funcs{
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-			if statusFails() {
+			if statusFails(obj) {
 				return apierrors.NewForbidden(schema.GroupResource{Group: "chaos.ocf.dev", Resource: "claimants/status"}, obj.GetName(), errors.New("chaos: the status write was refused"))
 			}
 			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
@@ -237,6 +246,12 @@ type mwWorld struct {
 	names  []string
 	// actor is the inner reconciler, whose workloads eraseFresh watches.
 	actor *actor
+	// normalize is the key normalizer of the seed's Claimers, as the
+	// checker applies it (canonical); spelling, with the mixed-case
+	// profile, draws the spelling of each key the world writes in a spec
+	// (nil: keys are written as they are).
+	normalize func(string) string
+	spelling  *rand.Rand
 
 	outside []outside
 	deleted map[types.UID]time.Time
@@ -290,9 +305,74 @@ func (w *mwWorld) get(ctx context.Context, t *testing.T, name string) *testclaim
 	return obj
 }
 
+// named returns the keys obj names as the middleware compares them:
+// normalized, sorted, each once.
+func (w *mwWorld) named(obj *testclaimant.Claimant) []string {
+	return namedKeys(obj.Spec.Keys, w.normalize)
+}
+
+// spelled returns keys as the world writes them in a spec. With the
+// mixed-case profile, each in a spelling drawn at random (spell), and, one
+// time in eight, one of them named a second time in a spelling of its own,
+// as specs written by hand or by several tools do; as they are otherwise.
+// The draws have a stream of their own, so that the other draws of a seed
+// are as they were.
+func (w *mwWorld) spelled(keys []string) []string {
+	if w.spelling == nil {
+		return slices.Clone(keys)
+	}
+	out := make([]string, 0, len(keys)+1)
+	for _, k := range keys {
+		out = append(out, w.spell(k))
+	}
+	if len(keys) > 0 && w.spelling.IntN(8) == 0 {
+		out = append(out, w.spell(keys[w.spelling.IntN(len(keys))]))
+	}
+	return out
+}
+
+// written counts, in a spec the world wrote, the keys spelled otherwise
+// than normalized and whether it names a key twice.
+func (w *mwWorld) written(keys []string) {
+	for _, k := range keys {
+		if k != w.normalize(k) {
+			w.counts.mixedCase++
+		}
+	}
+	if len(namedKeys(keys, w.normalize)) < len(keys) {
+		w.counts.namedTwice++
+	}
+}
+
+// spell returns one spelling of key, which the lower-casing normalizer
+// maps back to it: as it is, capitalized, upper-cased, or each letter's
+// case drawn.
+func (w *mwWorld) spell(key string) string {
+	key = strings.ToLower(key)
+	if key == "" {
+		return key
+	}
+	switch w.spelling.IntN(4) {
+	case 0:
+		return key
+	case 1:
+		return strings.ToUpper(key[:1]) + key[1:]
+	case 2:
+		return strings.ToUpper(key)
+	}
+	var b strings.Builder
+	for _, r := range key {
+		if w.spelling.IntN(2) == 0 {
+			r = unicode.ToUpper(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 func (w *mwWorld) create(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
-	obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: testclaimant.ClaimantSpec{Keys: w.randomKeys()}}
+	obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled(w.randomKeys())}}
 	err := w.admin.Create(ctx, obj)
 	switch {
 	case apierrors.IsAlreadyExists(err):
@@ -300,6 +380,7 @@ func (w *mwWorld) create(ctx context.Context, t *testing.T, name string) {
 		t.Fatalf("creating %s: %v", name, err)
 	default:
 		w.counts.creations++
+		w.written(obj.Spec.Keys)
 	}
 }
 
@@ -314,8 +395,15 @@ func (w *mwWorld) edit(ctx context.Context, t *testing.T, name string) {
 
 // setKeys sets the keys of obj (that incarnation: a UID precondition),
 // reading it again when the middleware's own writes (the finalizer) moved
-// it on, as a person's kubectl edit would.
+// it on, as a person's kubectl edit would. The keys are written spelled
+// (spelled): with the mixed-case profile, in a spelling drawn anew.
 func (w *mwWorld) setKeys(ctx context.Context, t *testing.T, obj *testclaimant.Claimant, keys []string) {
+	t.Helper()
+	w.writeKeys(ctx, t, obj, w.spelled(keys))
+}
+
+// writeKeys is setKeys with the keys written as given.
+func (w *mwWorld) writeKeys(ctx context.Context, t *testing.T, obj *testclaimant.Claimant, keys []string) {
 	t.Helper()
 	uid := obj.UID
 	for {
@@ -324,6 +412,7 @@ func (w *mwWorld) setKeys(ctx context.Context, t *testing.T, obj *testclaimant.C
 		switch {
 		case err == nil:
 			w.counts.edits++
+			w.written(keys)
 			return
 		case apierrors.IsConflict(err):
 			if obj = w.get(ctx, t, obj.Name); obj == nil || obj.UID != uid || obj.DeletionTimestamp != nil {
@@ -388,7 +477,7 @@ func (w *mwWorld) drop(ctx context.Context, t *testing.T) {
 	var candidates []held
 	for _, l := range list.Items {
 		key, ok := l.Annotations[backends.DefaultKeyAnnotation]
-		if obj, isClaimed := claimed[types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation])]; ok && isClaimed && slices.Contains(obj.Spec.Keys, key) && !w.touched[obj.UID] {
+		if obj, isClaimed := claimed[types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation])]; ok && isClaimed && slices.Contains(w.named(obj), key) && !w.touched[obj.UID] {
 			candidates = append(candidates, held{obj, key})
 		}
 	}
@@ -397,7 +486,7 @@ func (w *mwWorld) drop(ctx context.Context, t *testing.T) {
 	}
 	c := candidates[w.rng.IntN(len(candidates))]
 	w.touch(c.obj)
-	w.setKeys(ctx, t, c.obj, slices.DeleteFunc(slices.Clone(c.obj.Spec.Keys), func(k string) bool { return k == c.key }))
+	w.setKeys(ctx, t, c.obj, slices.DeleteFunc(slices.Clone(c.obj.Spec.Keys), func(k string) bool { return w.normalize(k) == c.key }))
 }
 
 func (w *mwWorld) deleteObject(ctx context.Context, t *testing.T, name string) {
@@ -460,7 +549,7 @@ func (w *mwWorld) deleteRecord(ctx context.Context, t *testing.T, ofClaimed bool
 		}
 		if ofClaimed {
 			h, ok := claimed[types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation])]
-			if !ok || !slices.Contains(h.Spec.Keys, key) || w.touched[h.UID] {
+			if !ok || !slices.Contains(w.named(h), key) || w.touched[h.UID] {
 				continue
 			}
 		}
@@ -546,8 +635,8 @@ func (w *mwWorld) eraseFreshAcrossShards(ctx context.Context, t *testing.T) {
 		switch {
 		case obj.UID == waiter.UID || obj.UID == holder.UID:
 			w.setKeys(ctx, t, obj, nil)
-		case obj.UID != prev.UID && slices.Contains(obj.Spec.Keys, key):
-			w.setKeys(ctx, t, obj, slices.DeleteFunc(slices.Clone(obj.Spec.Keys), func(k string) bool { return k == key }))
+		case obj.UID != prev.UID && slices.Contains(w.named(obj), key):
+			w.setKeys(ctx, t, obj, slices.DeleteFunc(slices.Clone(obj.Spec.Keys), func(k string) bool { return w.normalize(k) == key }))
 		}
 	}
 	w.setKeys(ctx, t, prev, []string{key})
@@ -664,7 +753,7 @@ func (w *mwWorld) eraseKept(ctx context.Context, t *testing.T) {
 			return
 		}
 	}
-	if !slices.Equal(h.Spec.Keys, []string{kept}) || !w.heldBy(ctx, t, h, kept, true) {
+	if !slices.Equal(w.named(h), []string{kept}) || !w.heldBy(ctx, t, h, kept, true) {
 		w.setKeys(ctx, t, h, []string{kept})
 		if !w.heldBy(ctx, t, h, kept, true) {
 			return
@@ -685,7 +774,7 @@ func (w *mwWorld) eraseKept(ctx context.Context, t *testing.T) {
 	if waiter == nil {
 		return
 	}
-	if !slices.Equal(waiter.Spec.Keys, []string{kept}) {
+	if !slices.Equal(w.named(waiter), []string{kept}) {
 		w.setKeys(ctx, t, waiter, []string{kept})
 	}
 	w.setKeys(ctx, t, h, []string{kept, extra})
@@ -776,11 +865,12 @@ const stoppingWait = 1500 * time.Millisecond
 func (w *mwWorld) eraseStopping(ctx context.Context, t *testing.T) {
 	t.Helper()
 	named := func(name string) *testclaimant.Claimant {
-		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: testclaimant.ClaimantSpec{Keys: []string{stoppingKey}}}
+		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled([]string{stoppingKey})}}
 		if err := w.admin.Create(ctx, obj); err != nil {
 			t.Fatalf("creating %s: %v", name, err)
 		}
 		w.counts.creations++
+		w.written(obj.Spec.Keys)
 		return obj
 	}
 	// A move that cannot be staged says so: a seed that never plays it
@@ -854,11 +944,12 @@ const (
 func (w *mwWorld) eraseInvalid(ctx context.Context, t *testing.T) {
 	t.Helper()
 	named := func(name string) *testclaimant.Claimant {
-		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: testclaimant.ClaimantSpec{Keys: []string{invalidKey}}}
+		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled([]string{invalidKey})}}
 		if err := w.admin.Create(ctx, obj); err != nil {
 			t.Fatalf("creating %s: %v", name, err)
 		}
 		w.counts.creations++
+		w.written(obj.Spec.Keys)
 		return obj
 	}
 	gaveUp := func(why string) { t.Logf("eraseInvalid: not played further: %s", why) }
@@ -895,6 +986,110 @@ func (w *mwWorld) eraseInvalid(ctx context.Context, t *testing.T) {
 	// Time for the waiter to take the key and act.
 	time.Sleep(stoppingWait)
 }
+
+// spelledKey, spelledHolder and spelledWaiter are the key and the objects
+// of eraseSpelled, which nothing else in the world names. The waiter's
+// name sorts first: objects created within the same second are ordered by
+// name (claim's fairness order), and the waiter is to be the older.
+const (
+	spelledKey    = "store-spelled"
+	spelledHolder = "spelled-b-holder"
+	spelledWaiter = "spelled-a-waiter"
+)
+
+// eraseSpelled (mixed-case profile) deletes the record of a holder that
+// names its key in another spelling than the object waiting for it, while
+// the holder cannot say that it stopped: its status writes are refused (an
+// admission policy, for a while) and its told passes are held back (a slow
+// cleanup). Its condition keeps saying Claimed=True for the keys it names,
+// and it acts until its told pass succeeds, so the waiter, woken by the
+// deletion, must find it naming the key, whatever the spelling, and wait
+// (mutant RawKeyCompared compares the holder's spelling with the waiter's
+// normalized key, and acts beside it). The holder, woken too, may create
+// the record anew first: it is deleted again, up to keptTries times. The
+// move ends once the key stood without a record for stoppingWait after the
+// last deletion (the waiter waited), or stoppingWait after the waiter took
+// it. It makes its own two objects and key, so that nothing else in the
+// world wakes either of them; the waiter is the older, so that with the
+// fairness profile it does not yield the free key to the holder.
+func (w *mwWorld) eraseSpelled(ctx context.Context, t *testing.T) {
+	t.Helper()
+	named := func(name, key string) *testclaimant.Claimant {
+		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
+		if key != "" {
+			obj.Spec.Keys = []string{key}
+		}
+		if err := w.admin.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %s: %v", name, err)
+		}
+		w.counts.creations++
+		w.written(obj.Spec.Keys)
+		return obj
+	}
+	gaveUp := func(why string) { t.Logf("eraseSpelled: not played further: %s", why) }
+	// The waiter is the older object, so that with the fairness profile it
+	// does not yield the free key to the holder, which names it too.
+	waiter := named(spelledWaiter, "")
+	h := named(spelledHolder, strings.ToUpper(spelledKey))
+	if !w.heldBy(ctx, t, h, spelledKey, true) {
+		gaveUp("the holder did not come to hold the key")
+		return
+	}
+	if waiter = w.get(ctx, t, spelledWaiter); waiter == nil {
+		gaveUp("the waiter is gone")
+		return
+	}
+	w.writeKeys(ctx, t, waiter, []string{spelledKey})
+	if !w.waitParked(ctx, t, waiter) {
+		gaveUp("the waiter did not park")
+		return
+	}
+	w.actor.refuseStatus(h.UID)
+	entered := w.actor.holdStops(h.UID)
+	defer func() {
+		w.actor.allowStatus(h.UID)
+		w.actor.letGo(h.UID)
+	}()
+	// The holder's record is deleted, and again each time the holder
+	// creates it anew (a pass that met injected faults retries after its
+	// backoff, a crashed process is replaced: spelledWait). The waiter,
+	// woken each time, asks whether the holder may still act before it
+	// writes a record: it must wait, and the key stays without a record,
+	// until the move ends stoppingWait after the last deletion. A waiter
+	// that takes the key is given that time to act, while the holder's
+	// told pass is held back.
+	erased, last := 0, time.Time{}
+	for deadline := time.Now().Add(spelledWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		recs := w.records(ctx, t, spelledKey)
+		if len(recs) == 0 && erased > 0 && time.Since(last) > stoppingWait {
+			return
+		}
+		for _, l := range recs {
+			switch types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) {
+			case waiter.UID:
+				select {
+				case <-entered:
+				case <-time.After(keptWait):
+				}
+				time.Sleep(stoppingWait)
+				return
+			case h.UID:
+				if erased < keptTries {
+					w.erase(ctx, t, l)
+					w.counts.spelledErased++
+					erased, last = erased+1, time.Now()
+				}
+			}
+		}
+	}
+	if erased == 0 {
+		gaveUp("the holder's record was never deleted")
+	}
+}
+
+// spelledWait bounds how long eraseSpelled runs once the holder cannot
+// say that it stopped.
+const spelledWait = 10 * time.Second
 
 // whileStopping empties the key set of h, which holds a key, and runs
 // during while its told pass is held back, then lets that pass go on. It
@@ -1077,7 +1272,7 @@ func (w *mwWorld) askHandover(ctx context.Context, t *testing.T) {
 	var to []string
 	for _, name := range w.names {
 		if o := w.get(ctx, t, name); o != nil && o.UID != from.UID && o.DeletionTimestamp == nil &&
-			slices.ContainsFunc(o.Spec.Keys, func(k string) bool { return slices.Contains(from.Spec.Keys, k) }) {
+			slices.ContainsFunc(w.named(o), func(k string) bool { return slices.Contains(w.named(from), k) }) {
 			to = append(to, name)
 		}
 	}

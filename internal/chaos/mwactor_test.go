@@ -39,6 +39,13 @@ type actor struct {
 	// ignoreGranted makes it act for every key its object names, granted
 	// or not (a broken inner reconciler).
 	ignoreGranted bool
+	// normalize is the seed's key normalizer, as the checker applies it:
+	// every key the actor learns (from State, from the spec) is normalized
+	// by it before it names a workload, so that workloads, and so acting
+	// windows, are per key as the middleware compares keys, whatever
+	// spelling the middleware handed on. The normalizer is idempotent, so
+	// that records reads a key normalized already as the key.
+	normalize func(string) string
 
 	mu      sync.Mutex
 	rng     *rand.Rand
@@ -59,6 +66,9 @@ type actor struct {
 	// waits, before it stops anything, until the world lets it go (a slow
 	// cleanup).
 	held map[types.UID]*heldStop
+	// refused are the objects whose status writes the world has refused,
+	// in every operator process, until it allows them again.
+	refused map[types.UID]bool
 	// slowStop is the chance that a told pass that neither fails nor
 	// crashes is not done stopping: it returns no error and asks to run
 	// again (its workloads are still going away), and its windows stay
@@ -96,6 +106,32 @@ func (a *actor) letGo(uid types.UID) {
 		close(h.release)
 		delete(a.held, uid)
 	}
+}
+
+// refuseStatus makes every status write of uid fail, before it applies,
+// until allowStatus: an admission policy that refuses the object's status
+// for a while.
+func (a *actor) refuseStatus(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refused == nil {
+		a.refused = map[types.UID]bool{}
+	}
+	a.refused[uid] = true
+}
+
+// allowStatus ends refuseStatus.
+func (a *actor) allowStatus(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.refused, uid)
+}
+
+// refusesStatus reports whether the status writes of uid are refused.
+func (a *actor) refusesStatus(uid types.UID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.refused[uid]
 }
 
 // newestOpen returns the window that opened last, if it opened after
@@ -203,18 +239,18 @@ func (a *actor) passBegins(op *operator) func(*reconcile.Request) logr.Logger {
 	}
 }
 
-// told reports whether a pass with state s must stop the workload of key:
-// a deletion pass stops everything once it cleaned up; a granted pass every
-// key it was not granted (given up, handed over, no longer named); any
-// other pass everything.
-func told(s claimmw.State, key string) bool {
+// told reports whether a pass with state s must stop the workload of key
+// (normalized): a deletion pass stops everything once it cleaned up; a
+// granted pass every key it was not granted (given up, handed over, no
+// longer named); any other pass everything.
+func (a *actor) told(s claimmw.State, key string) bool {
 	if s.Deleting || !s.Granted {
 		return true
 	}
-	if slices.ContainsFunc(s.Handovers, func(h claimmw.Handover) bool { return h.Key == key }) {
+	if slices.ContainsFunc(s.Handovers, func(h claimmw.Handover) bool { return a.normalize(h.Key) == key }) {
 		return true
 	}
-	return !slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return g.Key == key })
+	return !slices.ContainsFunc(s.Grants, func(g claimmw.Grant) bool { return a.normalize(g.Key) == key })
 }
 
 func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -248,7 +284,7 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		// A key the pass hands over is one it is told to move its
 		// workloads off (State.Handovers): it starts nothing for it.
 		for _, g := range s.Grants {
-			if !slices.ContainsFunc(s.Handovers, func(h claimmw.Handover) bool { return h.Key == g.Key }) {
+			if !slices.ContainsFunc(s.Handovers, func(h claimmw.Handover) bool { return a.normalize(h.Key) == a.normalize(g.Key) }) {
 				rec.acted = append(rec.acted, g)
 			}
 		}
@@ -256,6 +292,17 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		for _, k := range obj.Spec.Keys {
 			rec.acted = append(rec.acted, claimmw.Grant{Key: k})
 		}
+	}
+	// Each key as the middleware compares keys, once: a workload is per
+	// normalized key, whatever spelling the pass was handed.
+	seen := map[string]bool{}
+	rec.acted = slices.DeleteFunc(slices.Clone(rec.acted), func(g claimmw.Grant) bool {
+		dup := seen[a.normalize(g.Key)]
+		seen[a.normalize(g.Key)] = true
+		return dup
+	})
+	for i := range rec.acted {
+		rec.acted[i].Key = a.normalize(rec.acted[i].Key)
 	}
 	// The object must hold the record of every key it acts for, read
 	// uncached as the inner call starts.
@@ -296,7 +343,7 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	}
 	stopping := false
 	for k := range a.open {
-		if k.uid == obj.UID && told(s, k.key) {
+		if k.uid == obj.UID && a.told(s, k.key) {
 			stopping = true
 		}
 	}
@@ -337,7 +384,7 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	a.mu.Lock()
 	if err == nil && res.IsZero() {
 		for k, w := range a.open {
-			if k.uid == obj.UID && told(s, k.key) {
+			if k.uid == obj.UID && a.told(s, k.key) {
 				w.end, w.closed = rec.end, pass
 				delete(a.open, k)
 			}

@@ -3,6 +3,7 @@ package chaos_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -316,11 +317,16 @@ func record(key string, holder types.UID) coordinationv1.Lease {
 func TestMiddlewareCheckerQuiescentRules(t *testing.T) {
 	const T, F = metav1.ConditionTrue, metav1.ConditionFalse
 	both := []string{"k1", "k2"}
+	// Specs that spell the keys of the records otherwise: under a
+	// lower-casing normalizer they name those keys, b twice.
+	spelled := []testclaimant.Claimant{claimant("a", 1, []string{"K1", "k2"}, T, conditions.ReasonClaimed, 1), claimant("b", 1, []string{"k1", "K1", "K2"}, F, conditions.ReasonParked, 1)}
 	for _, tc := range []struct {
 		name   string
 		objs   []testclaimant.Claimant
 		leases []coordinationv1.Lease
-		want   []error
+		// normalize is the seed's key normalizer; nil: keys as given.
+		normalize func(string) string
+		want      []error
 	}{{
 		name:   "a holds both keys, b is parked behind it",
 		objs:   []testclaimant.Claimant{claimant("a", 1, both, T, conditions.ReasonClaimed, 1), claimant("b", 1, both, F, conditions.ReasonParked, 1)},
@@ -362,11 +368,33 @@ func TestMiddlewareCheckerQuiescentRules(t *testing.T) {
 			return c
 		}()},
 		want: []error{errNotConverged},
+	}, {
+		name:      "under a lower-casing normalizer a holds both keys its spec spells otherwise, b is parked behind it naming one twice",
+		objs:      spelled,
+		leases:    []coordinationv1.Lease{record("k1", "a"), record("k2", "a")},
+		normalize: strings.ToLower,
+	}, {
+		name:   "the same specs with keys used as given name other keys than the records",
+		objs:   spelled,
+		leases: []coordinationv1.Lease{record("k1", "a"), record("k2", "a")},
+		want:   []error{errLeak, errClaimedNotHeld, errNotConverged},
+	}, {
+		name: "under a lower-casing normalizer a parked object holds a key after the one it waits for, spelled otherwise",
+		objs: []testclaimant.Claimant{claimant("a", 1, []string{"K1", "k2"}, F, conditions.ReasonParked, 1),
+			claimant("b", 1, []string{"k1"}, T, conditions.ReasonClaimed, 1)},
+		leases:    []coordinationv1.Lease{record("k1", "b"), record("k2", "a")},
+		normalize: strings.ToLower,
+		want:      []error{errHoldsWhileWaiting},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			// Given a hand-made state after quiescence
+			// Given a hand-made state after quiescence, and the seed's key
+			// normalizer
+			normalize := tc.normalize
+			if normalize == nil {
+				normalize = verbatim
+			}
 			// When the checker judges it
-			errs := checkQuiescent(tc.objs, tc.leases)
+			errs := checkQuiescent(tc.objs, tc.leases, normalize)
 			// Then exactly the expected rules break
 			if got := rulesOf(errs); !sameRules(got, tc.want) {
 				t.Errorf("broken rules %v, want %v\n%v", got, tc.want, errs)

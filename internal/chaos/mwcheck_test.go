@@ -522,12 +522,30 @@ func (h mwHistory) deleters(version string) []int64 {
 	return out
 }
 
+// namedKeys returns the keys a spec names as the middleware compares them
+// with each other and with the keys of records: each normalized by
+// normalize, sorted, each once. A spec that names "Store-1" and "store-1"
+// under a lower-casing normalizer names one key, "store-1".
+func namedKeys(spec []string, normalize func(string) string) []string {
+	out := make([]string, len(spec))
+	for i, k := range spec {
+		out[i] = normalize(k)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// verbatim is the normalize of a seed whose Claimers use keys as given.
+func verbatim(key string) string { return key }
+
 // checkQuiescent applies the rules about the state after quiescence:
 // errLeak, errClaimedNotHeld, errHoldsWhileWaiting, errDeadlock,
 // errNotConverged. Records are read by the default key and holder-UID
 // annotations; a Lease without a key annotation (the watch sentinel) is not
-// a record.
-func checkQuiescent(objs []testclaimant.Claimant, leases []coordinationv1.Lease) []error {
+// a record. The keys of the objects' specs are compared the way the
+// middleware compares them: normalized by normalize (namedKeys), as the
+// records' keys are.
+func checkQuiescent(objs []testclaimant.Claimant, leases []coordinationv1.Lease, normalize func(string) string) []error {
 	var out []error
 	live := map[types.UID]*testclaimant.Claimant{}
 	for i := range objs {
@@ -549,7 +567,7 @@ func checkQuiescent(objs []testclaimant.Claimant, leases []coordinationv1.Lease)
 		holderOf[key] = holder
 		if o, ok := live[holder]; !ok {
 			out = append(out, violate(errLeak, key, "record %s names %s, which is gone", l.Name, holder))
-		} else if !slices.Contains(o.Spec.Keys, key) {
+		} else if !slices.Contains(namedKeys(o.Spec.Keys, normalize), key) {
 			out = append(out, violate(errLeak, key, "record %s names %s, which no longer names the key (it names %q)", l.Name, o.Name, o.Spec.Keys))
 		}
 	}
@@ -558,7 +576,7 @@ func checkQuiescent(objs []testclaimant.Claimant, leases []coordinationv1.Lease)
 		if o.DeletionTimestamp != nil {
 			continue
 		}
-		keys := slices.Compact(slices.Sorted(slices.Values(o.Spec.Keys)))
+		keys := namedKeys(o.Spec.Keys, normalize)
 		c := meta.FindStatusCondition(o.Status.Conditions, string(conditions.Claimed))
 		switch {
 		case c == nil:
@@ -582,7 +600,7 @@ func checkQuiescent(objs []testclaimant.Claimant, leases []coordinationv1.Lease)
 			}
 			blocked, holder := keys[i], holderOf[keys[i]]
 			h, alive := live[holder]
-			if !alive || !slices.Contains(h.Spec.Keys, blocked) {
+			if !alive || !slices.Contains(namedKeys(h.Spec.Keys, normalize), blocked) {
 				out = append(out, violate(errNotConverged, blocked, "%s is parked behind holder %q, which is gone, names no such key, or there is no record (%s)", o.Name, holder, c.Message))
 				continue
 			}

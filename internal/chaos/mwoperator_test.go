@@ -84,6 +84,12 @@ type mwFeatures struct {
 	// records by holder name instead of by UID, so releases that label
 	// records differently write the same records.
 	relabel bool
+	// mixedCase: every Claimer of the seed normalizes keys by lower-casing
+	// them (Config.Normalize), and the world spells each key it writes in a
+	// spec in a case of its own (mwWorld.spelled), so that one key is named
+	// in several spellings, by one object from edit to edit, by two objects
+	// at once, and now and then twice in one spec.
+	mixedCase bool
 }
 
 // featuresOf draws the profiles of seed; the first three seeds, those of
@@ -91,7 +97,7 @@ type mwFeatures struct {
 func featuresOf(seed uint64) mwFeatures {
 	switch seed {
 	case 1:
-		return mwFeatures{innerFails: true, statusFails: true, handover: true, restarts: true}
+		return mwFeatures{innerFails: true, statusFails: true, handover: true, restarts: true, mixedCase: true}
 	case 2:
 		return mwFeatures{lag: true, renewal: true, labels: true}
 	case 3:
@@ -100,7 +106,30 @@ func featuresOf(seed uint64) mwFeatures {
 	rng := rand.New(rand.NewPCG(seed, 0xfea7))
 	p := func(x float64) bool { return rng.Float64() < x }
 	return mwFeatures{innerFails: p(0.3), statusFails: p(0.3), lag: p(0.4), renewal: p(0.3), fairness: p(0.3),
-		labels: p(0.3), setless: p(0.25), handover: p(0.3), second: p(0.2), restarts: p(0.6), shards: p(0.3), relabel: p(0.3)}
+		labels: p(0.3), setless: p(0.25), handover: p(0.3), second: p(0.2), restarts: p(0.6), shards: p(0.3), relabel: p(0.3),
+		mixedCase: p(0.5)}
+}
+
+// lowerKey is the key normalizer of the mixed-case profile: "Store-1" and
+// "store-1" name one backend.
+func lowerKey(key string) (string, error) { return strings.ToLower(key), nil }
+
+// normalizer is the Config.Normalize of every Claimer of a seed with f:
+// lowerKey with mixed-case, the default (keys as given) otherwise.
+func (f mwFeatures) normalizer() func(string) (string, error) {
+	if f.mixedCase {
+		return lowerKey
+	}
+	return nil
+}
+
+// normalize is the normalizer as the checker applies it, to compare the
+// keys specs name with each other and with the keys of records.
+func (f mwFeatures) normalize() func(string) string {
+	if f.mixedCase {
+		return strings.ToLower
+	}
+	return verbatim
 }
 
 func (f mwFeatures) String() string {
@@ -110,7 +139,7 @@ func (f mwFeatures) String() string {
 		name string
 	}{{f.innerFails, "inner-fails"}, {f.statusFails, "status-fails"}, {f.lag, "lag"}, {f.renewal, "renewal"}, {f.fairness, "fairness"},
 		{f.labels, "labels"}, {f.setless, "setless"}, {f.handover, "handover"}, {f.second, "second-middleware"}, {f.restarts, "restarts"},
-		{f.shards, "shards"}, {f.relabel, "relabel"}} {
+		{f.shards, "shards"}, {f.relabel, "relabel"}, {f.mixedCase, "mixed-case"}} {
 		if x.on {
 			on = append(on, x.name)
 		}
@@ -374,7 +403,10 @@ func (fl *fleet) start(shard int) (*operator, error) {
 		if fl.r.readsOwnWrites {
 			c = readsOwnWrites(c)
 		}
-		return faultyWrites(c, writes, fl.a.deleting, func() bool {
+		return faultyWrites(c, writes, fl.a.deleting, func(obj client.Object) bool {
+			if fl.a.refusesStatus(obj.GetUID()) {
+				return true
+			}
 			statusMu.Lock()
 			defer statusMu.Unlock()
 			return status.Float64() < statusFail && !fl.quiet()
@@ -402,7 +434,7 @@ func (fl *fleet) start(shard int) (*operator, error) {
 		return nil, err
 	}
 	apiReader := chaos.Wrap(rawReader, reads)
-	cfg := claim.Config{Namespace: fl.ns}
+	cfg := claim.Config{Namespace: fl.ns, Normalize: fl.f.normalizer()}
 	if fl.f.labels {
 		cfg.Labels = recordLabels
 	}
@@ -829,7 +861,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 		innerFail = 0.3
 	}
 	stats := &chaos.Stats{}
-	a := &actor{ignoreGranted: r.ignoreGranted, rng: rand.New(rand.NewPCG(seed, 0xac7)), fail: innerFail,
+	a := &actor{ignoreGranted: r.ignoreGranted, normalize: f.normalize(), rng: rand.New(rand.NewPCG(seed, 0xac7)), fail: innerFail,
 		starts: map[int64]time.Time{}, names: map[int64]string{}, ops: map[int64]*operator{}, readers: map[*operator]client.Reader{}, open: map[wkey]*window{}}
 	if f.restarts {
 		a.crashP = 0.03
@@ -851,7 +883,11 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 			return true, "", nil
 		})
 	}
-	w := &mwWorld{ns: ns, admin: admin, rng: rand.New(rand.NewPCG(seed, 0xbeef)), keys: keys, deleted: map[types.UID]time.Time{}, actor: a}
+	w := &mwWorld{ns: ns, admin: admin, rng: rand.New(rand.NewPCG(seed, 0xbeef)), keys: keys, deleted: map[types.UID]time.Time{}, actor: a,
+		normalize: f.normalize()}
+	if f.mixedCase {
+		w.spelling = rand.New(rand.NewPCG(seed, 0xca5e))
+	}
 	for i := range r.objects {
 		w.names = append(w.names, fmt.Sprintf("claimant-%d", i))
 	}
@@ -863,21 +899,21 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	setName := ""
 	{
 		probe, err := claimmw.Wrap(a, claimmw.WithClient(admin), claimmw.WithAPIReader(admin), claimmw.For(&testclaimant.Claimant{}),
-			claimmw.WithClaim(claim.Config{Namespace: ns}), claimmw.WithKeys(claimantKeys), claimmw.WithMetrics(false))
+			claimmw.WithClaim(claim.Config{Namespace: ns, Normalize: f.normalizer()}), claimmw.WithKeys(claimantKeys), claimmw.WithMetrics(false))
 		if err != nil {
 			t.Fatal(err)
 		}
 		setName = probe.Claimer().Config().Set
 	}
 	if f.labels || f.setless {
-		old := claim.Config{Namespace: ns, Set: setName}
+		old := claim.Config{Namespace: ns, Set: setName, Normalize: f.normalizer()}
 		if f.setless {
 			old.Set = ""
 		}
 		w.seedRecords(ctx, t, old)
 	}
 
-	cfg := claim.Config{Namespace: ns, Set: setName}
+	cfg := claim.Config{Namespace: ns, Set: setName, Normalize: f.normalizer()}
 	if f.labels {
 		cfg.Labels = recordLabels
 	}
@@ -994,6 +1030,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	w.eraseLone(ctx, t)
 	w.eraseStopping(ctx, t)
 	w.eraseInvalid(ctx, t)
+	if f.mixedCase {
+		w.eraseSpelled(ctx, t)
+	}
 
 	// And then everything stops: no faults, no edits, no restarts, and
 	// time stands still
@@ -1006,7 +1045,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	var final []error
 	for {
 		objs, leases := w.state(ctx, t)
-		final = checkQuiescent(objs, leases)
+		final = checkQuiescent(objs, leases, f.normalize())
 		if len(final) == 0 || time.Since(quietStart) > r.quiet {
 			break
 		}
@@ -1026,7 +1065,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 			time.Sleep(quietFor)
 			n := rec.countSince(from)
 			objs, leases := w.state(ctx, t)
-			final = checkQuiescent(objs, leases)
+			final = checkQuiescent(objs, leases, f.normalize())
 			if n == 0 || len(final) > 0 {
 				break
 			}
