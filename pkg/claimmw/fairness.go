@@ -539,6 +539,21 @@ func (l *lastHolders) forget(uid types.UID, keys ...string) {
 	}
 }
 
+// uidsOf returns the UIDs of the holders remembered under name.
+func (l *lastHolders) uidsOf(name types.NamespacedName) []types.UID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []types.UID
+	for _, holders := range l.m {
+		for uid, n := range holders {
+			if n == name && !slices.Contains(out, uid) {
+				out = append(out, uid)
+			}
+		}
+	}
+	return out
+}
+
 // forgetName drops every holder named name, whatever its UID: the object
 // is gone.
 func (l *lastHolders) forgetName(name types.NamespacedName) {

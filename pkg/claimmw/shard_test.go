@@ -120,8 +120,11 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderActsInAnotherShardWhose
 	// events ask shard b to reconcile x, the holder they name, which its
 	// cache does not show)
 	a.deleteLease(t, "k")
-	// Then y does not act for k while x may
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end) && !w.acted("y"); time.Sleep(20 * time.Millisecond) {
-	}
+	// Then y waits for x rather than act for k while x may
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := b.claimed(t, "y")
+		return w.acted("y") || c.Reason == string(conditions.ReasonWaitingForHandover), fmt.Sprintf("y: %+v", c)
+	})
+	time.Sleep(time.Second)
 	w.noOverlap(t)
 }
