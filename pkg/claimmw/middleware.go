@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -107,6 +108,10 @@ type Middleware struct {
 	// pending are the holders whose commit of a handover this process
 	// refused, by successor; see [pendingCommits].
 	pending pendingCommits
+	// waiters receives the objects waiting for a handover that another
+	// middleware of the manager wakes (Middleware.wakeWaiting): each
+	// middleware's objects go to its own controller's queue.
+	waiters chan event.GenericEvent
 }
 
 var _ reconcile.Reconciler = (*Middleware)(nil)
@@ -134,7 +139,7 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("configuring claim middleware: %w", errors.Join(errs...))
 	}
-	m := &Middleware{inner: inner, cfg: c, claimer: c.claimer}
+	m := &Middleware{inner: inner, cfg: c, claimer: c.claimer, waiters: make(chan event.GenericEvent, waitersBuffer)}
 	if m.claimer == nil {
 		cfg := *c.claimCfg
 		if cfg.Set == "" {
