@@ -508,9 +508,9 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 // of another key to stop, which it need not say by a change of its own
 // condition. (Its own holders only: q is this middleware's queue, and a
 // holder taken from another's memory would be woken here, not there.) The
-// objects another middleware's objects wait through go to that
-// middleware's controller (its waiters channel), not to q: a request on
-// this controller's queue would run this middleware's pass, not theirs.
+// objects waiting through another middleware go to that middleware's
+// controller (its waiters channel), not to q: a request on q would run this
+// middleware's pass of them, not theirs.
 func (m *Middleware) wakeWaiting(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	for _, other := range setUp.onManager(m.kind.mgr) {
 		if other == m {
