@@ -326,3 +326,58 @@ func TestAnAnnotationRecordErasedWhileItsHolderActsIsNotGrantedThroughAnotherMid
 	})
 	w.noOverlap(t)
 }
+
+// TestAWaiterOfAnotherMiddlewareIsWokenWhenAnAnnotationRecordItWaitsBehindIsReleased:
+// a record's change wakes the objects whose key's record it is, whatever
+// claim set wrote it (docs/middleware.md, Wake-ups): on the annotation
+// backend that record sits on the object the Target names, so a waiter of
+// another middleware storing its records there is woken by its release,
+// not by its parked requeue.
+func TestAWaiterOfAnotherMiddlewareIsWokenWhenAnAnnotationRecordItWaitsBehindIsReleased(t *testing.T) {
+	ns := env.Namespace(t)
+	target := func(key string) (types.NamespacedName, error) {
+		return types.NamespacedName{Namespace: ns, Name: "storage-" + key}, nil
+	}
+	backend := annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
+	handToKey := func(_ context.Context, obj client.Object) ([]string, error) {
+		if k := obj.(*testcrd.Widget).Spec.HandTo; k != "" {
+			return []string{k}, nil
+		}
+		return nil, nil
+	}
+	fs := startReplica(t, ns,
+		replicaMW{keys: specKeys, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage"),
+			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(backend))}},
+		replicaMW{keys: handToKey, opts: []claimmw.Option{claimmw.WithName("backup"), claimmw.WithConditionType("BackupClaimed"), claimmw.WithFinalizer("example.com/backup"),
+			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(backend))}},
+	)
+	st, bk := fs[0], fs[1]
+	ctx := context.Background()
+	c := direct(t)
+	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Given alpha holds k through the storage middleware
+	st.createWidget(t, "alpha", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		cond := st.conditionOfType(t, "alpha", "StorageClaimed")
+		return cond.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("alpha: %+v", cond)
+	})
+	// And bravo names k through the backup middleware and is parked behind
+	// alpha's record
+	bravo := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bravo"}, Spec: testcrd.WidgetSpec{HandTo: "k"}}
+	if err := c.Create(ctx, bravo); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		cond := bk.conditionOfType(t, "bravo", "BackupClaimed")
+		return cond.Reason == string(conditions.ReasonParked), fmt.Sprintf("bravo: %+v", cond)
+	})
+	// When alpha stops naming k and releases its record
+	st.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.Keys = nil })
+	// Then bravo is woken and gets k (its parked requeue is an hour away)
+	eventually(t, wakeWithin, func() (bool, string) {
+		cond := bk.conditionOfType(t, "bravo", "BackupClaimed")
+		return cond.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo: %+v; alpha: %+v", cond, st.conditionOfType(t, "alpha", "StorageClaimed"))
+	})
+}
