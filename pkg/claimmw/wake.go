@@ -215,11 +215,19 @@ func (m *Middleware) indexKeyValues(obj client.Object) []string {
 	return keys
 }
 
-// indexRecords returns the record names of the keys obj names.
+// indexRecords returns the record names of the keys obj names: the names
+// of the objects the backend stores their records in (claim.Claimer.RecordRef:
+// a Lease's name, or the object the annotation backend's Target names), or,
+// for a backend that does not say, the record name of the claim
+// configuration.
 func (m *Middleware) indexRecords(obj client.Object) []string {
 	keys := m.indexKeys(obj)
 	cfg := m.claimer.Config()
 	for i, k := range keys {
+		if ref, ok := m.claimer.RecordRef(k); ok {
+			keys[i] = ref.Name
+			continue
+		}
 		keys[i] = cfg.NameFunc(k)
 	}
 	return keys
