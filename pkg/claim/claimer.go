@@ -884,6 +884,22 @@ func (c *Claimer) ReleaseRecords(ctx context.Context, self Holder, recs ...Recor
 	return released, errors.Join(errs...)
 }
 
+// RecordRef names the object of [Claimer.RecordType] that stores the record
+// of key, normalized (as Outcome.Key and Record.Key carry it), without
+// reading it; ok is false when the backend does not say (it stores records
+// elsewhere) or cannot map the key. Two Claimers exclude each other on a
+// key exactly when they store its record in one object.
+func (c *Claimer) RecordRef(key string) (ref types.NamespacedName, ok bool) {
+	r, is := c.backend.(interface {
+		RecordRef(key string) (types.NamespacedName, error)
+	})
+	if !is {
+		return ref, false
+	}
+	ref, err := r.RecordRef(key)
+	return ref, err == nil
+}
+
 // RecordType returns an empty object of the type the backend stores records
 // in, for a controller that watches records (see pkg/claimmw), or nil when
 // the backend stores them elsewhere.

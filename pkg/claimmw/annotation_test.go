@@ -10,11 +10,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/annotation"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
@@ -232,5 +234,150 @@ func onlyTheRecordedHolderIsClaimed(ctx context.Context, t *testing.T, f *fixtur
 		hc, oc := f.claimed(t, holder), f.claimed(t, other)
 		return hc.Status == "True" && oc.Status == "False",
 			fmt.Sprintf("record names %s; %s %s/%s; %s %s/%s", holder, holder, hc.Status, hc.Reason, other, oc.Status, oc.Reason)
+	})
+}
+
+// TestAnAnnotationRecordErasedWhileItsHolderActsIsNotGrantedThroughAnotherMiddlewareWhoseClaimNamespaceDiffers:
+// two middlewares of one manager store their records of a key on the same
+// object (the annotation backend, one Target). The record of a key is that
+// object whatever claim.Config.Namespace each sets (for the annotation
+// backend it only limits the release sweep's List: one middleware sets it,
+// the other, whose objects are spread over namespaces, leaves it empty), so
+// a waiter of one that finds the record erased must ask the other whether
+// its holder may still act for the key (docs/middleware.md, the record
+// deleted, erased or overwritten from outside: "in every middleware set up
+// on the same manager whose record of the key is the same object").
+func TestAnAnnotationRecordErasedWhileItsHolderActsIsNotGrantedThroughAnotherMiddlewareWhoseClaimNamespaceDiffers(t *testing.T) {
+	ns := env.Namespace(t)
+	target := func(key string) (types.NamespacedName, error) {
+		return types.NamespacedName{Namespace: ns, Name: "storage-" + key}, nil
+	}
+	backend := annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
+	handToKey := func(_ context.Context, obj client.Object) ([]string, error) {
+		if k := obj.(*testcrd.Widget).Spec.HandTo; k != "" {
+			return []string{k}, nil
+		}
+		return nil, nil
+	}
+	fs := startReplica(t, ns,
+		replicaMW{keys: specKeys, workers: 2, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage"),
+			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(backend))}},
+		replicaMW{keys: handToKey, workers: 2, opts: []claimmw.Option{claimmw.WithName("backup"), claimmw.WithConditionType("BackupClaimed"), claimmw.WithFinalizer("example.com/backup"),
+			claimmw.WithClaim(claim.Config{}, claim.WithBackend(backend))}},
+	)
+	st, bk := fs[0], fs[1]
+	// One recorder of k's acting windows: alpha names k through the storage
+	// middleware, bravo through the backup middleware (the other's passes
+	// of each name no key and tell nothing of k).
+	w := recordWindows(st, "k")
+	only := func(who string) func(context.Context, string, call) (reconcile.Result, error) {
+		return func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+			if name != who {
+				return reconcile.Result{}, nil
+			}
+			return w.pass(ctx, name, c)
+		}
+	}
+	st.inner.setHook(only("alpha"))
+	bk.inner.setHook(only("bravo"))
+	ctx := context.Background()
+	c := direct(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k"}}
+	if err := c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	// Given alpha holds k through the storage middleware and acts for it
+	st.createWidget(t, "alpha", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		cond := st.conditionOfType(t, "alpha", "StorageClaimed")
+		return cond.Reason == string(conditions.ReasonClaimed) && w.acted("alpha"), fmt.Sprintf("alpha: %+v", cond)
+	})
+	// And bravo names k through the backup middleware and waits for it: the
+	// record on the storage object names alpha
+	bravo := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bravo"}, Spec: testcrd.WidgetSpec{HandTo: "k"}}
+	if err := c.Create(ctx, bravo); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		cond := bk.conditionOfType(t, "bravo", "BackupClaimed")
+		return cond.Reason == string(conditions.ReasonParked), fmt.Sprintf("bravo: %+v", cond)
+	})
+	// And alpha's next passes are slow to begin (its workloads run on)
+	time.Sleep(time.Second)
+	release := st.holdBackPasses("alpha")
+	defer release()
+	// When another writer replaces the storage object's annotations whole
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Annotations = map[string]string{"team": "storage"}
+	if err := c.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if rec := st.record(t, "k"); rec.Exists {
+		t.Fatalf("the record of k after its annotations were replaced: %+v", rec)
+	}
+	// And bravo is reconciled (any change of it)
+	bk.edit(t, "bravo", func(w *testcrd.Widget) { w.Labels = map[string]string{"touched": "yes"} })
+	// Then bravo waits for alpha rather than act for k beside it
+	eventually(t, 10*time.Second, func() (bool, string) {
+		cond := bk.conditionOfType(t, "bravo", "BackupClaimed")
+		return w.acted("bravo") || cond.Reason == string(conditions.ReasonWaitingForHandover), fmt.Sprintf("bravo: %+v", cond)
+	})
+	w.noOverlap(t)
+}
+
+// TestAWaiterOfAnotherMiddlewareIsWokenWhenAnAnnotationRecordItWaitsBehindIsReleased:
+// a record's change wakes the objects whose key's record it is, whatever
+// claim set wrote it (docs/middleware.md, Wake-ups): on the annotation
+// backend that record sits on the object the Target names, so a waiter of
+// another middleware storing its records there is woken by its release,
+// not by its parked requeue.
+func TestAWaiterOfAnotherMiddlewareIsWokenWhenAnAnnotationRecordItWaitsBehindIsReleased(t *testing.T) {
+	ns := env.Namespace(t)
+	target := func(key string) (types.NamespacedName, error) {
+		return types.NamespacedName{Namespace: ns, Name: "storage-" + key}, nil
+	}
+	backend := annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
+	handToKey := func(_ context.Context, obj client.Object) ([]string, error) {
+		if k := obj.(*testcrd.Widget).Spec.HandTo; k != "" {
+			return []string{k}, nil
+		}
+		return nil, nil
+	}
+	fs := startReplica(t, ns,
+		replicaMW{keys: specKeys, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage"),
+			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(backend))}},
+		replicaMW{keys: handToKey, opts: []claimmw.Option{claimmw.WithName("backup"), claimmw.WithConditionType("BackupClaimed"), claimmw.WithFinalizer("example.com/backup"),
+			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(backend))}},
+	)
+	st, bk := fs[0], fs[1]
+	ctx := context.Background()
+	c := direct(t)
+	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Given alpha holds k through the storage middleware
+	st.createWidget(t, "alpha", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		cond := st.conditionOfType(t, "alpha", "StorageClaimed")
+		return cond.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("alpha: %+v", cond)
+	})
+	// And bravo names k through the backup middleware and is parked behind
+	// alpha's record
+	bravo := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bravo"}, Spec: testcrd.WidgetSpec{HandTo: "k"}}
+	if err := c.Create(ctx, bravo); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		cond := bk.conditionOfType(t, "bravo", "BackupClaimed")
+		return cond.Reason == string(conditions.ReasonParked), fmt.Sprintf("bravo: %+v", cond)
+	})
+	// When alpha stops naming k and releases its record
+	st.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.Keys = nil })
+	// Then bravo is woken and gets k (its parked requeue is an hour away)
+	eventually(t, wakeWithin, func() (bool, string) {
+		cond := bk.conditionOfType(t, "bravo", "BackupClaimed")
+		return cond.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo: %+v; alpha: %+v", cond, st.conditionOfType(t, "alpha", "StorageClaimed"))
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/ocf-claim/claim/internal/mutant"
@@ -258,10 +259,8 @@ func (m *Middleware) predecessor(ctx context.Context, key string, self, recorded
 	if !m.indexed {
 		return claim.Holder{}, "", false, nil
 	}
-	record := m.claimer.Config().NameFunc(key)
-	ns := m.claimer.Config().Namespace
 	for _, mw := range append([]*Middleware{m}, others(m)...) {
-		if mw != m && (mw.claimer.Config().Namespace != ns || mw.claimer.Config().NameFunc(key) != record) {
+		if mw != m && !m.sameRecord(mw, key) {
 			continue
 		}
 		h, detail, ok, err := mw.actingFor(ctx, key, self, recorded)
@@ -270,6 +269,34 @@ func (m *Middleware) predecessor(ctx context.Context, key string, self, recorded
 		}
 	}
 	return claim.Holder{}, "", false, nil
+}
+
+// sameRecord reports whether other stores its record of key (normalized) in
+// the object m stores its own in: of one type, at one namespace and name, as
+// each backend places it (claim.Claimer.RecordRef). The annotation backend
+// places it on the object its Target names, whatever claim.Config.Namespace
+// and Prefix say: two middlewares whose configurations differ there still
+// share that record. When a backend does not say where, the configurations
+// decide (one namespace, one record name). A record type that cannot be
+// told counts as the same: asking one middleware too many costs reads,
+// asking one too few lets a key go while its holder acts.
+func (m *Middleware) sameRecord(other *Middleware, key string) bool {
+	mine, okMine := m.claimer.RecordRef(key)
+	theirs, okTheirs := other.claimer.RecordRef(key)
+	if !okMine || !okTheirs {
+		a, b := m.claimer.Config(), other.claimer.Config()
+		return a.Namespace == b.Namespace && a.NameFunc(key) == b.NameFunc(key)
+	}
+	if mine != theirs {
+		return false
+	}
+	tm, to := m.claimer.RecordType(), other.claimer.RecordType()
+	if tm == nil || to == nil {
+		return tm == nil && to == nil
+	}
+	gm, errM := apiutil.GVKForObject(tm, m.cfg.client.Scheme())
+	gt, errT := apiutil.GVKForObject(to, other.cfg.client.Scheme())
+	return errM != nil || errT != nil || gm.GroupKind() == gt.GroupKind()
 }
 
 // confirmKey marks the context of the predecessor check that decides:
@@ -512,6 +539,21 @@ func (l *lastHolders) forget(uid types.UID, keys ...string) {
 	for _, key := range keys {
 		drop(key)
 	}
+}
+
+// uidsOf returns the UIDs of the holders remembered under name.
+func (l *lastHolders) uidsOf(name types.NamespacedName) []types.UID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []types.UID
+	for _, holders := range l.m {
+		for uid, n := range holders {
+			if n == name && !slices.Contains(out, uid) {
+				out = append(out, uid)
+			}
+		}
+	}
+	return out
 }
 
 // forgetName drops every holder named name, whatever its UID: the object

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -107,6 +108,10 @@ type Middleware struct {
 	// pending are the holders whose commit of a handover this process
 	// refused, by successor; see [pendingCommits].
 	pending pendingCommits
+	// waiters receives the objects waiting for a handover that another
+	// middleware of the manager wakes (Middleware.wakeWaiting): each
+	// middleware's objects go to its own controller's queue.
+	waiters chan event.GenericEvent
 }
 
 var _ reconcile.Reconciler = (*Middleware)(nil)
@@ -134,7 +139,7 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("configuring claim middleware: %w", errors.Join(errs...))
 	}
-	m := &Middleware{inner: inner, cfg: c, claimer: c.claimer}
+	m := &Middleware{inner: inner, cfg: c, claimer: c.claimer, waiters: make(chan event.GenericEvent, waitersBuffer)}
 	if m.claimer == nil {
 		cfg := *c.claimCfg
 		if cfg.Set == "" {
@@ -461,7 +466,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 	obj := newObject(m.cfg.prototype)
 	if err := m.cfg.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			m.forget(req)
+			m.forgetUnseen(ctx, req)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("reading %s: %w", req.NamespacedName, err)
@@ -1910,6 +1915,37 @@ func (m *Middleware) stillHeld(ctx context.Context, self claim.Holder, recs []cl
 // waits before its last pass, so that the passes of the objects its release
 // woke come first.
 const sweepAfterRelease = 50 * time.Millisecond
+
+// forgetUnseen forgets what the process keeps for an object its cache does
+// not show, as forget does, but the holders remembered under its name only
+// once an uncached read finds no object of that name, or one of another UID
+// (as the predecessor check forgets them): a cache may not show an object
+// that still acts for a key. One reconciled by another shard of the
+// operator, whose cache holds only its own shard's objects, is such an
+// object, and every event of a record that names it asks this process to
+// reconcile it. An error of that read keeps them (a hint too many costs a
+// read; one too few lets a key go while its holder acts).
+func (m *Middleware) forgetUnseen(ctx context.Context, req reconcile.Request) {
+	m.pending.forget(req.NamespacedName)
+	m.renew.stopExcept(req.NamespacedName)
+	m.written.forget(req.NamespacedName)
+	m.metrics.setHeld(req.NamespacedName, 0)
+	uids := m.lastHolders.uidsOf(req.NamespacedName)
+	if len(uids) == 0 || m.cfg.apiReader == nil {
+		return
+	}
+	current := newObject(m.cfg.prototype)
+	switch err := m.cfg.apiReader.Get(ctx, req.NamespacedName, current); {
+	case apierrors.IsNotFound(err):
+		m.lastHolders.forgetName(req.NamespacedName)
+	case err == nil:
+		for _, uid := range uids {
+			if uid != current.GetUID() {
+				m.lastHolders.forget(uid)
+			}
+		}
+	}
+}
 
 func (m *Middleware) forget(req reconcile.Request) {
 	m.pending.forget(req.NamespacedName)

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/ocf-claim/claim/pkg/backends/lease"
@@ -30,6 +31,13 @@ const shardLabel = "shard"
 // record of the claim namespace.
 func startShard(t *testing.T, ns string, op selection.Operator, value string) *fixture {
 	t.Helper()
+	return startShardWith(t, ns, op, value, 1)
+}
+
+// startShardWith is startShard with workers concurrent passes, its manager's
+// client going through the fixture's writes.
+func startShardWith(t *testing.T, ns string, op selection.Operator, value string, workers int) *fixture {
+	t.Helper()
 	req, err := labels.NewRequirement(shardLabel, op, []string{value})
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +45,7 @@ func startShard(t *testing.T, ns string, op selection.Operator, value string) *f
 	opts := env.ManagerOptions(ns)
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{&testcrd.Widget{}: {Label: labels.NewSelector().Add(*req)}}
 	f := &fixture{ns: ns, inner: &inner{}, writes: &writes{}}
+	opts.NewClient = intercepted(f.writes.funcs())
 	env.StartManager(t, opts, func(mgr manager.Manager) error {
 		f.client = mgr.GetClient()
 		mw, err := claimmw.Wrap(f.inner,
@@ -50,7 +59,8 @@ func startShard(t *testing.T, ns string, op selection.Operator, value string) *f
 			return err
 		}
 		f.mw = mw
-		return mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}))
+		return mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}).
+			WithOptions(controller.Options{MaxConcurrentReconciles: workers}))
 	})
 	return f
 }
@@ -83,4 +93,38 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderActsInAnotherShard(t *t
 			return rec.Exists && rec.Holder.UID == x.UID, fmt.Sprintf("round %d: record of k: exists %t, holder %s", round, rec.Exists, rec.Holder)
 		})
 	}
+}
+
+func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderActsInAnotherShardWhoseObjectsThisShardIsAskedToReconcile(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	a := startShardWith(t, ns, selection.NotEquals, "b", 2)
+	b := startShardWith(t, ns, selection.Equals, "b", 2)
+	w := recordWindows(a, "k")
+	b.inner.setHook(w.pass)
+	// Given x acts for k in shard a
+	a.createAndWait(t, "x", conditions.ReasonClaimed, "k")
+	if !w.waitActed("x", 10*time.Second) {
+		t.Fatal("x never acted for k")
+	}
+	// And y names k in shard b, whose cache never shows x, and waits for it
+	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
+	if err := direct(t).Create(context.Background(), y); err != nil {
+		t.Fatal(err)
+	}
+	b.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
+	// And x's next passes in shard a are slow to begin (its workloads run on)
+	release := a.holdBackPasses("x")
+	defer release()
+	// When a person deletes k's record while x acts for it (the record's
+	// events ask shard b to reconcile x, the holder they name, which its
+	// cache does not show)
+	a.deleteLease(t, "k")
+	// Then y waits for x rather than act for k while x may
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := b.claimed(t, "y")
+		return w.acted("y") || c.Reason == string(conditions.ReasonWaitingForHandover), fmt.Sprintf("y: %+v", c)
+	})
+	time.Sleep(time.Second)
+	w.noOverlap(t)
 }

@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -498,4 +499,56 @@ func TestTwoMiddlewaresOnOneKindNeverReleaseEachOthersRecords(t *testing.T) {
 			t.Errorf("Lease of %s-k was deleted and re-created (uid %s -> %s)", name, uids[name], l.UID)
 		}
 	}
+}
+
+// TestAWaiterOfOneMiddlewareIsWokenWhenAHolderOfAnotherStopsActingForItsKey:
+// "a holder that is stopping lets the waiter in once its told pass
+// succeeded, and the change of its condition wakes every object waiting for
+// a handover in the manager" (docs/middleware.md), whichever middleware of
+// the manager the waiter waits through. No record changes then (the record
+// was deleted from outside while the holder stopped), so nothing else wakes
+// it before its waiting requeue.
+func TestAWaiterOfOneMiddlewareIsWokenWhenAHolderOfAnotherStopsActingForItsKey(t *testing.T) {
+	ns := env.Namespace(t)
+	st, nw := storageAndNetwork(t, ns)
+	// Given x acts for k through the storage middleware
+	st.createWidget(t, "x", "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := st.conditionOfType(t, "x", "StorageClaimed")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("x: %+v", c)
+	})
+	// And y names k through the network middleware and waits for it
+	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y"}, Spec: testcrd.WidgetSpec{HandTo: "k"}}
+	if err := direct(t).Create(context.Background(), y); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := nw.conditionOfType(t, "y", "NetworkClaimed")
+		return c.Reason == string(conditions.ReasonParked), fmt.Sprintf("y: %+v", c)
+	})
+	// And x stops naming k, but its passes fail for a while (its workloads
+	// of k take time to stop)
+	failing := st.failPassesOf("x", func(claimmw.State) bool { return true })
+	st.edit(t, "x", func(w *testcrd.Widget) { w.Spec.Keys = nil })
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := st.conditionOfType(t, "x", "StorageClaimed")
+		return c.Reason == string(conditions.ReasonStopping), fmt.Sprintf("x: %+v", c)
+	})
+	// And a person deletes k's record meanwhile, so y waits for x to stop
+	st.deleteLease(t, "k")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := nw.conditionOfType(t, "y", "NetworkClaimed")
+		return c.Reason == string(conditions.ReasonWaitingForHandover), fmt.Sprintf("y: %+v", c)
+	})
+	// When x's told pass succeeds
+	failing.Store(false)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := st.conditionOfType(t, "x", "StorageClaimed")
+		return c.Reason != string(conditions.ReasonStopping), fmt.Sprintf("x: %+v", c)
+	})
+	// Then y is woken and gets k (its waiting requeue is an hour away)
+	eventually(t, wakeWithin, func() (bool, string) {
+		c := nw.conditionOfType(t, "y", "NetworkClaimed")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("y: %+v; x: %+v", c, st.conditionOfType(t, "x", "StorageClaimed"))
+	})
 }

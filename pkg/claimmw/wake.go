@@ -215,11 +215,19 @@ func (m *Middleware) indexKeyValues(obj client.Object) []string {
 	return keys
 }
 
-// indexRecords returns the record names of the keys obj names.
+// indexRecords returns the record names of the keys obj names: the names
+// of the objects the backend stores their records in (claim.Claimer.RecordRef:
+// a Lease's name, or the object the annotation backend's Target names), or,
+// for a backend that does not say, the record name of the claim
+// configuration.
 func (m *Middleware) indexRecords(obj client.Object) []string {
 	keys := m.indexKeys(obj)
 	cfg := m.claimer.Config()
 	for i, k := range keys {
+		if ref, ok := m.claimer.RecordRef(k); ok {
+			keys[i] = ref.Name
+			continue
+		}
 		keys[i] = cfg.NameFunc(k)
 	}
 	return keys
@@ -276,6 +284,7 @@ func (m *Middleware) SetupWithManager(mgr manager.Manager, b *builder.Builder) e
 	if m.renew != nil {
 		b = b.WatchesRawSource(source.Channel(m.renew.ended, &handler.EnqueueRequestForObject{}))
 	}
+	b = b.WatchesRawSource(source.Channel(m.waiters, &handler.EnqueueRequestForObject{}))
 	if w := m.cfg.yieldWake; m.cfg.fairness && w != nil {
 		b = b.WatchesRawSource(source.Channel(w.events, &handler.EnqueueRequestForObject{}))
 	}
@@ -506,16 +515,46 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 // of a handover waited: its successor may have waited for an earlier holder
 // of another key to stop, which it need not say by a change of its own
 // condition. (Its own holders only: q is this middleware's queue, and a
-// holder taken from another's memory would be woken here, not there.)
+// holder taken from another's memory would be woken here, not there.) The
+// objects waiting through another middleware go to that middleware's
+// controller (its waiters channel), not to q: a request on q would run this
+// middleware's pass of them, not theirs.
 func (m *Middleware) wakeWaiting(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	for _, other := range setUp.onManager(m.kind.mgr) {
-		for _, r := range other.waiting(ctx) {
-			q.Add(r)
+		if other == m {
+			for _, r := range other.waiting(ctx) {
+				q.Add(r)
+			}
+			continue
 		}
+		other.wakeWaiters(ctx)
 	}
 	for _, h := range m.pending.takeAll() {
 		q.Add(reconcile.Request{NamespacedName: h})
 	}
+}
+
+// waitersBuffer bounds the wake-ups of objects waiting for a handover that
+// other middlewares sent and the controller has not taken yet; one sent
+// when it is full is dropped (the object's waiting requeue still comes).
+const waitersBuffer = 1024
+
+// wakeWaiters sends every object of m's kind whose claim condition is
+// WaitingForHandover, read from the cache, to m's controller.
+func (m *Middleware) wakeWaiters(ctx context.Context) {
+	list := m.namingList(ctx, m.waitingIndex(), "true")
+	if list == nil {
+		return
+	}
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		if obj, ok := o.(client.Object); ok {
+			select {
+			case m.waiters <- event.GenericEvent{Object: obj}:
+			default:
+			}
+		}
+		return nil
+	})
 }
 
 // wakeHoldersWaiters wakes the objects that name the key of a record obj

@@ -410,6 +410,10 @@ func keys(m map[string]string) []string {
 	return out
 }
 
+// RecordRef names the object that stores the record of key (normalized),
+// as Options.Target maps it, whatever Config.Namespace says.
+func (s *store) RecordRef(key string) (types.NamespacedName, error) { return s.ref(key) }
+
 // RecordType returns an empty object of the claimed type: records are its
 // annotations, so a controller learns of every change of a claim by watching
 // those objects (see claimmw).

@@ -41,6 +41,12 @@ func currentNamesTheHolder(w *world) error {
 	if rec.Token != o.Token || rec.Ref.Name == "" {
 		return fmt.Errorf("current record of %q: token %q ref %q, want the grant's token %q and a ref", key, rec.Token, rec.Ref, o.Token)
 	}
+	// And where the backend says the key's record is, without reading it,
+	// is where it is (two Claimers exclude each other on a key exactly when
+	// that place is one object)
+	if ref, ok := reader.RecordRef(rec.Key); ok && ref != rec.Ref {
+		return fmt.Errorf("RecordRef(%q) = %s, but the record is at %s", rec.Key, ref, rec.Ref)
+	}
 	for i, want := range []bool{true, false} {
 		got, err := reader.Holds(w.ctx, key, hs[i])
 		if err != nil {

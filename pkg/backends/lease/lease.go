@@ -281,6 +281,10 @@ func withSpec(rec backends.Record, l *coordinationv1.Lease) backends.Record {
 	return rec
 }
 
+// RecordRef names the Lease that stores the record of key (normalized):
+// Config.Namespace and the record name of key.
+func (s *store) RecordRef(key string) (types.NamespacedName, error) { return s.ref(key), nil }
+
 // RecordType returns an empty Lease: records are Leases, which a controller
 // watches to learn of every change of a claim (see claimmw).
 func (s *store) RecordType() client.Object { return &coordinationv1.Lease{} }
