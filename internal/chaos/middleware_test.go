@@ -1014,9 +1014,12 @@ const (
 // shard's process are slow to begin meanwhile (holdPasses: a busy
 // controller; its workload runs on), so that neither that process's late
 // sight of the deletion (fastLeaseLag) nor a renewal that finds the record
-// gone has it write the record again before the waiter decides. At the
-// end the holder names nothing, so that the waiter takes the key and the
-// world settles. The move makes its own two objects and key, so that
+// gone has it write the record again before the waiter decides. The
+// waiter's pass and the holder's pass its process is asked for run at
+// once, in either order: while the waiter waits, the holder is let go,
+// holds the key again, and its record is deleted again, up to unseenTries
+// times. At the end the holder names nothing, so that the waiter takes the
+// key and the world settles. The move makes its own two objects and key, so that
 // nothing else in the world wakes either of them.
 func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) {
 	t.Helper()
@@ -1036,7 +1039,9 @@ func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) {
 			w.setKeys(ctx, t, obj, nil)
 		}
 	}()
-	if !w.heldBy(ctx, t, h, unseenKey, true) {
+	// A new object of a busy process may take a while to hold its key:
+	// up to three times keptWait.
+	if !w.heldBy(ctx, t, h, unseenKey, true) && !w.heldBy(ctx, t, h, unseenKey, true) && !w.heldBy(ctx, t, h, unseenKey, true) {
 		gaveUp("the holder did not come to hold the key")
 		return
 	}
@@ -1053,18 +1058,29 @@ func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) {
 		gaveUp("the waiter did not park")
 		return
 	}
-	letGo := w.actor.holdPasses(unseenHolder, shardOf(unseenHolder))
-	defer letGo()
-	for _, l := range w.records(ctx, t, unseenKey) {
-		if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == h.UID {
-			w.erase(ctx, t, l)
-			w.counts.unseenErased++
+	for round := range unseenTries {
+		if round > 0 && (!w.heldBy(ctx, t, h, unseenKey, true) || !w.waitParked(ctx, t, waiter)) {
+			return
+		}
+		letGo := w.actor.holdPasses(unseenHolder, shardOf(unseenHolder))
+		for _, l := range w.records(ctx, t, unseenKey) {
+			if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == h.UID {
+				w.erase(ctx, t, l)
+				w.counts.unseenErased++
+			}
+		}
+		// Time for the waiter to take the key and act, while the holder's
+		// passes are held back.
+		time.Sleep(stoppingWait)
+		letGo()
+		if _, took := w.actor.openFor(waiter.UID, unseenKey, time.Time{}); took {
+			return
 		}
 	}
-	// Time for the waiter to take the key and act, while the holder's
-	// passes are held back.
-	time.Sleep(stoppingWait)
 }
+
+// unseenTries bounds how often eraseUnseen deletes the holder's record.
+const unseenTries = 3
 
 // spelledKey, spelledHolder and spelledWaiter are the key and the objects
 // of eraseSpelled, which nothing else in the world names. The waiter's
