@@ -114,10 +114,12 @@ type mwCounts struct {
 	// those by the latter, loneErased those by eraseLone, stoppingErased
 	// those by eraseStopping, which also counts the keys it took over from
 	// a stopping holder (stoppingTakenOver), invalidErased those by
-	// eraseInvalid. slowStops are the told passes that asked to run again,
-	// not done stopping (the actor's slowStop).
+	// eraseInvalid, unseenErased those by eraseUnseen. slowStops are the
+	// told passes that asked to run again, not done stopping (the actor's
+	// slowStop).
 	keptErased, freshErased, shardErased, loneErased   int
 	stoppingErased, stoppingTakenOver, invalidErased   int
+	unseenErased                                       int
 	passes, grantedPasses, grants, windows, failedTold int
 	slowStops                                          int
 	// mixedCase counts the keys the world wrote in a spec in another
@@ -129,8 +131,8 @@ type mwCounts struct {
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d slow-stops=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d stopping-taken-over=%d invalid-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d mixed-case-namings=%d named-twice=%d spelled-erased=%d",
-		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.slowStops, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.stoppingTakenOver, c.invalidErased, c.takeovers, c.handovers,
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d slow-stops=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d stopping-taken-over=%d invalid-erased=%d unseen-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d mixed-case-namings=%d named-twice=%d spelled-erased=%d",
+		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.slowStops, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.stoppingTakenOver, c.invalidErased, c.unseenErased, c.takeovers, c.handovers,
 		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite, c.mixedCase, c.namedTwice, c.spelledErased)
 }
 
@@ -146,6 +148,7 @@ func (c *mwCounts) add(o mwCounts) {
 	c.stoppingErased += o.stoppingErased
 	c.stoppingTakenOver += o.stoppingTakenOver
 	c.invalidErased += o.invalidErased
+	c.unseenErased += o.unseenErased
 	c.takeovers += o.takeovers
 	c.passes += o.passes
 	c.grantedPasses += o.grantedPasses
@@ -372,7 +375,7 @@ func (w *mwWorld) spell(key string) string {
 
 func (w *mwWorld) create(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
-	obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled(w.randomKeys())}}
+	obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: shardLabels(name)}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled(w.randomKeys())}}
 	err := w.admin.Create(ctx, obj)
 	switch {
 	case apierrors.IsAlreadyExists(err):
@@ -605,9 +608,12 @@ const freshWait = time.Second
 // the holder's process sees the erasure, and the waiter's record, only
 // fastLeaseLag later. The waiter's cache of the kind never shows its own
 // Claimed write within the half second a pass waits for it, and when the
-// pass stops waiting it still shows the holder waiting: the check before
-// the waiter acts must read the holder uncached (mutant FreshCacheAssumed
-// trusts that cache).
+// pass stops waiting, with the sharedCache profile, it still shows the
+// holder waiting: the check before the waiter acts must read the holder
+// uncached (mutant FreshCacheAssumed trusts that cache). With caches of
+// the own shard only, the waiter's cache never shows the holder: its
+// process knows it from the records that name it, and must read it
+// uncached all the same.
 func (w *mwWorld) eraseFreshAcrossShards(ctx context.Context, t *testing.T) {
 	t.Helper()
 	var live, fast, slow []*testclaimant.Claimant
@@ -865,7 +871,7 @@ const stoppingWait = 1500 * time.Millisecond
 func (w *mwWorld) eraseStopping(ctx context.Context, t *testing.T) {
 	t.Helper()
 	named := func(name string) *testclaimant.Claimant {
-		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled([]string{stoppingKey})}}
+		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: shardLabels(name)}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled([]string{stoppingKey})}}
 		if err := w.admin.Create(ctx, obj); err != nil {
 			t.Fatalf("creating %s: %v", name, err)
 		}
@@ -944,7 +950,7 @@ const (
 func (w *mwWorld) eraseInvalid(ctx context.Context, t *testing.T) {
 	t.Helper()
 	named := func(name string) *testclaimant.Claimant {
-		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled([]string{invalidKey})}}
+		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: shardLabels(name)}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled([]string{invalidKey})}}
 		if err := w.admin.Create(ctx, obj); err != nil {
 			t.Fatalf("creating %s: %v", name, err)
 		}
@@ -987,6 +993,95 @@ func (w *mwWorld) eraseInvalid(ctx context.Context, t *testing.T) {
 	time.Sleep(stoppingWait)
 }
 
+// unseenKey, unseenHolder and unseenWaiter are the key and the objects of
+// eraseUnseen, which nothing else in the world names: the holder is of the
+// fast shard, the waiter of the slow one (shardOf).
+const (
+	unseenKey    = "store-unseen"
+	unseenHolder = "unseen-holder-0"
+	unseenWaiter = "unseen-waiter-1"
+)
+
+// eraseUnseen (shards profile, caches not shared) deletes the record of a
+// holder of one shard while it acts and an object of the other shard waits
+// for the key. The waiter's process never shows the holder in its cache:
+// it knows of it only from the records that name it, and every event of
+// those records asks it to reconcile the holder, a pass that finds nothing
+// in its cache. Woken by the deletion, the waiter must find the holder
+// still acting, read uncached, and wait (mutant UnseenHolderForgotten:
+// that pass forgets the holder, so the waiter finds no object that may
+// act for the key and acts beside it). The holder's passes in its own
+// shard's process are slow to begin meanwhile (holdPasses: a busy
+// controller; its workload runs on), so that neither that process's late
+// sight of the deletion (fastLeaseLag) nor a renewal that finds the record
+// gone has it write the record again before the waiter decides. The
+// waiter's pass and the holder's pass its process is asked for run at
+// once, in either order: while the waiter waits, the holder is let go,
+// holds the key again, and its record is deleted again, up to unseenTries
+// times. At the end the holder names nothing, so that the waiter takes the
+// key and the world settles. The move makes its own two objects and key, so that
+// nothing else in the world wakes either of them.
+func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) {
+	t.Helper()
+	named := func(name string) *testclaimant.Claimant {
+		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: shardLabels(name)}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled([]string{unseenKey})}}
+		if err := w.admin.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %s: %v", name, err)
+		}
+		w.counts.creations++
+		w.written(obj.Spec.Keys)
+		return obj
+	}
+	gaveUp := func(why string) { t.Logf("eraseUnseen: not played further: %s", why) }
+	h := named(unseenHolder)
+	defer func() {
+		if obj := w.get(ctx, t, unseenHolder); obj != nil && obj.UID == h.UID && obj.DeletionTimestamp == nil {
+			w.setKeys(ctx, t, obj, nil)
+		}
+	}()
+	// A new object of a busy process may take a while to hold its key:
+	// up to three times keptWait.
+	if !w.heldBy(ctx, t, h, unseenKey, true) && !w.heldBy(ctx, t, h, unseenKey, true) && !w.heldBy(ctx, t, h, unseenKey, true) {
+		gaveUp("the holder did not come to hold the key")
+		return
+	}
+	acting := false
+	for deadline := time.Now().Add(keptWait); !acting && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		_, acting = w.actor.openFor(h.UID, unseenKey, time.Time{})
+	}
+	if !acting {
+		gaveUp("the holder did not act for the key")
+		return
+	}
+	waiter := named(unseenWaiter)
+	if !w.waitParked(ctx, t, waiter) {
+		gaveUp("the waiter did not park")
+		return
+	}
+	for round := range unseenTries {
+		if round > 0 && (!w.heldBy(ctx, t, h, unseenKey, true) || !w.waitParked(ctx, t, waiter)) {
+			return
+		}
+		letGo := w.actor.holdPasses(unseenHolder, shardOf(unseenHolder))
+		for _, l := range w.records(ctx, t, unseenKey) {
+			if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == h.UID {
+				w.erase(ctx, t, l)
+				w.counts.unseenErased++
+			}
+		}
+		// Time for the waiter to take the key and act, while the holder's
+		// passes are held back.
+		time.Sleep(stoppingWait)
+		letGo()
+		if _, took := w.actor.openFor(waiter.UID, unseenKey, time.Time{}); took {
+			return
+		}
+	}
+}
+
+// unseenTries bounds how often eraseUnseen deletes the holder's record.
+const unseenTries = 3
+
 // spelledKey, spelledHolder and spelledWaiter are the key and the objects
 // of eraseSpelled, which nothing else in the world names. The waiter's
 // name sorts first: objects created within the same second are ordered by
@@ -1015,7 +1110,7 @@ const (
 func (w *mwWorld) eraseSpelled(ctx context.Context, t *testing.T) {
 	t.Helper()
 	named := func(name, key string) *testclaimant.Claimant {
-		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
+		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: shardLabels(name)}}
 		if key != "" {
 			obj.Spec.Keys = []string{key}
 		}
@@ -1640,11 +1735,12 @@ func readsOwnWrites(c client.WithWatch) client.WithWatch {
 // come from, makes a stale cache look fresh (what mutant FreshCacheAssumed
 // does inside the middleware).
 func TestMiddlewareChaosCatchesAClientThatReadsItsOwnWrites(t *testing.T) {
-	// Given two shards whose informers lag differently, each process's
+	// Given two shards whose informers lag differently, each process
+	// caching every object (the waiter's cache shows the holder) and its
 	// client reading its own writes, and a world that begins with the
 	// erasure staged across the shards
 	r := mwBroken
-	r.features = &mwFeatures{shards: true}
+	r.features = &mwFeatures{shards: true, sharedCache: true}
 	r.readsOwnWrites = true
 	r.acrossShards = 3
 	r.steps = 10

@@ -69,6 +69,10 @@ type actor struct {
 	// refused are the objects whose status writes the world has refused,
 	// in every operator process, until it allows them again.
 	refused map[types.UID]bool
+	// slowToBegin are the objects whose passes, in the processes of one
+	// shard, the world holds back before they begin (a busy controller):
+	// by name, the shard and a channel closed when they may go on.
+	slowToBegin map[string]slowPasses
 	// slowStop is the chance that a told pass that neither fails nor
 	// crashes is not done stopping: it returns no error and asks to run
 	// again (its workloads are still going away), and its windows stay
@@ -97,6 +101,44 @@ func (a *actor) holdStops(uid types.UID) (entered <-chan struct{}) {
 	a.held[uid] = h
 	return h.entered
 }
+
+// slowPasses is what holdPasses keeps of one object: the shard whose
+// processes hold its passes back, and a channel closed once they may go on.
+type slowPasses struct {
+	shard   int
+	release chan struct{}
+}
+
+// holdPasses makes every pass of the object named name, in the processes
+// of shard only, wait before it begins (before the middleware reads
+// anything) until the returned func is called, or at most slowPassesMax:
+// the object's passes are slow to begin there, as those of a busy
+// controller are, while its workloads run on. The processes of other
+// shards, asked to reconcile it too, are not held.
+func (a *actor) holdPasses(name string, shard int) (letGo func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.slowToBegin == nil {
+		a.slowToBegin = map[string]slowPasses{}
+	}
+	sp := slowPasses{shard: shard, release: make(chan struct{})}
+	a.slowToBegin[name] = sp
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			close(sp.release)
+			if a.slowToBegin[name].release == sp.release {
+				delete(a.slowToBegin, name)
+			}
+		})
+	}
+}
+
+// slowPassesMax bounds how long holdPasses holds one pass back: a process
+// that ends waits for its passes.
+const slowPassesMax = 5 * time.Second
 
 // letGo lets the told passes of uid held by holdStops go on.
 func (a *actor) letGo(uid types.UID) {
@@ -230,6 +272,14 @@ func (a *actor) passBegins(op *operator) func(*reconcile.Request) logr.Logger {
 			return logr.New(passSink{})
 		}
 		a.mu.Lock()
+		if sp, ok := a.slowToBegin[req.Name]; ok && op != nil && op.shard == sp.shard {
+			a.mu.Unlock()
+			select {
+			case <-sp.release:
+			case <-time.After(slowPassesMax):
+			}
+			a.mu.Lock()
+		}
 		defer a.mu.Unlock()
 		a.next++
 		a.starts[a.next] = time.Now()

@@ -16,6 +16,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -75,11 +76,20 @@ type mwFeatures struct {
 	// is rolled (sometimes two processes overlap for a moment).
 	restarts bool
 	// shards: two operator processes run at once for the whole run, each
-	// working the objects of its shard while caching every object of the
-	// kind (shardOf); the second shard's informer of the kind is slow
-	// (slowShardLag) and every process's Lease informer is slower
-	// (shardLeaseLag).
+	// working the objects of its shard (shardOf), as a label-sharded
+	// operator does: its cache of the kind holds only the objects labelled
+	// for its shard (shardLabel), while its queue receives every request,
+	// among them those every event of a record makes for the holder it
+	// names, of either shard, whose passes find nothing in that cache. The
+	// slow shard's informer of the kind lags (slowCacheLag), and so does
+	// the fast shard's informer of Leases (fastLeaseLag).
 	shards bool
+	// sharedCache (with shards): each process caches every object of the
+	// kind instead, and its queue drops every request for an object of the
+	// other shard (shardQueue): an operator sharded by a filter on its
+	// queue. Drawn from a stream of its own for one shards seed in three,
+	// so that the other profiles of every seed are as before.
+	sharedCache bool
 	// relabel: every other operator process (by start order: each rolling
 	// update is an upgrade or a rollback, and the two shards differ) labels
 	// records by holder name instead of by UID, so releases that label
@@ -106,9 +116,11 @@ func featuresOf(seed uint64) mwFeatures {
 	}
 	rng := rand.New(rand.NewPCG(seed, 0xfea7))
 	p := func(x float64) bool { return rng.Float64() < x }
-	return mwFeatures{innerFails: p(0.3), statusFails: p(0.3), lag: p(0.4), renewal: p(0.3), fairness: p(0.3),
+	f := mwFeatures{innerFails: p(0.3), statusFails: p(0.3), lag: p(0.4), renewal: p(0.3), fairness: p(0.3),
 		labels: p(0.3), setless: p(0.25), handover: p(0.3), second: p(0.2), restarts: p(0.6), shards: p(0.3), relabel: p(0.3),
 		mixedCase: p(0.5)}
+	f.sharedCache = f.shards && rand.New(rand.NewPCG(seed, 0x5ca)).IntN(3) == 0
+	return f
 }
 
 // lowerKey is the key normalizer of the mixed-case profile: "Store-1" and
@@ -140,7 +152,7 @@ func (f mwFeatures) String() string {
 		name string
 	}{{f.innerFails, "inner-fails"}, {f.statusFails, "status-fails"}, {f.lag, "lag"}, {f.renewal, "renewal"}, {f.fairness, "fairness"},
 		{f.labels, "labels"}, {f.setless, "setless"}, {f.handover, "handover"}, {f.second, "second-middleware"}, {f.restarts, "restarts"},
-		{f.shards, "shards"}, {f.relabel, "relabel"}, {f.mixedCase, "mixed-case"}} {
+		{f.shards, "shards"}, {f.shards && f.sharedCache, "shared-cache"}, {f.relabel, "relabel"}, {f.mixedCase, "mixed-case"}} {
 		if x.on {
 			on = append(on, x.name)
 		}
@@ -209,13 +221,24 @@ const (
 	fastShard, slowShard = 0, 1
 )
 
-// shardOf is the shard of the object named name (claimant-N: N's parity).
+// shardOf is the shard of the object named name (claimant-N: N's parity;
+// fastShard for a name that ends in no number).
 func shardOf(name string) int {
 	n, err := strconv.Atoi(name[strings.LastIndexByte(name, '-')+1:])
 	if err != nil {
 		return fastShard
 	}
 	return n % 2
+}
+
+// shardLabel is the label the world gives every object it creates, whose
+// value is its shard (shardOf); the process of a shard caches only the
+// objects whose label is its own, unless the cache is shared.
+const shardLabel = "chaos.ocf.dev/shard"
+
+// shardLabels are the labels of the object named name.
+func shardLabels(name string) map[string]string {
+	return map[string]string{shardLabel: strconv.Itoa(shardOf(name))}
 }
 
 // The lags of the shards profile's slow informers, each event late by a
@@ -232,10 +255,13 @@ var (
 	fastLeaseLag = [2]time.Duration{1400 * time.Millisecond, 1450 * time.Millisecond}
 )
 
-// shardQueue is the workqueue of a process of one shard: it drops every
-// request for an object of another shard, as a sharded operator whose
-// processes all cache every object works only its own. The controller's
-// own queue (controller-runtime's priority queue) does the rest.
+// shardQueue is the workqueue of a process of one shard with the
+// sharedCache profile: it drops every request for an object of another
+// shard, as a sharded operator whose processes all cache every object
+// works only its own. The controller's own queue (controller-runtime's
+// priority queue) does the rest. A label-sharded operator has no such
+// queue: its queue receives every request, and its cache shows only its
+// shard's objects.
 type shardQueue struct {
 	priorityqueue.PriorityQueue[reconcile.Request]
 	shard int
@@ -270,9 +296,9 @@ func (q shardQueue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Requ
 }
 
 // controllerOptions are the options of op's controllers: the queue of its
-// shard, when it works one.
+// shard, when it works one and caches every object.
 func (op *operator) controllerOptions(o controller.Options) controller.Options {
-	if op.shard == allShards {
+	if op.shard == allShards || !op.fleet.f.sharedCache {
 		return o
 	}
 	o.NewQueue = func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
@@ -386,8 +412,14 @@ func (fl *fleet) start(shard int) (*operator, error) {
 		reads.SetEnabled(false)
 	}
 	mopts := env.ManagerOptions(fl.ns)
+	mopts.Cache.ByObject = map[client.Object]cache.ByObject{}
 	if fl.f.labels {
-		mopts.Cache.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(fl.ns, recordLabels)}
+		mopts.Cache.ByObject[&coordinationv1.Lease{}] = lease.CacheByObject(fl.ns, recordLabels)
+	}
+	if shard != allShards && !fl.f.sharedCache {
+		// A label-sharded operator: its cache of the kind holds its
+		// shard's objects only.
+		mopts.Cache.ByObject[&testclaimant.Claimant{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{shardLabel: strconv.Itoa(shard)})}
 	}
 	if lagOf := fl.lags(id, shard); lagOf != nil {
 		mopts.Cache.NewInformer = func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
@@ -1058,6 +1090,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	w.eraseInvalid(ctx, t)
 	if f.mixedCase {
 		w.eraseSpelled(ctx, t)
+	}
+	if f.shards && !f.sharedCache {
+		w.eraseUnseen(ctx, t)
 	}
 
 	// And then everything stops: no faults, no edits, no restarts, and

@@ -96,6 +96,16 @@ const (
 	// for "Store-1" is judged to no longer name "store-1", and a waiter
 	// acts beside it.
 	RawKeyCompared Name = "RawKeyCompared"
+	// UnseenHolderForgotten: a pass that finds its object missing from the
+	// manager's cache forgets every holder the process remembers under its
+	// name at once, without the uncached read that finds the object gone:
+	// in a label-sharded operator, every event of a record asks each
+	// process to reconcile the holder it names, and a process whose cache
+	// holds only its own shard's objects forgets the other shard's holder
+	// while it acts; a waiter of its shard woken by the record's deletion
+	// from outside then finds no object that may act for the key, and acts
+	// beside it.
+	UnseenHolderForgotten Name = "UnseenHolderForgotten"
 )
 
 // All lists every mutant, in the order make chaos-mutants runs them.
@@ -103,7 +113,7 @@ var All = []Name{
 	NotWokenByRecordEvents, LostKeyNeverTold, CachedHeldTrusted, DeletingHolderJudgedGone,
 	ReleaseBeforeInner, ReleaseAfterFailedInner, ReleaseWhateverRecord, MustTellInMemory, SteadyPassWrites,
 	EmptyKeySetNotActing, CachedConditionTrusted, FreshCacheAssumed, DeletionCachedConditionTrusted,
-	RequeuedStopTakenAsDone, InvalidSpecNeverTold, RawKeyCompared,
+	RequeuedStopTakenAsDone, InvalidSpecNeverTold, RawKeyCompared, UnseenHolderForgotten,
 }
 
 // Env is the environment variable that switches a mutant on.

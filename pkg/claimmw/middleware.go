@@ -466,7 +466,9 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 	obj := newObject(m.cfg.prototype)
 	if err := m.cfg.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			m.forgetUnseen(ctx, req)
+			forget := m.forgetUnseen
+			mutant.Do(mutant.UnseenHolderForgotten, func() { forget = m.forgetByName })
+			forget(ctx, req)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("reading %s: %w", req.NamespacedName, err)

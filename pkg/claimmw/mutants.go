@@ -49,3 +49,12 @@ func (m *Middleware) rewrite(ctx context.Context, p *pass) {
 func namesRaw(key string) func(namedKey) bool {
 	return func(k namedKey) bool { return k.raw == key }
 }
+
+// forgetByName is mutant.UnseenHolderForgotten: a pass that finds its
+// object missing from the cache forgets at once every holder remembered
+// under its name, as forget does, without the uncached read that finds it
+// gone: another shard's holder, which this process's cache never shows,
+// is forgotten while it acts.
+func (m *Middleware) forgetByName(_ context.Context, req reconcile.Request) {
+	m.forget(req)
+}
