@@ -237,6 +237,33 @@ func onlyTheRecordedHolderIsClaimed(ctx context.Context, t *testing.T, f *fixtur
 	})
 }
 
+// storageAndBackupOnOneTarget starts one manager in ns with two middlewares
+// that store their records of a key on the same object, the ConfigMap
+// storage-<key> (the annotation backend, one Target): "storage" claims a
+// Widget's spec keys in claim namespace ns, "backup" the key its
+// spec.handTo names in claim namespace backupNS. workers is each
+// middleware's (0: the default).
+func storageAndBackupOnOneTarget(t *testing.T, ns, backupNS string, workers int) (storage, backup *fixture) {
+	t.Helper()
+	target := func(key string) (types.NamespacedName, error) {
+		return types.NamespacedName{Namespace: ns, Name: "storage-" + key}, nil
+	}
+	backend := annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
+	handToKey := func(_ context.Context, obj client.Object) ([]string, error) {
+		if k := obj.(*testcrd.Widget).Spec.HandTo; k != "" {
+			return []string{k}, nil
+		}
+		return nil, nil
+	}
+	fs := startReplica(t, ns,
+		replicaMW{keys: specKeys, workers: workers, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage"),
+			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(backend))}},
+		replicaMW{keys: handToKey, workers: workers, opts: []claimmw.Option{claimmw.WithName("backup"), claimmw.WithConditionType("BackupClaimed"), claimmw.WithFinalizer("example.com/backup"),
+			claimmw.WithClaim(claim.Config{Namespace: backupNS}, claim.WithBackend(backend))}},
+	)
+	return fs[0], fs[1]
+}
+
 // TestAnAnnotationRecordErasedWhileItsHolderActsIsNotGrantedThroughAnotherMiddlewareWhoseClaimNamespaceDiffers:
 // two middlewares of one manager store their records of a key on the same
 // object (the annotation backend, one Target). The record of a key is that
@@ -249,23 +276,7 @@ func onlyTheRecordedHolderIsClaimed(ctx context.Context, t *testing.T, f *fixtur
 // on the same manager whose record of the key is the same object").
 func TestAnAnnotationRecordErasedWhileItsHolderActsIsNotGrantedThroughAnotherMiddlewareWhoseClaimNamespaceDiffers(t *testing.T) {
 	ns := env.Namespace(t)
-	target := func(key string) (types.NamespacedName, error) {
-		return types.NamespacedName{Namespace: ns, Name: "storage-" + key}, nil
-	}
-	backend := annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
-	handToKey := func(_ context.Context, obj client.Object) ([]string, error) {
-		if k := obj.(*testcrd.Widget).Spec.HandTo; k != "" {
-			return []string{k}, nil
-		}
-		return nil, nil
-	}
-	fs := startReplica(t, ns,
-		replicaMW{keys: specKeys, workers: 2, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage"),
-			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(backend))}},
-		replicaMW{keys: handToKey, workers: 2, opts: []claimmw.Option{claimmw.WithName("backup"), claimmw.WithConditionType("BackupClaimed"), claimmw.WithFinalizer("example.com/backup"),
-			claimmw.WithClaim(claim.Config{}, claim.WithBackend(backend))}},
-	)
-	st, bk := fs[0], fs[1]
+	st, bk := storageAndBackupOnOneTarget(t, ns, "", 2)
 	// One recorder of k's acting windows: alpha names k through the storage
 	// middleware, bravo through the backup middleware (the other's passes
 	// of each name no key and tell nothing of k).
@@ -335,23 +346,7 @@ func TestAnAnnotationRecordErasedWhileItsHolderActsIsNotGrantedThroughAnotherMid
 // not by its parked requeue.
 func TestAWaiterOfAnotherMiddlewareIsWokenWhenAnAnnotationRecordItWaitsBehindIsReleased(t *testing.T) {
 	ns := env.Namespace(t)
-	target := func(key string) (types.NamespacedName, error) {
-		return types.NamespacedName{Namespace: ns, Name: "storage-" + key}, nil
-	}
-	backend := annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
-	handToKey := func(_ context.Context, obj client.Object) ([]string, error) {
-		if k := obj.(*testcrd.Widget).Spec.HandTo; k != "" {
-			return []string{k}, nil
-		}
-		return nil, nil
-	}
-	fs := startReplica(t, ns,
-		replicaMW{keys: specKeys, opts: []claimmw.Option{claimmw.WithName("storage"), claimmw.WithConditionType("StorageClaimed"), claimmw.WithFinalizer("example.com/storage"),
-			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(backend))}},
-		replicaMW{keys: handToKey, opts: []claimmw.Option{claimmw.WithName("backup"), claimmw.WithConditionType("BackupClaimed"), claimmw.WithFinalizer("example.com/backup"),
-			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(backend))}},
-	)
-	st, bk := fs[0], fs[1]
+	st, bk := storageAndBackupOnOneTarget(t, ns, ns, 0)
 	ctx := context.Background()
 	c := direct(t)
 	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k"}}); err != nil {
