@@ -292,7 +292,7 @@ func (m *Middleware) sameRecord(other *Middleware, key string) bool {
 	}
 	tm, to := m.claimer.RecordType(), other.claimer.RecordType()
 	if tm == nil || to == nil {
-		return tm == nil && to == nil
+		return true
 	}
 	gm, errM := apiutil.GVKForObject(tm, m.cfg.client.Scheme())
 	gt, errT := apiutil.GVKForObject(to, other.cfg.client.Scheme())

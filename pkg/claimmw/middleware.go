@@ -1928,10 +1928,7 @@ const sweepAfterRelease = 50 * time.Millisecond
 // reconcile it. An error of that read keeps them (a hint too many costs a
 // read; one too few lets a key go while its holder acts).
 func (m *Middleware) forgetUnseen(ctx context.Context, req reconcile.Request) {
-	m.pending.forget(req.NamespacedName)
-	m.renew.stopExcept(req.NamespacedName)
-	m.written.forget(req.NamespacedName)
-	m.metrics.setHeld(req.NamespacedName, 0)
+	m.forgetKept(req)
 	uids := m.lastHolders.uidsOf(req.NamespacedName)
 	if len(uids) == 0 || m.cfg.apiReader == nil {
 		return
@@ -1949,10 +1946,17 @@ func (m *Middleware) forgetUnseen(ctx context.Context, req reconcile.Request) {
 	}
 }
 
+// forget forgets everything the process keeps for an object that is gone.
 func (m *Middleware) forget(req reconcile.Request) {
+	m.forgetKept(req)
+	m.lastHolders.forgetName(req.NamespacedName)
+}
+
+// forgetKept forgets what the process keeps for an object's own passes:
+// pending commits, renewals, written conditions, its held metric.
+func (m *Middleware) forgetKept(req reconcile.Request) {
 	m.pending.forget(req.NamespacedName)
 	m.renew.stopExcept(req.NamespacedName)
-	m.lastHolders.forgetName(req.NamespacedName)
 	m.written.forget(req.NamespacedName)
 	m.metrics.setHeld(req.NamespacedName, 0)
 }
