@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,12 +115,14 @@ type mwCounts struct {
 	// those by the latter, loneErased those by eraseLone, stoppingErased
 	// those by eraseStopping, which also counts the keys it took over from
 	// a stopping holder (stoppingTakenOver), invalidErased those by
-	// eraseInvalid, unseenErased those by eraseUnseen. slowStops are the
+	// eraseInvalid, unseenErased those by eraseUnseen, unseenRestarted the
+	// deletions among them the waiter's process was restarted around
+	// (fleet.restartAround). slowStops are the
 	// told passes that asked to run again, not done stopping (the actor's
 	// slowStop).
 	keptErased, freshErased, shardErased, loneErased   int
 	stoppingErased, stoppingTakenOver, invalidErased   int
-	unseenErased                                       int
+	unseenErased, unseenRestarted                      int
 	passes, grantedPasses, grants, windows, failedTold int
 	slowStops                                          int
 	// mixedCase counts the keys the world wrote in a spec in another
@@ -131,8 +134,8 @@ type mwCounts struct {
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d slow-stops=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d stopping-taken-over=%d invalid-erased=%d unseen-erased=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d mixed-case-namings=%d named-twice=%d spelled-erased=%d",
-		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.slowStops, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.stoppingTakenOver, c.invalidErased, c.unseenErased, c.takeovers, c.handovers,
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d slow-stops=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d stopping-taken-over=%d invalid-erased=%d unseen-erased=%d unseen-restarted=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d mixed-case-namings=%d named-twice=%d spelled-erased=%d",
+		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.slowStops, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.stoppingTakenOver, c.invalidErased, c.unseenErased, c.unseenRestarted, c.takeovers, c.handovers,
 		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite, c.mixedCase, c.namedTwice, c.spelledErased)
 }
 
@@ -149,6 +152,7 @@ func (c *mwCounts) add(o mwCounts) {
 	c.stoppingTakenOver += o.stoppingTakenOver
 	c.invalidErased += o.invalidErased
 	c.unseenErased += o.unseenErased
+	c.unseenRestarted += o.unseenRestarted
 	c.takeovers += o.takeovers
 	c.passes += o.passes
 	c.grantedPasses += o.grantedPasses
@@ -177,13 +181,17 @@ func (r mwResult) report() string {
 		b.WriteString("\n  ")
 		b.WriteString(v.Error())
 	}
-	if len(r.violations) > 0 {
+	if len(r.violations) > 0 || os.Getenv(timelineEnv) != "" {
 		b.WriteString("\nafter quiescence:")
 		b.WriteString(r.state)
 		b.WriteString(r.timeline())
 	}
 	return b.String()
 }
+
+// timelineEnv names a key whose timeline a seed's report shows even when
+// it reports no violation: to see how a move played out.
+const timelineEnv = "CHAOS_TIMELINE"
 
 // caught reports whether some violation breaks rule.
 func (r mwResult) caught(rule error) bool {
@@ -262,6 +270,11 @@ type mwWorld struct {
 	// touched are the objects the world edited or took a key over for,
 	// which their own pass will read again.
 	touched map[types.UID]bool
+	// restartAround restarts the process of a shard around what the world
+	// does meanwhile (fleet.restartAround); nil without the partialCache
+	// profile, whose processes alone can find a holder no process of the
+	// restarted shard ever saw.
+	restartAround func(shard int, between func()) bool
 }
 
 // describe words the objects and records, one a line.
@@ -1018,8 +1031,16 @@ const (
 // waiter's pass and the holder's pass its process is asked for run at
 // once, in either order: while the waiter waits, the holder is let go,
 // holds the key again, and its record is deleted again, up to unseenTries
-// times. At the end the holder names nothing, so that the waiter takes the
-// key and the world settles. The move makes its own two objects and key, so that
+// times; the second time, with the partialCache profile, the waiter's
+// process is stopped before the deletion and its replacement started after
+// it (fleet.restartAround), so that no process of the waiter's shard ever
+// saw a record name the holder: only an uncached listing of the kind finds
+// it (claimmw.WithPartialCache; mutant PartialCacheTrusted asks only the
+// cache and the process's memory, and the waiter acts beside the holder).
+// At the end the holder names nothing, so that the waiter takes the key
+// and the world settles: no event of the holder reaches the waiter's
+// process, which must ask again (mutant UnseenPredecessorNotPolled). The
+// move makes its own two objects and key, so that
 // nothing else in the world wakes either of them.
 func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) {
 	t.Helper()
@@ -1063,11 +1084,22 @@ func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) {
 			return
 		}
 		letGo := w.actor.holdPasses(unseenHolder, shardOf(unseenHolder))
-		for _, l := range w.records(ctx, t, unseenKey) {
-			if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == h.UID {
-				w.erase(ctx, t, l)
-				w.counts.unseenErased++
+		erase := func() {
+			for _, l := range w.records(ctx, t, unseenKey) {
+				if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == h.UID {
+					w.erase(ctx, t, l)
+					w.counts.unseenErased++
+				}
 			}
+		}
+		if round == 1 && w.restartAround != nil {
+			// The waiter's process restarts around the deletion: the new
+			// one never saw a record that named the holder.
+			if w.restartAround(shardOf(unseenWaiter), erase) {
+				w.counts.unseenRestarted++
+			}
+		} else {
+			erase()
 		}
 		// Time for the waiter to take the key and act, while the holder's
 		// passes are held back.
@@ -1499,6 +1531,9 @@ func TestMiddlewareChaos(t *testing.T) {
 				return
 			}
 			t.Logf("mutant %s: seed %d reports nothing (profile %s: %s)", m, seed, res.features, res.counts)
+			if os.Getenv(timelineEnv) != "" {
+				t.Log(res.report())
+			}
 			continue
 		}
 		// Then every promise of the middleware holds
@@ -1754,8 +1789,11 @@ func TestMiddlewareChaosCatchesAClientThatReadsItsOwnWrites(t *testing.T) {
 // its record, the faults from outside and the process overlaps. It is what
 // a reader of a failing seed needs to replay the interleaving by hand.
 func (r mwResult) timeline() string {
-	key := ""
+	key := os.Getenv(timelineEnv)
 	for _, v := range r.violations {
+		if key != "" {
+			break
+		}
 		var vv violation
 		if errors.As(v, &vv) && vv.key != "" {
 			key = vv.key
@@ -1834,6 +1872,12 @@ func (r mwResult) timeline() string {
 	}
 	for _, p := range h.overlaps {
 		lines = append(lines, line{p.from, "two processes until " + p.to.Format("05.000")})
+	}
+	for _, l := range h.lives {
+		lines = append(lines, line{l.from, fmt.Sprintf("process %d (shard %d) starts", l.id, l.shard)})
+		if !l.to.IsZero() {
+			lines = append(lines, line{l.to, fmt.Sprintf("process %d (shard %d) ended", l.id, l.shard)})
+		}
 	}
 	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
 	var b strings.Builder

@@ -194,10 +194,21 @@ type mwHistory struct {
 	// orders a release in one after an act in the other: docs/middleware.md
 	// does not promise the acting window to a window opened then.
 	overlaps []period
+	// lives are the operator processes' lifetimes: they decide nothing,
+	// they only place the restarts in a failing seed's timeline.
+	lives []life
 }
 
 // period is a span of time, from and to included.
 type period struct{ from, to time.Time }
+
+// life is the lifetime of one operator process: id, the shard it works
+// (allShards for every object), from its start until its manager returned
+// (zero while it runs).
+type life struct {
+	id, shard int
+	from, to  time.Time
+}
 
 // openedDuringOverlap reports whether a pass that began at passStart and
 // acted at start did either while two operator processes ran at once.

@@ -90,6 +90,15 @@ type mwFeatures struct {
 	// queue. Drawn from a stream of its own for one shards seed in three,
 	// so that the other profiles of every seed are as before.
 	sharedCache bool
+	// partialCache (with shards, caches not shared): each process sets
+	// claimmw.WithPartialCache, as docs/middleware.md asks of a
+	// label-sharded operator. On whenever the operator restarts (without it
+	// the one-actor promise does not hold across a restart of a waiter's
+	// shard), and for odd seeds without restarts: even ones run without it,
+	// a process's memory of the holders its records named the only thing
+	// that finds another shard's holder (mutant UnseenHolderForgotten), and
+	// eraseUnseen restarts no process.
+	partialCache bool
 	// relabel: every other operator process (by start order: each rolling
 	// update is an upgrade or a rollback, and the two shards differ) labels
 	// records by holder name instead of by UID, so releases that label
@@ -120,6 +129,7 @@ func featuresOf(seed uint64) mwFeatures {
 		labels: p(0.3), setless: p(0.25), handover: p(0.3), second: p(0.2), restarts: p(0.6), shards: p(0.3), relabel: p(0.3),
 		mixedCase: p(0.5)}
 	f.sharedCache = f.shards && rand.New(rand.NewPCG(seed, 0x5ca)).IntN(3) == 0
+	f.partialCache = f.shards && !f.sharedCache && (f.restarts || seed%2 == 1)
 	return f
 }
 
@@ -152,7 +162,7 @@ func (f mwFeatures) String() string {
 		name string
 	}{{f.innerFails, "inner-fails"}, {f.statusFails, "status-fails"}, {f.lag, "lag"}, {f.renewal, "renewal"}, {f.fairness, "fairness"},
 		{f.labels, "labels"}, {f.setless, "setless"}, {f.handover, "handover"}, {f.second, "second-middleware"}, {f.restarts, "restarts"},
-		{f.shards, "shards"}, {f.shards && f.sharedCache, "shared-cache"}, {f.relabel, "relabel"}, {f.mixedCase, "mixed-case"}} {
+		{f.shards, "shards"}, {f.shards && f.sharedCache, "shared-cache"}, {f.partialCache, "partial-cache"}, {f.relabel, "relabel"}, {f.mixedCase, "mixed-case"}} {
 		if x.on {
 			on = append(on, x.name)
 		}
@@ -380,6 +390,8 @@ type fleet struct {
 	pending  int // replacements under way
 	restarts int
 	overlaps []period
+	// lives are the processes' lifetimes, for a failing seed's timeline.
+	lives []life
 	// afterClaimWrite counts the crashes between a claim write and the
 	// status write.
 	afterClaimWrite int
@@ -531,6 +543,10 @@ func (fl *fleet) start(shard int) (*operator, error) {
 	if fl.f.handover {
 		opts = append(opts, claimmw.WithHandover(handoverTo))
 	}
+	if shard != allShards && fl.f.partialCache {
+		// What docs/middleware.md asks of a label-sharded operator.
+		opts = append(opts, claimmw.WithPartialCache(fl.ns))
+	}
 	mw, err := claimmw.Wrap(fl.a, opts...)
 	if err != nil {
 		return nil, err
@@ -587,11 +603,18 @@ func (fl *fleet) start(shard int) (*operator, error) {
 	fl.mu.Lock()
 	fl.live[op] = true
 	fl.mu.Unlock()
+	fl.mu.Lock()
+	fl.lives = append(fl.lives, life{id: id, shard: shard, from: time.Now()})
+	n := len(fl.lives) - 1
+	fl.mu.Unlock()
 	go func() {
 		defer close(op.done)
 		if err := mgr.Start(ctx); err != nil && fl.ctx.Err() == nil {
 			fl.t.Errorf("seed %d: operator %d: %v", fl.seed, id, err)
 		}
+		fl.mu.Lock()
+		fl.lives[n].to = time.Now()
+		fl.mu.Unlock()
 	}()
 	return op, nil
 }
@@ -738,6 +761,51 @@ func (fl *fleet) roll(overlap time.Duration) {
 	fl.restarts++
 	fl.overlaps = append(fl.overlaps, period{from: from, to: time.Now()})
 	fl.mu.Unlock()
+}
+
+// restartAround stops the process working shard, calls between while no
+// process of that shard runs, then starts its replacement and waits until
+// its caches synced: a restart in which something happens that the new
+// process never sees as an event. Without a process of shard to stop (one
+// is being replaced already), between is called all the same, and it
+// reports false.
+func (fl *fleet) restartAround(shard int, between func()) bool {
+	fl.mu.Lock()
+	var old *operator
+	for op := range fl.live {
+		if op.shard == shard && op.ending.CompareAndSwap(false, true) {
+			old = op
+			break
+		}
+	}
+	if old != nil {
+		fl.pending++
+	}
+	fl.mu.Unlock()
+	if old == nil {
+		between()
+		return false
+	}
+	defer func() {
+		fl.mu.Lock()
+		fl.pending--
+		fl.mu.Unlock()
+	}()
+	old.once.Do(func() { old.cancel() })
+	<-old.done
+	fl.mu.Lock()
+	delete(fl.live, old)
+	fl.restarts++
+	fl.mu.Unlock()
+	between()
+	next, err := fl.start(shard)
+	if err != nil {
+		fl.t.Errorf("seed %d: restarting the operator of shard %d: %v", fl.seed, shard, err)
+		return false
+	}
+	next.synced()
+	time.Sleep(resumeGrace)
+	return true
 }
 
 // settle turns every fault off, waits for pending restarts, and leaves one
@@ -937,6 +1005,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	}
 	w := &mwWorld{ns: ns, admin: admin, rng: rand.New(rand.NewPCG(seed, 0xbeef)), keys: keys, deleted: map[types.UID]time.Time{}, actor: a,
 		normalize: f.normalize()}
+	if f.partialCache {
+		w.restartAround = fl.restartAround
+	}
 	if f.mixedCase {
 		w.spelling = rand.New(rand.NewPCG(seed, 0xca5e))
 	}
@@ -1151,7 +1222,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	// Then the checker judges the history and the quiescent state
 	acts, releases, windows := a.recorded()
 	h := mwHistory{acts: acts, releases: releases, windows: windows, outside: w.outside, deleted: w.deleted, gone: gone.snapshot(),
-		versions: versions, handovers: f.handover, renewal: f.renewal, overlaps: fl.overlaps}
+		versions: versions, handovers: f.handover, renewal: f.renewal, overlaps: fl.overlaps, lives: fl.lives}
 	res := mwResult{history: h, stats: stats, counts: w.counts, converged: converged, state: state, features: f}
 	res.violations = append(checkHistory(h), final...)
 	res.counts.restarts, res.counts.overlaps = fl.restarts, len(fl.overlaps)

@@ -106,6 +106,19 @@ const (
 	// from outside then finds no object that may act for the key, and acts
 	// beside it.
 	UnseenHolderForgotten Name = "UnseenHolderForgotten"
+	// PartialCacheTrusted: under claimmw.WithPartialCache, the check an
+	// object makes before it starts acting for a key asks only the objects
+	// the manager's cache shows and the holders the process remembers, as
+	// without the option: a waiter of a label-sharded operator whose
+	// process restarted after the key's record was deleted from outside
+	// remembers no holder of the other shard, and acts beside it.
+	PartialCacheTrusted Name = "PartialCacheTrusted"
+	// UnseenPredecessorNotPolled: an object waiting for a predecessor its
+	// process's cache does not show (another shard's) waits for its
+	// requeue, as if that predecessor's condition change would wake it: no
+	// event of that object reaches the process, and the waiter waits on
+	// after the predecessor stopped.
+	UnseenPredecessorNotPolled Name = "UnseenPredecessorNotPolled"
 )
 
 // All lists every mutant, in the order make chaos-mutants runs them.
@@ -114,6 +127,7 @@ var All = []Name{
 	ReleaseBeforeInner, ReleaseAfterFailedInner, ReleaseWhateverRecord, MustTellInMemory, SteadyPassWrites,
 	EmptyKeySetNotActing, CachedConditionTrusted, FreshCacheAssumed, DeletionCachedConditionTrusted,
 	RequeuedStopTakenAsDone, InvalidSpecNeverTold, RawKeyCompared, UnseenHolderForgotten,
+	PartialCacheTrusted, UnseenPredecessorNotPolled,
 }
 
 // Env is the environment variable that switches a mutant on.

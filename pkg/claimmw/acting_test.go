@@ -1350,9 +1350,15 @@ type windows struct {
 
 // recordWindows installs the recorder as f's inner hook.
 func recordWindows(f *fixture, key string) *windows {
-	w := &windows{key: key, open: map[string]bool{}, failTold: map[string]bool{}, failAll: map[string]bool{}, requeue: map[string]time.Duration{}, onActs: map[string]func(){}}
+	w := newWindows(key)
 	f.inner.setHook(w.pass)
 	return w
+}
+
+// newWindows records the acting windows of key of the inner reconcilers
+// whose passes go to its pass.
+func newWindows(key string) *windows {
+	return &windows{key: key, open: map[string]bool{}, failTold: map[string]bool{}, failAll: map[string]bool{}, requeue: map[string]time.Duration{}, onActs: map[string]func(){}}
 }
 
 func (w *windows) pass(_ context.Context, name string, c call) (reconcile.Result, error) {

@@ -347,6 +347,14 @@ func others(m *Middleware) []*Middleware {
 
 // actingFor is [Middleware.predecessor] among the objects of m's kind.
 func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded claim.Holder) (claim.Holder, string, bool, error) {
+	if m.listsUncached(ctx) {
+		// The cache may not hold an object that acts for key, and a
+		// restarted process remembers none: every object is listed. The
+		// holders remembered in another namespace are asked below too.
+		if h, detail, ok, err := m.listedActingFor(ctx, key, self, recorded); err != nil || ok {
+			return h, detail, ok, err
+		}
+	}
 	var candidates []client.Object
 	for _, value := range []string{key, unknownKeys} {
 		list, err := m.newList()

@@ -1196,6 +1196,12 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		// written, so a change made meanwhile is not missed.
 		if _, _, still, err := m.predecessor(ctx, b.Key, p.self, recordedHolder(b.Record)); err == nil && !still {
 			res = soonest(res, staleReadRequeue)
+		} else if !m.shows(ctx, b.Previous) {
+			// No event of that predecessor reaches this process (its cache
+			// does not hold it: another shard's object): ask again.
+			poll := unseenPredecessorPoll
+			mutant.Do(mutant.UnseenPredecessorNotPolled, func() { poll = m.cfg.waitRequeue })
+			res = soonest(res, poll)
 		}
 	}
 	return m.release(ctx, p, res, "which it gave up while it waits")

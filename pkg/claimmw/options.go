@@ -118,6 +118,7 @@ type config struct {
 	fairness      bool
 	fairnessGrace time.Duration
 	yieldWake     *yieldWaker
+	partial       *partialCache
 	// problems are what an option found wrong with its argument, reported
 	// by validate with the rest.
 	problems []error

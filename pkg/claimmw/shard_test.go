@@ -3,17 +3,19 @@ package claimmw_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -31,38 +33,76 @@ const shardLabel = "shard"
 // record of the claim namespace.
 func startShard(t *testing.T, ns string, op selection.Operator, value string) *fixture {
 	t.Helper()
-	return startShardWith(t, ns, op, value, 1)
+	f, _ := shard{op: op, value: value}.start(t, ns)
+	return f
 }
 
 // startShardWith is startShard with workers concurrent passes, its manager's
 // client going through the fixture's writes.
 func startShardWith(t *testing.T, ns string, op selection.Operator, value string, workers int) *fixture {
 	t.Helper()
-	req, err := labels.NewRequirement(shardLabel, op, []string{value})
+	f, _ := shard{op: op, value: value, workers: workers}.start(t, ns)
+	return f
+}
+
+// shard is one process of a label-sharded operator: it reconciles the
+// Widgets whose shardLabel satisfies op against value, with workers
+// concurrent passes (1 if unset), the middleware built with opts too, and
+// its inner reconciler's passes going to hook from the first.
+type shard struct {
+	op      selection.Operator
+	value   string
+	workers int
+	opts    []claimmw.Option
+	hook    func(ctx context.Context, name string, c call) (reconcile.Result, error)
+}
+
+// start starts the process in ns, and returns with its fixture a stop
+// function that ends it and waits for it: a restart is a stop followed by
+// another start.
+func (s shard) start(t *testing.T, ns string) (*fixture, func()) {
+	t.Helper()
+	req, err := labels.NewRequirement(shardLabel, s.op, []string{s.value})
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := env.ManagerOptions(ns)
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{&testcrd.Widget{}: {Label: labels.NewSelector().Add(*req)}}
-	f := &fixture{ns: ns, inner: &inner{}, writes: &writes{}}
+	f := &fixture{ns: ns, inner: &inner{hook: s.hook}, writes: &writes{}}
 	opts.NewClient = intercepted(f.writes.funcs())
-	env.StartManager(t, opts, func(mgr manager.Manager) error {
-		f.client = mgr.GetClient()
-		mw, err := claimmw.Wrap(f.inner,
-			claimmw.FromManager(mgr),
-			claimmw.For(&testcrd.Widget{}),
-			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
-			claimmw.WithKeys(specKeys),
-			claimmw.WithRequeue(time.Hour, time.Hour),
-			claimmw.WithMetrics(false))
-		if err != nil {
-			return err
-		}
-		f.mw = mw
-		return mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}).
-			WithOptions(controller.Options{MaxConcurrentReconciles: workers}))
-	})
-	return f
+	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.client = mgr.GetClient()
+	f.mw, err = claimmw.Wrap(f.inner, append([]claimmw.Option{
+		claimmw.FromManager(mgr),
+		claimmw.For(&testcrd.Widget{}),
+		claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
+		claimmw.WithKeys(specKeys),
+		claimmw.WithRequeue(time.Hour, time.Hour),
+		claimmw.WithMetrics(false)}, s.opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.mw.SetupWithManager(mgr, ctrl.NewControllerManagedBy(mgr).For(&testcrd.Widget{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(s.workers, 1)})); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager of shard %s %s: %v", s.op, s.value, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return f, stop
 }
 
 func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderActsInAnotherShard(t *testing.T) {
@@ -126,5 +166,48 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderActsInAnotherShardWhose
 		return w.acted("y") || c.Reason == string(conditions.ReasonWaitingForHandover), fmt.Sprintf("y: %+v", c)
 	})
 	time.Sleep(time.Second)
+	w.noOverlap(t)
+}
+
+func TestAWaiterOfARestartedShardIsNotGrantedAKeyDeletedFromOutsideWhileItsHolderActsInAnotherShard(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	w := newWindows("k")
+	partial := []claimmw.Option{claimmw.WithPartialCache(ns)}
+	a, _ := shard{op: selection.NotEquals, value: "b", workers: 2, opts: partial, hook: w.pass}.start(t, ns)
+	bShard := shard{op: selection.Equals, value: "b", workers: 2, opts: partial, hook: w.pass}
+	b, stopB := bShard.start(t, ns)
+	// Given x acts for k in shard a
+	a.createAndWait(t, "x", conditions.ReasonClaimed, "k")
+	if !w.waitActed("x", 10*time.Second) {
+		t.Fatal("x never acted for k")
+	}
+	// And y names k in shard b, whose cache never shows x, and waits for it
+	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
+	if err := direct(t).Create(context.Background(), y); err != nil {
+		t.Fatal(err)
+	}
+	b.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
+	// And x's next passes in shard a are slow to begin (its workloads run on)
+	release := sync.OnceFunc(a.holdBackPasses("x"))
+	defer release()
+	// When shard b's process stops, a person deletes k's record, and shard
+	// b starts again: its new process never saw a record that named x
+	stopB()
+	a.deleteLease(t, "k")
+	b, _ = bShard.start(t, ns)
+	// Then y waits for x rather than act for k while x may
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := b.claimed(t, "y")
+		return w.acted("y") || c.Reason == string(conditions.ReasonWaitingForHandover), fmt.Sprintf("y: %+v", c)
+	})
+	time.Sleep(time.Second)
+	w.noOverlap(t)
+	// And once x, let go, stops acting for k (its spec names no key), y
+	// is granted k, though no event of x reaches shard b's process
+	release()
+	a.setKeys(t, "x")
+	a.waitForReason(t, "x", conditions.ReasonNoKeys, 10*time.Second)
+	b.waitForReason(t, "y", conditions.ReasonClaimed, wakeWithin)
 	w.noOverlap(t)
 }
