@@ -1037,12 +1037,14 @@ const (
 // saw a record name the holder: only an uncached listing of the kind finds
 // it (claimmw.WithPartialCache; mutant PartialCacheTrusted asks only the
 // cache and the process's memory, and the waiter acts beside the holder).
-// At the end the holder names nothing, so that the waiter takes the key
-// and the world settles: no event of the holder reaches the waiter's
-// process, which must ask again (mutant UnseenPredecessorNotPolled). The
-// move makes its own two objects and key, so that
+// finish, called once the faults stopped (no failed pass of the waiter's
+// is retried then), has the holder name nothing, so that the waiter takes
+// the key and the world settles: no event of the holder reaches the
+// waiter's process, which must ask again (mutant
+// UnseenPredecessorNotPolled). The move makes its own two objects and
+// key, so that
 // nothing else in the world wakes either of them.
-func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) {
+func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) (finish func()) {
 	t.Helper()
 	named := func(name string) *testclaimant.Claimant {
 		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: shardLabels(name)}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled([]string{unseenKey})}}
@@ -1055,16 +1057,20 @@ func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) {
 	}
 	gaveUp := func(why string) { t.Logf("eraseUnseen: not played further: %s", why) }
 	h := named(unseenHolder)
-	defer func() {
+	stopLater := false
+	finish = func() {
+		if stopLater {
+			w.actor.letGo(h.UID)
+		}
 		if obj := w.get(ctx, t, unseenHolder); obj != nil && obj.UID == h.UID && obj.DeletionTimestamp == nil {
 			w.setKeys(ctx, t, obj, nil)
 		}
-	}()
+	}
 	// A new object of a busy process may take a while to hold its key:
 	// up to three times keptWait.
 	if !w.heldBy(ctx, t, h, unseenKey, true) && !w.heldBy(ctx, t, h, unseenKey, true) && !w.heldBy(ctx, t, h, unseenKey, true) {
 		gaveUp("the holder did not come to hold the key")
-		return
+		return finish
 	}
 	acting := false
 	for deadline := time.Now().Add(keptWait); !acting && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -1072,16 +1078,16 @@ func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) {
 	}
 	if !acting {
 		gaveUp("the holder did not act for the key")
-		return
+		return finish
 	}
 	waiter := named(unseenWaiter)
 	if !w.waitParked(ctx, t, waiter) {
 		gaveUp("the waiter did not park")
-		return
+		return finish
 	}
 	for round := range unseenTries {
 		if round > 0 && (!w.heldBy(ctx, t, h, unseenKey, true) || !w.waitParked(ctx, t, waiter)) {
-			return
+			return finish
 		}
 		letGo := w.actor.holdPasses(unseenHolder, shardOf(unseenHolder))
 		erase := func() {
@@ -1094,10 +1100,14 @@ func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) {
 		}
 		if round == 1 && w.restartAround != nil {
 			// The waiter's process restarts around the deletion: the new
-			// one never saw a record that named the holder.
+			// one never saw a record that named the holder. The holder's
+			// stop then waits for finish, once nothing but asking again
+			// can tell the waiter that it stopped.
 			if w.restartAround(shardOf(unseenWaiter), erase) {
 				w.counts.unseenRestarted++
 			}
+			w.actor.holdStops(h.UID)
+			stopLater = true
 		} else {
 			erase()
 		}
@@ -1106,9 +1116,10 @@ func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) {
 		time.Sleep(stoppingWait)
 		letGo()
 		if _, took := w.actor.openFor(waiter.UID, unseenKey, time.Time{}); took {
-			return
+			return finish
 		}
 	}
+	return finish
 }
 
 // unseenTries bounds how often eraseUnseen deletes the holder's record.

@@ -1162,8 +1162,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	if f.mixedCase {
 		w.eraseSpelled(ctx, t)
 	}
+	finishUnseen := func() {}
 	if f.shards && !f.sharedCache {
-		w.eraseUnseen(ctx, t)
+		finishUnseen = w.eraseUnseen(ctx, t)
 	}
 
 	// And then everything stops: no faults, no edits, no restarts, and
@@ -1173,6 +1174,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 		t.Logf("seed %d: the clock moved %d ticks and stood still for %d while the API server was slow", seed, stepped.Load(), stalled.Load())
 	}
 	fl.settle()
+	finishUnseen()
 	// Renewals the last tick of the clock set off land before the state
 	// is judged: they were sent while time still moved.
 	time.Sleep(200 * time.Millisecond)
