@@ -119,6 +119,14 @@ const (
 	// event of that object reaches the process, and the waiter waits on
 	// after the predecessor stopped.
 	UnseenPredecessorNotPolled Name = "UnseenPredecessorNotPolled"
+	// UnconfirmedClaimTrusted: an object whose condition says Claimed for
+	// exactly the keys it names, and which holds their records, counts as
+	// acting whether or not a pass of this process confirmed it: a Claimed
+	// written before its pass found an earlier holder still acting, whose
+	// WaitingForHandover write was refused or whose process stopped before
+	// that write, has it act beside that holder in its next pass (or its
+	// deletion pass be given the key).
+	UnconfirmedClaimTrusted Name = "UnconfirmedClaimTrusted"
 )
 
 // All lists every mutant, in the order make chaos-mutants runs them.
@@ -127,7 +135,7 @@ var All = []Name{
 	ReleaseBeforeInner, ReleaseAfterFailedInner, ReleaseWhateverRecord, MustTellInMemory, SteadyPassWrites,
 	EmptyKeySetNotActing, CachedConditionTrusted, FreshCacheAssumed, DeletionCachedConditionTrusted,
 	RequeuedStopTakenAsDone, InvalidSpecNeverTold, RawKeyCompared, UnseenHolderForgotten,
-	PartialCacheTrusted, UnseenPredecessorNotPolled,
+	PartialCacheTrusted, UnseenPredecessorNotPolled, UnconfirmedClaimTrusted,
 }
 
 // Env is the environment variable that switches a mutant on.

@@ -105,6 +105,9 @@ type Middleware struct {
 	// written is what this process last wrote as each object's claim
 	// condition; see [writtenConditions].
 	written writtenConditions
+	// confirmed remembers the objects a pass of this process saw confirmed
+	// before they acted.
+	confirmed confirmedGrants
 	// pending are the holders whose commit of a handover this process
 	// refused, by successor; see [pendingCommits].
 	pending pendingCommits
@@ -541,7 +544,11 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 	// this pass: its condition is read from a cache that may still show
 	// Claimed from before it stopped.
 	p.stale = m.claimedFor(m.conditionOf(obj), p.keys) && m.written.staleClaimed(req.NamespacedName)
-	acting := m.claimedFor(m.conditionOf(obj), p.keys) && !p.stale
+	// A Claimed that no pass of this process saw confirmed may have been
+	// written by a pass (of this process before a restart, or of another)
+	// that then found an earlier holder still acting and could not say it
+	// waits: it is confirmed again before it counts as acting.
+	acting := m.claimedFor(m.conditionOf(obj), p.keys) && !p.stale && m.confirmed.has(req.NamespacedName, self.UID)
 	for _, k := range p.keys {
 		if p.blocked != nil {
 			break
@@ -739,7 +746,7 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	// gone, deleted from outside): its condition keeps saying it may act,
 	// which tells a waiter so, until a pass for the current spec succeeded.
 	written := slices.ContainsFunc(p.granted, func(h heldKey) bool { return h.o.Reason != claim.ReasonHeld })
-	confirm := p.stale || !m.claimedFor(m.conditionOf(p.obj), p.keys) || written
+	confirm := p.stale || !m.claimedFor(m.conditionOf(p.obj), p.keys) || written || !m.confirmed.has(req.NamespacedName, p.self.UID)
 	mutant.Do(mutant.CachedConditionTrusted, func() { confirm = p.stale || written })
 	if confirm {
 		// It may start acting for a key now (it is not Claimed for exactly
@@ -853,6 +860,7 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	if res, blocked, err := m.confirmGrants(ctx, userCtx, req, p, wrote); blocked || err != nil {
 		return res, err
 	}
+	m.confirmed.add(req.NamespacedName, p.self.UID)
 	m.grantEvents(p.obj, p.granted)
 	if (p.was.claimed || p.was.failed) && p.was.current {
 		m.regrantEvents(p.obj, p.granted, p.was.failed)
@@ -1540,6 +1548,24 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 			return false
 		})
 	}
+	if isClaimed(was) && len(holdings) > 0 && !m.confirmed.has(req.NamespacedName, self.UID) {
+		// It says Claimed, but no pass of this process saw it act: that may
+		// be a Claimed written before its pass found an earlier holder still
+		// acting, which it could not replace by saying it waits. Records
+		// another object may act for go untold: its cleanup must not touch
+		// what the other uses.
+		keys, err := m.othersActFor(ctx, self, holdings)
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
+		}
+		holdings = slices.DeleteFunc(holdings, func(r claim.Record) bool {
+			if slices.Contains(keys, r.Key) {
+				untold = append(untold, r)
+				return true
+			}
+			return false
+		})
+	}
 	if len(holdings) > 0 && !m.saysActingFor(was, named, holdings) {
 		// The pass acts for records while the condition says the object
 		// acts for none (it said Released and their release failed, or one
@@ -1964,7 +1990,43 @@ func (m *Middleware) forgetKept(req reconcile.Request) {
 	m.pending.forget(req.NamespacedName)
 	m.renew.stopExcept(req.NamespacedName)
 	m.written.forget(req.NamespacedName)
+	m.confirmed.forget(req.NamespacedName)
 	m.metrics.setHeld(req.NamespacedName, 0)
+}
+
+// confirmedGrants remembers, per object, the UID of the one whose grants a
+// pass of this process confirmed (confirmGrants) and then acted for. The
+// API server's Claimed alone does not say that: a pass writes it before it
+// confirms, and one that then finds an earlier holder still acting may fail
+// to say it waits instead (its status write refused, its process stopped).
+// Memory that only makes a pass check more, never less: a restarted
+// process confirms each Claimed object again in its first pass.
+type confirmedGrants struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]types.UID
+}
+
+func (c *confirmedGrants) add(name types.NamespacedName, uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[types.NamespacedName]types.UID{}
+	}
+	c.m[name] = uid
+}
+
+func (c *confirmedGrants) has(name types.NamespacedName, uid types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ok := c.m[name] == uid
+	mutant.Do(mutant.UnconfirmedClaimTrusted, func() { ok = true })
+	return ok
+}
+
+func (c *confirmedGrants) forget(name types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, name)
 }
 
 // innerContext is the context the inner reconciler runs with: the State,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -55,6 +56,9 @@ type shard struct {
 	workers int
 	opts    []claimmw.Option
 	hook    func(ctx context.Context, name string, c call) (reconcile.Result, error)
+	// prepare, when set, configures the process's writes before its
+	// manager starts.
+	prepare func(w *writes)
 }
 
 // start starts the process in ns, and returns with its fixture a stop
@@ -69,6 +73,9 @@ func (s shard) start(t *testing.T, ns string) (*fixture, func()) {
 	opts := env.ManagerOptions(ns)
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{&testcrd.Widget{}: {Label: labels.NewSelector().Add(*req)}}
 	f := &fixture{ns: ns, inner: &inner{hook: s.hook}, writes: &writes{}}
+	if s.prepare != nil {
+		s.prepare(f.writes)
+	}
 	opts.NewClient = intercepted(f.writes.funcs())
 	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), opts)
 	if err != nil {
@@ -209,5 +216,178 @@ func TestAWaiterOfARestartedShardIsNotGrantedAKeyDeletedFromOutsideWhileItsHolde
 	a.setKeys(t, "x")
 	a.waitForReason(t, "x", conditions.ReasonNoKeys, 10*time.Second)
 	b.waitForReason(t, "y", conditions.ReasonClaimed, wakeWithin)
+	w.noOverlap(t)
+}
+
+func TestAWaiterWhoseWaitingWriteWasRefusedIsNotGrantedAfterItsShardRestartsWhileItsHolderActsInAnotherShard(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	w := newWindows("k")
+	partial := []claimmw.Option{claimmw.WithPartialCache(ns)}
+	a, _ := shard{op: selection.NotEquals, value: "b", workers: 2, opts: partial, hook: w.pass}.start(t, ns)
+	bShard := shard{op: selection.Equals, value: "b", workers: 2, opts: partial, hook: w.pass}
+	b, stopB := bShard.start(t, ns)
+	// Given x acts for k in shard a
+	a.createAndWait(t, "x", conditions.ReasonClaimed, "k")
+	if !w.waitActed("x", 10*time.Second) {
+		t.Fatal("x never acted for k")
+	}
+	// And y names k in shard b, whose cache never shows x, and waits for it
+	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
+	if err := direct(t).Create(context.Background(), y); err != nil {
+		t.Fatal(err)
+	}
+	b.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
+	// And x's next passes in shard a are slow to begin (its workloads run on)
+	release := sync.OnceFunc(a.holdBackPasses("x"))
+	defer release()
+	// When shard b's process stops, a person deletes k's record, and shard
+	// b starts again: y writes k's record and says Claimed, finds x by the
+	// uncached List, and its write that says it waits for x is refused
+	// (an admission policy, an API server that times out), as are y's
+	// status writes after it
+	stopB()
+	a.deleteLease(t, "k")
+	refusing := bShard
+	refusing.prepare = func(wr *writes) {
+		wr.beforeStatus.Store(func(obj client.Object) {
+			if wdg, ok := obj.(*testcrd.Widget); ok && wdg.Name == "y" {
+				if c := meta.FindStatusCondition(wdg.Status.Conditions, string(conditions.Claimed)); c != nil && c.Reason == string(conditions.ReasonWaitingForHandover) {
+					wr.failStatusOf.Store("y")
+				}
+			}
+		})
+	}
+	b2, stopB2 := refusing.start(t, ns)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		rec := b2.record(t, "k")
+		c := b2.claimed(t, "y")
+		return b2.writes.failedStatus.Load() > 0 && rec.Exists && rec.Holder.Name == "y", fmt.Sprintf("refused status writes of y: %d; y: %+v; record of k: exists %t, holder %s", b2.writes.failedStatus.Load(), c, rec.Exists, rec.Holder)
+	})
+	t.Logf("before the restart: y %+v, x %+v", b2.claimed(t, "y"), a.claimed(t, "x"))
+	// And shard b's process restarts once more (its writes accepted again)
+	stopB2()
+	b3, _ := bShard.start(t, ns)
+	// Then y waits for x rather than act for k while x may
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := b3.claimed(t, "y")
+		return w.acted("y") || c.Reason == string(conditions.ReasonWaitingForHandover), fmt.Sprintf("y: %+v", c)
+	})
+	time.Sleep(time.Second)
+	w.noOverlap(t)
+}
+
+func TestAWaiterWhoseShardStopsBeforeItSaysItWaitsIsNotGrantedWhileItsHolderActsInAnotherShard(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	w := newWindows("k")
+	partial := []claimmw.Option{claimmw.WithPartialCache(ns)}
+	a, _ := shard{op: selection.NotEquals, value: "b", workers: 2, opts: partial, hook: w.pass}.start(t, ns)
+	bShard := shard{op: selection.Equals, value: "b", workers: 2, opts: partial, hook: w.pass}
+	b, stopB := bShard.start(t, ns)
+	// Given x acts for k in shard a
+	a.createAndWait(t, "x", conditions.ReasonClaimed, "k")
+	if !w.waitActed("x", 10*time.Second) {
+		t.Fatal("x never acted for k")
+	}
+	// And y names k in shard b, whose cache never shows x, and waits for it
+	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
+	if err := direct(t).Create(context.Background(), y); err != nil {
+		t.Fatal(err)
+	}
+	b.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
+	// And x's next passes in shard a are slow to begin (its workloads run on)
+	release := sync.OnceFunc(a.holdBackPasses("x"))
+	defer release()
+	// When shard b's process stops, a person deletes k's record, and shard
+	// b starts again: y writes k's record, says Claimed, finds x by the
+	// uncached List, and shard b's process stops (a rolling update) just
+	// before y's write that says it waits for x is sent
+	stopB()
+	a.deleteLease(t, "k")
+	reached := make(chan struct{})
+	gate := make(chan struct{})
+	var once sync.Once
+	stopping := bShard
+	stopping.prepare = func(wr *writes) {
+		wr.beforeStatus.Store(func(obj client.Object) {
+			if wdg, ok := obj.(*testcrd.Widget); ok && wdg.Name == "y" {
+				if c := meta.FindStatusCondition(wdg.Status.Conditions, string(conditions.Claimed)); c != nil && c.Reason == string(conditions.ReasonWaitingForHandover) {
+					once.Do(func() { close(reached) })
+					<-gate
+				}
+			}
+		})
+	}
+	b2, stopB2 := stopping.start(t, ns)
+	select {
+	case <-reached:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("y never came to say it waits for x: %+v", b2.claimed(t, "y"))
+	}
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); stopB2() }()
+	time.Sleep(200 * time.Millisecond) // the manager's context is cancelled
+	close(gate)
+	<-stopped
+	t.Logf("after shard b stopped: y %+v, x %+v", b2.claimed(t, "y"), a.claimed(t, "x"))
+	// And shard b starts once more
+	b3, _ := bShard.start(t, ns)
+	// Then y waits for x rather than act for k while x may
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := b3.claimed(t, "y")
+		return w.acted("y") || c.Reason == string(conditions.ReasonWaitingForHandover), fmt.Sprintf("y: %+v", c)
+	})
+	time.Sleep(time.Second)
+	w.noOverlap(t)
+}
+
+func TestAWaiterWhoseWaitingWriteWasRefusedIsNotGivenTheKeyInItsDeletionPassWhileItsHolderActsInAnotherShard(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	w := newWindows("k")
+	partial := []claimmw.Option{claimmw.WithPartialCache(ns)}
+	a, _ := shard{op: selection.NotEquals, value: "b", workers: 2, opts: partial, hook: w.pass}.start(t, ns)
+	bShard := shard{op: selection.Equals, value: "b", workers: 2, opts: partial, hook: w.pass}
+	b, stopB := bShard.start(t, ns)
+	// Given x acts for k in shard a
+	a.createAndWait(t, "x", conditions.ReasonClaimed, "k")
+	if !w.waitActed("x", 10*time.Second) {
+		t.Fatal("x never acted for k")
+	}
+	// And y names k in shard b, whose cache never shows x, and waits for it
+	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
+	if err := direct(t).Create(context.Background(), y); err != nil {
+		t.Fatal(err)
+	}
+	b.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
+	// And x's next passes in shard a are slow to begin (its workloads run on)
+	release := sync.OnceFunc(a.holdBackPasses("x"))
+	defer release()
+	// When shard b's process stops, a person deletes k's record, and shard
+	// b starts again: y writes k's record and says Claimed, finds x by the
+	// uncached List, and its write that says it waits for x is refused, as
+	// are y's status writes after it (an admission policy)
+	stopB()
+	a.deleteLease(t, "k")
+	refusing := bShard
+	refusing.prepare = func(wr *writes) {
+		wr.beforeStatus.Store(func(obj client.Object) {
+			if wdg, ok := obj.(*testcrd.Widget); ok && wdg.Name == "y" {
+				if c := meta.FindStatusCondition(wdg.Status.Conditions, string(conditions.Claimed)); c != nil && c.Reason == string(conditions.ReasonWaitingForHandover) {
+					wr.failStatusOf.Store("y")
+				}
+			}
+		})
+	}
+	b2, _ := refusing.start(t, ns)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		rec := b2.record(t, "k")
+		return b2.writes.failedStatus.Load() > 0 && rec.Exists && rec.Holder.Name == "y", fmt.Sprintf("refused status writes of y: %d; y: %+v; record of k: exists %t, holder %s", b2.writes.failedStatus.Load(), b2.claimed(t, "y"), rec.Exists, rec.Holder)
+	})
+	// And y is deleted (no restart of any process since)
+	b2.deleteWidgetAsync(t, "y")
+	// Then y's deletion pass is not given k while x may still act for it
+	time.Sleep(3 * time.Second)
 	w.noOverlap(t)
 }
