@@ -117,12 +117,15 @@ type mwCounts struct {
 	// a stopping holder (stoppingTakenOver), invalidErased those by
 	// eraseInvalid, unseenErased those by eraseUnseen, unseenRestarted the
 	// deletions among them the waiter's process was restarted around
-	// (fleet.restartAround). slowStops are the
+	// (fleet.restartAround), unconfirmedErased those by eraseUnconfirmed,
+	// unconfirmedRestarted the restarts of the waiter's process after them.
+	// slowStops are the
 	// told passes that asked to run again, not done stopping (the actor's
 	// slowStop).
 	keptErased, freshErased, shardErased, loneErased   int
 	stoppingErased, stoppingTakenOver, invalidErased   int
 	unseenErased, unseenRestarted                      int
+	unconfirmedErased, unconfirmedRestarted            int
 	passes, grantedPasses, grants, windows, failedTold int
 	slowStops                                          int
 	// mixedCase counts the keys the world wrote in a spec in another
@@ -134,8 +137,8 @@ type mwCounts struct {
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d slow-stops=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d stopping-taken-over=%d invalid-erased=%d unseen-erased=%d unseen-restarted=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d mixed-case-namings=%d named-twice=%d spelled-erased=%d",
-		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.slowStops, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.stoppingTakenOver, c.invalidErased, c.unseenErased, c.unseenRestarted, c.takeovers, c.handovers,
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d slow-stops=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d stopping-taken-over=%d invalid-erased=%d unseen-erased=%d unseen-restarted=%d unconfirmed-erased=%d unconfirmed-restarted=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d mixed-case-namings=%d named-twice=%d spelled-erased=%d",
+		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.slowStops, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.stoppingTakenOver, c.invalidErased, c.unseenErased, c.unseenRestarted, c.unconfirmedErased, c.unconfirmedRestarted, c.takeovers, c.handovers,
 		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite, c.mixedCase, c.namedTwice, c.spelledErased)
 }
 
@@ -153,6 +156,8 @@ func (c *mwCounts) add(o mwCounts) {
 	c.invalidErased += o.invalidErased
 	c.unseenErased += o.unseenErased
 	c.unseenRestarted += o.unseenRestarted
+	c.unconfirmedErased += o.unconfirmedErased
+	c.unconfirmedRestarted += o.unconfirmedRestarted
 	c.takeovers += o.takeovers
 	c.passes += o.passes
 	c.grantedPasses += o.grantedPasses
@@ -271,10 +276,12 @@ type mwWorld struct {
 	// which their own pass will read again.
 	touched map[types.UID]bool
 	// restartAround restarts the process of a shard around what the world
-	// does meanwhile (fleet.restartAround); nil without the partialCache
-	// profile, whose processes alone can find a holder no process of the
-	// restarted shard ever saw.
+	// does meanwhile (fleet.restartAround).
 	restartAround func(shard int, between func()) bool
+	// partialCache says the seed's label-sharded processes set
+	// claimmw.WithPartialCache: only they can find a holder no process of
+	// a restarted shard ever saw.
+	partialCache bool
 }
 
 // describe words the objects and records, one a line.
@@ -1046,43 +1053,17 @@ const (
 // nothing else in the world wakes either of them.
 func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) (finish func()) {
 	t.Helper()
-	named := func(name string) *testclaimant.Claimant {
-		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: shardLabels(name)}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled([]string{unseenKey})}}
-		if err := w.admin.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %s: %v", name, err)
-		}
-		w.counts.creations++
-		w.written(obj.Spec.Keys)
-		return obj
-	}
 	gaveUp := func(why string) { t.Logf("eraseUnseen: not played further: %s", why) }
-	h := named(unseenHolder)
+	h, waiter, why := w.holderAndWaiter(ctx, t, unseenKey, unseenHolder, unseenWaiter)
 	stopLater := false
 	finish = func() {
 		if stopLater {
 			w.actor.letGo(h.UID)
 		}
-		if obj := w.get(ctx, t, unseenHolder); obj != nil && obj.UID == h.UID && obj.DeletionTimestamp == nil {
-			w.setKeys(ctx, t, obj, nil)
-		}
+		w.namesNothing(ctx, t, h)
 	}
-	// A new object of a busy process may take a while to hold its key:
-	// up to three times keptWait.
-	if !w.heldBy(ctx, t, h, unseenKey, true) && !w.heldBy(ctx, t, h, unseenKey, true) && !w.heldBy(ctx, t, h, unseenKey, true) {
-		gaveUp("the holder did not come to hold the key")
-		return finish
-	}
-	acting := false
-	for deadline := time.Now().Add(keptWait); !acting && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		_, acting = w.actor.openFor(h.UID, unseenKey, time.Time{})
-	}
-	if !acting {
-		gaveUp("the holder did not act for the key")
-		return finish
-	}
-	waiter := named(unseenWaiter)
-	if !w.waitParked(ctx, t, waiter) {
-		gaveUp("the waiter did not park")
+	if why != "" {
+		gaveUp(why)
 		return finish
 	}
 	for round := range unseenTries {
@@ -1098,7 +1079,7 @@ func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) (finish func())
 				}
 			}
 		}
-		if round == 1 && w.restartAround != nil {
+		if round == 1 && w.partialCache {
 			// The waiter's process restarts around the deletion: the new
 			// one never saw a record that named the holder. The holder's
 			// stop then waits for finish, once nothing but asking again
@@ -1120,6 +1101,112 @@ func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) (finish func())
 		}
 	}
 	return finish
+}
+
+// unconfirmedKey, unconfirmedHolder and unconfirmedWaiter are the key and
+// the objects of eraseUnconfirmed, which nothing else in the world names:
+// the holder is of the fast shard, the waiter of the slow one (shardOf).
+const (
+	unconfirmedKey    = "store-unconfirmed"
+	unconfirmedHolder = "unconfirmed-holder-0"
+	unconfirmedWaiter = "unconfirmed-waiter-1"
+)
+
+// eraseUnconfirmed (partialCache profile) deletes the record of a holder
+// of one shard while it acts and an object of the other shard waits for
+// its key, while the waiter's status writes that say it waits
+// (WaitingForHandover) are refused (an admission policy, for a while) and
+// the holder's passes are held back (a busy controller; its workload runs
+// on). The deletion is made while the waiter's shard has no process
+// (fleet.restartAround): its new process, woken, writes the record, says
+// Claimed (that write applies), finds the holder still acting by the
+// uncached listing, and cannot say it waits: the API server says Claimed
+// for it, and it holds the record. Then the waiter's process restarts
+// again: the new one must not take that Claimed for a confirmed grant (mutant
+// UnconfirmedClaimTrusted: it counts as acting, and the waiter acts beside
+// the holder). After stoppingWait the writes are let through and the
+// holder is let go; at the end the holder names nothing, so that the
+// waiter takes the key and the world settles.
+func (w *mwWorld) eraseUnconfirmed(ctx context.Context, t *testing.T) {
+	t.Helper()
+	gaveUp := func(why string) { t.Logf("eraseUnconfirmed: not played further: %s", why) }
+	holderShard, waiterShard := shardOf(unconfirmedHolder), shardOf(unconfirmedWaiter)
+	h, waiter, why := w.holderAndWaiter(ctx, t, unconfirmedKey, unconfirmedHolder, unconfirmedWaiter)
+	defer w.namesNothing(ctx, t, h)
+	if why != "" {
+		gaveUp(why)
+		return
+	}
+	letGo := w.actor.holdPasses(unconfirmedHolder, holderShard)
+	defer letGo()
+	w.actor.refuseWaiting(waiter.UID)
+	defer w.actor.allowStatus(waiter.UID)
+	// The deletion is made while the waiter's shard has no process: the
+	// new one never saw a record name the holder, and its cache does not
+	// show it, so the check before the waiter writes its condition misses
+	// it, and only the check after that write finds it.
+	w.restartAround(waiterShard, func() {
+		for _, l := range w.records(ctx, t, unconfirmedKey) {
+			if types.UID(l.Annotations[backends.DefaultHolderUIDAnnotation]) == h.UID {
+				w.erase(ctx, t, l)
+				w.counts.unconfirmedErased++
+			}
+		}
+	})
+	if !w.heldBy(ctx, t, waiter, unconfirmedKey, true) {
+		gaveUp("the waiter did not write the record and say Claimed")
+		return
+	}
+	if w.restartAround(waiterShard, func() {}) {
+		w.counts.unconfirmedRestarted++
+	}
+	// Time for the waiter to act, while the holder's passes are held back.
+	time.Sleep(stoppingWait)
+}
+
+// holderAndWaiter creates the object named holder, naming key (in a
+// spelling of its own), and once it holds the key and acts for it, the
+// object named waiter, naming key too, and waits until the waiter parked.
+// h is the holder as created; why, when not empty, says which of those
+// did not come to be (the waiter is then nil or not parked).
+func (w *mwWorld) holderAndWaiter(ctx context.Context, t *testing.T, key, holder, waiter string) (h, wt *testclaimant.Claimant, why string) {
+	t.Helper()
+	named := func(name string) *testclaimant.Claimant {
+		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: shardLabels(name)}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled([]string{key})}}
+		if err := w.admin.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %s: %v", name, err)
+		}
+		w.counts.creations++
+		w.written(obj.Spec.Keys)
+		return obj
+	}
+	h = named(holder)
+	// A new object of a busy process may take a while to hold its key:
+	// up to three times keptWait.
+	if !w.heldBy(ctx, t, h, key, true) && !w.heldBy(ctx, t, h, key, true) && !w.heldBy(ctx, t, h, key, true) {
+		return h, nil, "the holder did not come to hold the key"
+	}
+	acting := false
+	for deadline := time.Now().Add(keptWait); !acting && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		_, acting = w.actor.openFor(h.UID, key, time.Time{})
+	}
+	if !acting {
+		return h, nil, "the holder did not act for the key"
+	}
+	wt = named(waiter)
+	if !w.waitParked(ctx, t, wt) {
+		return h, wt, "the waiter did not park"
+	}
+	return h, wt, ""
+}
+
+// namesNothing has h, if it still exists and is not being deleted, name no
+// key.
+func (w *mwWorld) namesNothing(ctx context.Context, t *testing.T, h *testclaimant.Claimant) {
+	t.Helper()
+	if obj := w.get(ctx, t, h.Name); obj != nil && obj.UID == h.UID && obj.DeletionTimestamp == nil {
+		w.setKeys(ctx, t, obj, nil)
+	}
 }
 
 // unseenTries bounds how often eraseUnseen deletes the holder's record.

@@ -69,6 +69,9 @@ type actor struct {
 	// refused are the objects whose status writes the world has refused,
 	// in every operator process, until it allows them again.
 	refused map[types.UID]bool
+	// refusedWaiting are the objects whose WaitingForHandover writes are
+	// refused (refuseWaiting).
+	refusedWaiting map[types.UID]bool
 	// slowToBegin are the objects whose passes, in the processes of one
 	// shard, the world holds back before they begin (a busy controller):
 	// by name, the shard and a channel closed when they may go on.
@@ -162,11 +165,12 @@ func (a *actor) refuseStatus(uid types.UID) {
 	a.refused[uid] = true
 }
 
-// allowStatus ends refuseStatus.
+// allowStatus ends refuseStatus and refuseWaiting.
 func (a *actor) allowStatus(uid types.UID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.refused, uid)
+	delete(a.refusedWaiting, uid)
 }
 
 // refusesStatus reports whether the status writes of uid are refused.
@@ -174,6 +178,34 @@ func (a *actor) refusesStatus(uid types.UID) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.refused[uid]
+}
+
+// refuseWaiting makes every status write of uid that says it waits for a
+// handover (WaitingForHandover) fail, before it applies, until
+// allowStatus; its other status writes apply.
+func (a *actor) refuseWaiting(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refusedWaiting == nil {
+		a.refusedWaiting = map[types.UID]bool{}
+	}
+	a.refusedWaiting[uid] = true
+}
+
+// refusesStatusOf reports whether the status write of obj is refused
+// (refuseStatus, refuseWaiting).
+func (a *actor) refusesStatusOf(obj client.Object) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refused[obj.GetUID()] {
+		return true
+	}
+	c, ok := obj.(*testclaimant.Claimant)
+	if !ok || !a.refusedWaiting[obj.GetUID()] {
+		return false
+	}
+	cond := meta.FindStatusCondition(c.Status.Conditions, string(conditions.Claimed))
+	return cond != nil && cond.Reason == string(conditions.ReasonWaitingForHandover)
 }
 
 // newestOpen returns the window that opened last, if it opened after

@@ -449,7 +449,7 @@ func (fl *fleet) start(shard int) (*operator, error) {
 			c = readsOwnWrites(c)
 		}
 		return faultyWrites(c, writes, fl.a.deleting, func(obj client.Object) bool {
-			if fl.a.refusesStatus(obj.GetUID()) {
+			if fl.a.refusesStatusOf(obj) {
 				return true
 			}
 			statusMu.Lock()
@@ -1004,10 +1004,7 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 		})
 	}
 	w := &mwWorld{ns: ns, admin: admin, rng: rand.New(rand.NewPCG(seed, 0xbeef)), keys: keys, deleted: map[types.UID]time.Time{}, actor: a,
-		normalize: f.normalize()}
-	if f.partialCache {
-		w.restartAround = fl.restartAround
-	}
+		normalize: f.normalize(), restartAround: fl.restartAround, partialCache: f.partialCache}
 	if f.mixedCase {
 		w.spelling = rand.New(rand.NewPCG(seed, 0xca5e))
 	}
@@ -1161,6 +1158,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	w.eraseInvalid(ctx, t)
 	if f.mixedCase {
 		w.eraseSpelled(ctx, t)
+	}
+	if f.partialCache {
+		w.eraseUnconfirmed(ctx, t)
 	}
 	finishUnseen := func() {}
 	if f.shards && !f.sharedCache {
