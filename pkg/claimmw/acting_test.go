@@ -2110,3 +2110,44 @@ func TestAnObjectRecreatedUnderTheNameOfOneItsCacheStillShowsActsOnlyForGrantsWo
 	// never while bravo may
 	w.noOverlap(t)
 }
+
+// A holder that acts for its key keeps acting across a restart of its
+// operator: the restart confirms its grant again, and an object that names
+// the key now but never held it (Stopping for the key it held before its
+// spec changed) is no earlier holder of that key. The holder is not told
+// to stop, and does not wait for that object, which itself waits for the
+// key the holder holds.
+func TestAHolderKeepsActingAcrossARestartWhileAnObjectThatNeverHeldItsKeyIsStopping(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	failCharlie := func(name string, c call) error {
+		if name == "charlie" && (!c.state.Granted || len(c.state.Releasing) > 0) {
+			return errNotStopped
+		}
+		return nil
+	}
+	f, stop := startIn(t, ns, setup{workers: 2, innerFail: failCharlie})
+	// Given alpha holds k and acts for it
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.waitForGrantedPass(t, "alpha", "k")
+	// And charlie held j and acted for it, and its spec now names k
+	// instead: it waits for k, and is Stopping while its told passes fail
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "j")
+	f.waitForGrantedPass(t, "charlie", "j")
+	f.setKeys(t, "charlie", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonStopping, wakeWithin)
+	// When the operator restarts
+	stop()
+	f2, _ := startIn(t, ns, setup{workers: 2, innerFail: failCharlie})
+	// Then alpha's first pass is granted k again, and alpha stays Claimed
+	f2.waitForInnerCall(t, "alpha", "a first pass after the restart", func(claimmw.State) bool { return true })
+	time.Sleep(2 * time.Second)
+	for _, c := range f2.inner.callsOf("alpha") {
+		if !c.state.Granted || !grants(c.state, "k") {
+			t.Errorf("alpha, which acts for k and never lost it, was told to stop after a restart: %+v", c.state)
+		}
+	}
+	if c := f2.claimed(t, "alpha"); c.Reason != string(conditions.ReasonClaimed) {
+		t.Errorf("alpha after the restart: %+v, want Claimed (charlie never held k; it waits for alpha's k)", c)
+	}
+}

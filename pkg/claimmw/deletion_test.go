@@ -672,3 +672,47 @@ func TestTheDeletionPathTellsTheInnerReconcilerWhichKeysTheObjectStillHolds(t *t
 	eventually(t, wakeWithin, func() (bool, string) { return !f.leaseExists(t, "k"), "k still held after alpha's deletion" })
 	_ = ctx
 }
+
+// A holder that acted for its key, deleted while its operator was down,
+// is given that key in its deletion pass after the restart, although
+// another object that names the key now and never held it is Stopping
+// (for a key it held before its spec changed): its deletion pass is the
+// cleanup of what it did for the key, and the record is no record it
+// "holds without ever having acted for it".
+func TestAHolderThatActedIsGivenItsKeyInItsDeletionPassAfterARestartWhileAnObjectThatNeverHeldTheKeyIsStopping(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	// charlie's passes that are told to stop fail in every process (its
+	// workloads of j are still stopping)
+	failCharlie := func(name string, c call) error {
+		if name == "charlie" && (!c.state.Granted || len(c.state.Releasing) > 0) && !c.state.Deleting {
+			return errNotStopped
+		}
+		return nil
+	}
+	f, stop := startIn(t, ns, setup{workers: 2, innerFail: failCharlie})
+	// Given alpha holds k and acts for it
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.waitForGrantedPass(t, "alpha", "k")
+	// And charlie held j and acted for it, and its spec now names k
+	// instead: it waits for k, and is Stopping while its told passes fail
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "j")
+	f.waitForGrantedPass(t, "charlie", "j")
+	f.setKeys(t, "charlie", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonStopping, wakeWithin)
+	// When the operator stops, alpha is deleted meanwhile (its finalizer
+	// keeps it), and the operator starts again
+	stop()
+	f.deleteWidgetAsync(t, "alpha")
+	f2, _ := startIn(t, ns, setup{workers: 2, innerFail: failCharlie})
+	// Then alpha's deletion pass is given k, before k's record is released
+	eventually(t, wakeWithin, func() (bool, string) {
+		_, err := f2.widget(t, "alpha")
+		return apierrors.IsNotFound(err) || slices.ContainsFunc(deletionCalls(f2, "alpha"), func(s claimmw.State) bool { return grants(s, "k") }),
+			fmt.Sprintf("alpha: %v; its deletion passes: %+v", err, deletionCalls(f2, "alpha"))
+	})
+	if !slices.ContainsFunc(deletionCalls(f2, "alpha"), func(s claimmw.State) bool { return grants(s, "k") }) {
+		t.Errorf("alpha acted for k, yet no deletion pass of it was given k (its cleanup of k never ran); its deletion passes: %+v; record of k exists: %t; charlie: %+v",
+			deletionCalls(f2, "alpha"), f2.leaseExists(t, "k"), f2.claimed(t, "charlie"))
+	}
+}

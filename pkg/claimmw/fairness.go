@@ -480,8 +480,31 @@ func (m *Middleware) mayActFor(ctx context.Context, obj client.Object, key strin
 		// release, and, Claimed, the keys it names.
 		return slices.Contains(held, key) || c.Reason == string(conditions.ReasonClaimed) && slices.ContainsFunc(keys, names)
 	}
+	if rechecking(ctx) {
+		// Only a condition that names key counts against a holder that
+		// may have acted for it already (confirmedGrants).
+		return err == nil && m.claimedFor(c, keys) && slices.ContainsFunc(keys, names)
+	}
 	return err != nil || !m.claimedFor(c, keys) || slices.ContainsFunc(keys, names)
 }
+
+// recheckKey marks the context of a predecessor check asked about a key an
+// object holds and says it acts for (Claimed for exactly the keys it
+// names) that no pass of this process confirmed: it may have acted for it
+// already, or said so before its pass found an earlier holder still acting
+// (confirmedGrants). The check then counts only an object whose condition
+// names the key (Claimed for exactly the keys it names, or saying which
+// keys it acts for), not one that may act for whatever it named before
+// (Stopping, or Claimed for an older spec): a holder that acted is not
+// stopped, nor its deletion pass denied its keys, for an object that never
+// held them.
+type recheckKey struct{}
+
+func recheckContext(ctx context.Context) context.Context {
+	return context.WithValue(ctx, recheckKey{}, true)
+}
+
+func rechecking(ctx context.Context) bool { return ctx.Value(recheckKey{}) != nil }
 
 // lastHolders remembers, per normalized key, the holders its record named
 // as this process granted it or saw the record change, until each says

@@ -573,7 +573,11 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 			// record for one does not say Claimed in every pass; asked about
 			// every object once the condition that says it may act is written,
 			// before it acts (confirmGrants).
-			w, wait, err := m.claimer.Predecessor(ctx, o, self)
+			pctx := ctx
+			if o.Reason == claim.ReasonHeld && m.claimedFor(m.conditionOf(obj), p.keys) && !p.stale {
+				pctx = recheckContext(ctx)
+			}
+			w, wait, err := m.claimer.Predecessor(pctx, o, self)
 			if err != nil {
 				return m.claimError(ctx, userCtx, req, p, err)
 			}
@@ -945,8 +949,13 @@ func (m *Middleware) confirmGrants(ctx, userCtx context.Context, req reconcile.R
 	if fresh {
 		cctx = freshCacheContext(cctx, m, p.obj.GetNamespace())
 	}
+	recheck := !p.stale && m.claimedFor(m.conditionOf(p.obj), p.keys)
 	for _, o := range p.unconfirmed {
-		w, wait, err := m.claimer.Predecessor(cctx, o, p.self)
+		octx := cctx
+		if recheck && o.Reason == claim.ReasonHeld {
+			octx = recheckContext(cctx)
+		}
+		w, wait, err := m.claimer.Predecessor(octx, o, p.self)
 		if err != nil {
 			res, err := m.claimError(ctx, userCtx, req, p, err)
 			return res, true, err
@@ -1554,7 +1563,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 		// acting, which it could not replace by saying it waits. Records
 		// another object may act for go untold: its cleanup must not touch
 		// what the other uses.
-		keys, err := m.othersActFor(ctx, self, holdings)
+		keys, err := m.othersActFor(recheckContext(ctx), self, holdings)
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
 		}
