@@ -1124,8 +1124,8 @@ const (
 // for it, and it holds the record. Then the waiter's process restarts
 // again: the new one must not take that Claimed for a confirmed grant (mutant
 // UnconfirmedClaimTrusted: it counts as acting, and the waiter acts beside
-// the holder). After stoppingWait the writes are let through and the
-// holder is let go; at the end the holder names nothing, so that the
+// the holder). After keptWait (or once the waiter acted) the writes are
+// let through and the holder is let go; at the end the holder names nothing, so that the
 // waiter takes the key and the world settles.
 func (w *mwWorld) eraseUnconfirmed(ctx context.Context, t *testing.T) {
 	t.Helper()
@@ -1160,8 +1160,13 @@ func (w *mwWorld) eraseUnconfirmed(ctx context.Context, t *testing.T) {
 	if w.restartAround(waiterShard, func() {}) {
 		w.counts.unconfirmedRestarted++
 	}
-	// Time for the waiter to act, while the holder's passes are held back.
-	time.Sleep(stoppingWait)
+	// Time for the waiter to act, while the holder's passes are held back:
+	// its first passes in the new process may fail (injected faults).
+	for deadline := time.Now().Add(keptWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, took := w.actor.openFor(waiter.UID, unconfirmedKey, time.Time{}); took {
+			return
+		}
+	}
 }
 
 // holderAndWaiter creates the object named holder, naming key (in a

@@ -488,16 +488,16 @@ func (m *Middleware) mayActFor(ctx context.Context, obj client.Object, key strin
 	return err != nil || !m.claimedFor(c, keys) || slices.ContainsFunc(keys, names)
 }
 
-// recheckKey marks the context of a predecessor check asked about a key an
-// object holds and says it acts for (Claimed for exactly the keys it
-// names) that no pass of this process confirmed: it may have acted for it
-// already, or said so before its pass found an earlier holder still acting
-// (confirmedGrants). The check then counts only an object whose condition
-// names the key (Claimed for exactly the keys it names, or saying which
-// keys it acts for), not one that may act for whatever it named before
-// (Stopping, or Claimed for an older spec): a holder that acted is not
-// stopped, nor its deletion pass denied its keys, for an object that never
-// held them.
+// recheckKey marks the context of the predecessor check a deletion pass
+// asks about the records of an object whose condition says Claimed for
+// exactly the keys it names, which no pass of this process confirmed: it
+// may have acted for them already, or said so before its pass found an
+// earlier holder still acting (confirmedGrants). The check then counts
+// only an object whose condition names the key (Claimed for exactly the
+// keys it names, or saying which keys it acts for), not one that may act
+// for whatever it named before (Stopping, or Claimed for an older spec): a
+// holder that acted is not denied the cleanup of its keys for an object
+// that never held them.
 type recheckKey struct{}
 
 func recheckContext(ctx context.Context) context.Context {

@@ -573,11 +573,7 @@ func (m *Middleware) reconcile(ctx, userCtx context.Context, req reconcile.Reque
 			// record for one does not say Claimed in every pass; asked about
 			// every object once the condition that says it may act is written,
 			// before it acts (confirmGrants).
-			pctx := ctx
-			if o.Reason == claim.ReasonHeld && m.claimedFor(m.conditionOf(obj), p.keys) && !p.stale {
-				pctx = recheckContext(ctx)
-			}
-			w, wait, err := m.claimer.Predecessor(pctx, o, self)
+			w, wait, err := m.claimer.Predecessor(ctx, o, self)
 			if err != nil {
 				return m.claimError(ctx, userCtx, req, p, err)
 			}
@@ -949,13 +945,8 @@ func (m *Middleware) confirmGrants(ctx, userCtx context.Context, req reconcile.R
 	if fresh {
 		cctx = freshCacheContext(cctx, m, p.obj.GetNamespace())
 	}
-	recheck := !p.stale && m.claimedFor(m.conditionOf(p.obj), p.keys)
 	for _, o := range p.unconfirmed {
-		octx := cctx
-		if recheck && o.Reason == claim.ReasonHeld {
-			octx = recheckContext(cctx)
-		}
-		w, wait, err := m.claimer.Predecessor(octx, o, p.self)
+		w, wait, err := m.claimer.Predecessor(cctx, o, p.self)
 		if err != nil {
 			res, err := m.claimError(ctx, userCtx, req, p, err)
 			return res, true, err
