@@ -1117,7 +1117,8 @@ const (
 // its key, while the waiter's status writes that say it waits
 // (WaitingForHandover) are refused (an admission policy, for a while) and
 // the holder's passes are held back (a busy controller; its workload runs
-// on). The deletion is made while the waiter's shard has no process
+// on, and a told pass of it, once one begins, waits for the end of the
+// move). The deletion is made while the waiter's shard has no process
 // (fleet.restartAround): its new process, woken, writes the record, says
 // Claimed (that write applies), finds the holder still acting by the
 // uncached listing, and cannot say it waits: the API server says Claimed
@@ -1139,6 +1140,11 @@ func (w *mwWorld) eraseUnconfirmed(ctx context.Context, t *testing.T) {
 	}
 	letGo := w.actor.holdPasses(unconfirmedHolder, holderShard)
 	defer letGo()
+	// A held pass goes on after slowPassesMax: one that finds the key
+	// taken is told to stop, and that stop waits for the end of the move,
+	// so that the holder still acts while the waiter decides.
+	w.actor.holdStops(h.UID)
+	defer w.actor.letGo(h.UID)
 	w.actor.refuseWaiting(waiter.UID)
 	defer w.actor.allowStatus(waiter.UID)
 	// The deletion is made while the waiter's shard has no process: the
