@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -425,20 +426,24 @@ func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f, runStoppable(t, mgr)
+}
+
+// runStoppable starts mgr and returns a function that stops it and waits
+// for it (once; also when t ends): t fails if it stopped with an error.
+func runStoppable(t *testing.T, mgr manager.Manager) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		})
-	}
+	stop = sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
 	t.Cleanup(stop)
-	return f, stop
+	return stop
 }
 
 // direct returns an uncached client of its own, as a user's kubectl.

@@ -96,20 +96,7 @@ func (s shard) start(t *testing.T, ns string) (*fixture, func()) {
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(s.workers, 1)})); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("manager of shard %s %s: %v", s.op, s.value, err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return f, stop
+	return f, runStoppable(t, mgr)
 }
 
 func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderActsInAnotherShard(t *testing.T) {
@@ -178,25 +165,10 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderActsInAnotherShardWhose
 
 func TestAWaiterOfARestartedShardIsNotGrantedAKeyDeletedFromOutsideWhileItsHolderActsInAnotherShard(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
-	w := newWindows("k")
-	partial := []claimmw.Option{claimmw.WithPartialCache(ns)}
-	a, _ := shard{op: selection.NotEquals, value: "b", workers: 2, opts: partial, hook: w.pass}.start(t, ns)
-	bShard := shard{op: selection.Equals, value: "b", workers: 2, opts: partial, hook: w.pass}
-	b, stopB := bShard.start(t, ns)
-	// Given x acts for k in shard a
-	a.createAndWait(t, "x", conditions.ReasonClaimed, "k")
-	if !w.waitActed("x", 10*time.Second) {
-		t.Fatal("x never acted for k")
-	}
-	// And y names k in shard b, whose cache never shows x, and waits for it
-	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
-	if err := direct(t).Create(context.Background(), y); err != nil {
-		t.Fatal(err)
-	}
-	b.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
-	// And x's next passes in shard a are slow to begin (its workloads run on)
-	release := sync.OnceFunc(a.holdBackPasses("x"))
+	// Given x acts for k in shard a, and y names k in shard b, whose cache
+	// never shows x, and waits for it; x's next passes are slow to begin
+	sw := xActsInShardAWhileYWaitsInShardB(t)
+	ns, w, a, b, stopB, bShard, release := sw.ns, sw.w, sw.a, sw.b, sw.stopB, sw.bShard, sw.release
 	defer release()
 	// When shard b's process stops, a person deletes k's record, and shard
 	// b starts again: its new process never saw a record that named x
@@ -221,49 +193,17 @@ func TestAWaiterOfARestartedShardIsNotGrantedAKeyDeletedFromOutsideWhileItsHolde
 
 func TestAWaiterWhoseWaitingWriteWasRefusedIsNotGrantedAfterItsShardRestartsWhileItsHolderActsInAnotherShard(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
-	w := newWindows("k")
-	partial := []claimmw.Option{claimmw.WithPartialCache(ns)}
-	a, _ := shard{op: selection.NotEquals, value: "b", workers: 2, opts: partial, hook: w.pass}.start(t, ns)
-	bShard := shard{op: selection.Equals, value: "b", workers: 2, opts: partial, hook: w.pass}
-	b, stopB := bShard.start(t, ns)
-	// Given x acts for k in shard a
-	a.createAndWait(t, "x", conditions.ReasonClaimed, "k")
-	if !w.waitActed("x", 10*time.Second) {
-		t.Fatal("x never acted for k")
-	}
-	// And y names k in shard b, whose cache never shows x, and waits for it
-	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
-	if err := direct(t).Create(context.Background(), y); err != nil {
-		t.Fatal(err)
-	}
-	b.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
-	// And x's next passes in shard a are slow to begin (its workloads run on)
-	release := sync.OnceFunc(a.holdBackPasses("x"))
+	// Given x acts for k in shard a, and y names k in shard b, whose cache
+	// never shows x, and waits for it; x's next passes are slow to begin
+	sw := xActsInShardAWhileYWaitsInShardB(t)
+	ns, w, a, bShard, release := sw.ns, sw.w, sw.a, sw.bShard, sw.release
 	defer release()
 	// When shard b's process stops, a person deletes k's record, and shard
 	// b starts again: y writes k's record and says Claimed, finds x by the
 	// uncached List, and its write that says it waits for x is refused
 	// (an admission policy, an API server that times out), as are y's
 	// status writes after it
-	stopB()
-	a.deleteLease(t, "k")
-	refusing := bShard
-	refusing.prepare = func(wr *writes) {
-		wr.beforeStatus.Store(func(obj client.Object) {
-			if wdg, ok := obj.(*testcrd.Widget); ok && wdg.Name == "y" {
-				if c := meta.FindStatusCondition(wdg.Status.Conditions, string(conditions.Claimed)); c != nil && c.Reason == string(conditions.ReasonWaitingForHandover) {
-					wr.failStatusOf.Store("y")
-				}
-			}
-		})
-	}
-	b2, stopB2 := refusing.start(t, ns)
-	eventually(t, 10*time.Second, func() (bool, string) {
-		rec := b2.record(t, "k")
-		c := b2.claimed(t, "y")
-		return b2.writes.failedStatus.Load() > 0 && rec.Exists && rec.Holder.Name == "y", fmt.Sprintf("refused status writes of y: %d; y: %+v; record of k: exists %t, holder %s", b2.writes.failedStatus.Load(), c, rec.Exists, rec.Holder)
-	})
+	b2, stopB2 := sw.yClaimedWithItsWaitingWriteRefused(t)
 	t.Logf("before the restart: y %+v, x %+v", b2.claimed(t, "y"), a.claimed(t, "x"))
 	// And shard b's process restarts once more (its writes accepted again)
 	stopB2()
@@ -279,25 +219,10 @@ func TestAWaiterWhoseWaitingWriteWasRefusedIsNotGrantedAfterItsShardRestartsWhil
 
 func TestAWaiterWhoseShardStopsBeforeItSaysItWaitsIsNotGrantedWhileItsHolderActsInAnotherShard(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
-	w := newWindows("k")
-	partial := []claimmw.Option{claimmw.WithPartialCache(ns)}
-	a, _ := shard{op: selection.NotEquals, value: "b", workers: 2, opts: partial, hook: w.pass}.start(t, ns)
-	bShard := shard{op: selection.Equals, value: "b", workers: 2, opts: partial, hook: w.pass}
-	b, stopB := bShard.start(t, ns)
-	// Given x acts for k in shard a
-	a.createAndWait(t, "x", conditions.ReasonClaimed, "k")
-	if !w.waitActed("x", 10*time.Second) {
-		t.Fatal("x never acted for k")
-	}
-	// And y names k in shard b, whose cache never shows x, and waits for it
-	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
-	if err := direct(t).Create(context.Background(), y); err != nil {
-		t.Fatal(err)
-	}
-	b.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
-	// And x's next passes in shard a are slow to begin (its workloads run on)
-	release := sync.OnceFunc(a.holdBackPasses("x"))
+	// Given x acts for k in shard a, and y names k in shard b, whose cache
+	// never shows x, and waits for it; x's next passes are slow to begin
+	sw := xActsInShardAWhileYWaitsInShardB(t)
+	ns, w, a, stopB, bShard, release := sw.ns, sw.w, sw.a, sw.stopB, sw.bShard, sw.release
 	defer release()
 	// When shard b's process stops, a person deletes k's record, and shard
 	// b starts again: y writes k's record, says Claimed, finds x by the
@@ -344,50 +269,93 @@ func TestAWaiterWhoseShardStopsBeforeItSaysItWaitsIsNotGrantedWhileItsHolderActs
 
 func TestAWaiterWhoseWaitingWriteWasRefusedIsNotGivenTheKeyInItsDeletionPassWhileItsHolderActsInAnotherShard(t *testing.T) {
 	t.Parallel()
+	// Given x acts for k in shard a, and y names k in shard b, whose cache
+	// never shows x, and waits for it; x's next passes are slow to begin
+	sw := xActsInShardAWhileYWaitsInShardB(t)
+	w, release := sw.w, sw.release
+	defer release()
+	// When shard b's process stops, a person deletes k's record, and shard
+	// b starts again: y writes k's record and says Claimed, finds x by the
+	// uncached List, and its write that says it waits for x is refused, as
+	// are y's status writes after it (an admission policy)
+	b2, _ := sw.yClaimedWithItsWaitingWriteRefused(t)
+	// And y is deleted (no restart of any process since)
+	b2.deleteWidgetAsync(t, "y")
+	// Then y's deletion pass is not given k while x may still act for it
+	time.Sleep(3 * time.Second)
+	w.noOverlap(t)
+}
+
+// shardedWorld is the world the sharded tests start from
+// (xActsInShardAWhileYWaitsInShardB).
+type shardedWorld struct {
+	ns     string
+	w      *windows
+	a, b   *fixture
+	stopB  func()
+	bShard shard
+	// release lets x's passes in shard a go on (once).
+	release func()
+}
+
+// xActsInShardAWhileYWaitsInShardB starts two processes of a label-sharded
+// operator, each with WithPartialCache (shard a: Widgets not labelled
+// shard=b; shard b: those labelled so), and stages: x acts for k in shard
+// a; y names k in shard b, whose cache never shows x, and is parked behind
+// it; x's next passes in shard a are slow to begin (its workloads run on)
+// until release. Every inner pass goes to the returned windows of k.
+func xActsInShardAWhileYWaitsInShardB(t *testing.T) shardedWorld {
+	t.Helper()
 	ns := env.Namespace(t)
 	w := newWindows("k")
 	partial := []claimmw.Option{claimmw.WithPartialCache(ns)}
 	a, _ := shard{op: selection.NotEquals, value: "b", workers: 2, opts: partial, hook: w.pass}.start(t, ns)
 	bShard := shard{op: selection.Equals, value: "b", workers: 2, opts: partial, hook: w.pass}
 	b, stopB := bShard.start(t, ns)
-	// Given x acts for k in shard a
 	a.createAndWait(t, "x", conditions.ReasonClaimed, "k")
 	if !w.waitActed("x", 10*time.Second) {
 		t.Fatal("x never acted for k")
 	}
-	// And y names k in shard b, whose cache never shows x, and waits for it
 	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
 	if err := direct(t).Create(context.Background(), y); err != nil {
 		t.Fatal(err)
 	}
 	b.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
-	// And x's next passes in shard a are slow to begin (its workloads run on)
 	release := sync.OnceFunc(a.holdBackPasses("x"))
-	defer release()
-	// When shard b's process stops, a person deletes k's record, and shard
-	// b starts again: y writes k's record and says Claimed, finds x by the
-	// uncached List, and its write that says it waits for x is refused, as
-	// are y's status writes after it (an admission policy)
-	stopB()
-	a.deleteLease(t, "k")
-	refusing := bShard
-	refusing.prepare = func(wr *writes) {
+	t.Cleanup(release)
+	return shardedWorld{ns: ns, w: w, a: a, b: b, stopB: stopB, bShard: bShard, release: release}
+}
+
+// refuseStatusOnceItSaysItWaits makes a process refuse the status write
+// of the Widget named name that says it waits for a handover, and every
+// status write of it after that (an admission policy).
+func refuseStatusOnceItSaysItWaits(name string) func(*writes) {
+	return func(wr *writes) {
 		wr.beforeStatus.Store(func(obj client.Object) {
-			if wdg, ok := obj.(*testcrd.Widget); ok && wdg.Name == "y" {
+			if wdg, ok := obj.(*testcrd.Widget); ok && wdg.Name == name {
 				if c := meta.FindStatusCondition(wdg.Status.Conditions, string(conditions.Claimed)); c != nil && c.Reason == string(conditions.ReasonWaitingForHandover) {
-					wr.failStatusOf.Store("y")
+					wr.failStatusOf.Store(name)
 				}
 			}
 		})
 	}
-	b2, _ := refusing.start(t, ns)
+}
+
+// yClaimedWithItsWaitingWriteRefused stops shard b's process, deletes k's
+// record as a person would, and starts shard b again with y's status
+// writes refused from its first that says it waits: y writes k's record,
+// says Claimed, finds x by the uncached List, and cannot say it waits. It
+// returns shard b's new process once the API server shows that.
+func (sw shardedWorld) yClaimedWithItsWaitingWriteRefused(t *testing.T) (*fixture, func()) {
+	t.Helper()
+	sw.stopB()
+	sw.a.deleteLease(t, "k")
+	refusing := sw.bShard
+	refusing.prepare = refuseStatusOnceItSaysItWaits("y")
+	b, stop := refusing.start(t, sw.ns)
 	eventually(t, 10*time.Second, func() (bool, string) {
-		rec := b2.record(t, "k")
-		return b2.writes.failedStatus.Load() > 0 && rec.Exists && rec.Holder.Name == "y", fmt.Sprintf("refused status writes of y: %d; y: %+v; record of k: exists %t, holder %s", b2.writes.failedStatus.Load(), b2.claimed(t, "y"), rec.Exists, rec.Holder)
+		rec := b.record(t, "k")
+		return b.writes.failedStatus.Load() > 0 && rec.Exists && rec.Holder.Name == "y", fmt.Sprintf("refused status writes of y: %d; y: %+v; record of k: exists %t, holder %s", b.writes.failedStatus.Load(), b.claimed(t, "y"), rec.Exists, rec.Holder)
 	})
-	// And y is deleted (no restart of any process since)
-	b2.deleteWidgetAsync(t, "y")
-	// Then y's deletion pass is not given k while x may still act for it
-	time.Sleep(3 * time.Second)
-	w.noOverlap(t)
+	return b, stop
 }
