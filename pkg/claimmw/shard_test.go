@@ -155,12 +155,7 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderActsInAnotherShardWhose
 	// cache does not show)
 	a.deleteLease(t, "k")
 	// Then y waits for x rather than act for k while x may
-	eventually(t, 10*time.Second, func() (bool, string) {
-		c := b.claimed(t, "y")
-		return w.acted("y") || c.Reason == string(conditions.ReasonWaitingForHandover), fmt.Sprintf("y: %+v", c)
-	})
-	time.Sleep(time.Second)
-	w.noOverlap(t)
+	shardedWorld{w: w}.yWaitsForX(t, b)
 }
 
 func TestAWaiterOfARestartedShardIsNotGrantedAKeyDeletedFromOutsideWhileItsHolderActsInAnotherShard(t *testing.T) {
@@ -176,12 +171,7 @@ func TestAWaiterOfARestartedShardIsNotGrantedAKeyDeletedFromOutsideWhileItsHolde
 	a.deleteLease(t, "k")
 	b, _ = bShard.start(t, ns)
 	// Then y waits for x rather than act for k while x may
-	eventually(t, 10*time.Second, func() (bool, string) {
-		c := b.claimed(t, "y")
-		return w.acted("y") || c.Reason == string(conditions.ReasonWaitingForHandover), fmt.Sprintf("y: %+v", c)
-	})
-	time.Sleep(time.Second)
-	w.noOverlap(t)
+	sw.yWaitsForX(t, b)
 	// And once x, let go, stops acting for k (its spec names no key), y
 	// is granted k, though no event of x reaches shard b's process
 	release()
@@ -196,7 +186,7 @@ func TestAWaiterWhoseWaitingWriteWasRefusedIsNotGrantedAfterItsShardRestartsWhil
 	// Given x acts for k in shard a, and y names k in shard b, whose cache
 	// never shows x, and waits for it; x's next passes are slow to begin
 	sw := xActsInShardAWhileYWaitsInShardB(t)
-	ns, w, a, bShard, release := sw.ns, sw.w, sw.a, sw.bShard, sw.release
+	ns, a, bShard, release := sw.ns, sw.a, sw.bShard, sw.release
 	defer release()
 	// When shard b's process stops, a person deletes k's record, and shard
 	// b starts again: y writes k's record and says Claimed, finds x by the
@@ -209,12 +199,7 @@ func TestAWaiterWhoseWaitingWriteWasRefusedIsNotGrantedAfterItsShardRestartsWhil
 	stopB2()
 	b3, _ := bShard.start(t, ns)
 	// Then y waits for x rather than act for k while x may
-	eventually(t, 10*time.Second, func() (bool, string) {
-		c := b3.claimed(t, "y")
-		return w.acted("y") || c.Reason == string(conditions.ReasonWaitingForHandover), fmt.Sprintf("y: %+v", c)
-	})
-	time.Sleep(time.Second)
-	w.noOverlap(t)
+	sw.yWaitsForX(t, b3)
 }
 
 func TestAWaiterWhoseShardStopsBeforeItSaysItWaitsIsNotGrantedWhileItsHolderActsInAnotherShard(t *testing.T) {
@@ -222,7 +207,7 @@ func TestAWaiterWhoseShardStopsBeforeItSaysItWaitsIsNotGrantedWhileItsHolderActs
 	// Given x acts for k in shard a, and y names k in shard b, whose cache
 	// never shows x, and waits for it; x's next passes are slow to begin
 	sw := xActsInShardAWhileYWaitsInShardB(t)
-	ns, w, a, stopB, bShard, release := sw.ns, sw.w, sw.a, sw.stopB, sw.bShard, sw.release
+	ns, a, stopB, bShard, release := sw.ns, sw.a, sw.stopB, sw.bShard, sw.release
 	defer release()
 	// When shard b's process stops, a person deletes k's record, and shard
 	// b starts again: y writes k's record, says Claimed, finds x by the
@@ -259,12 +244,7 @@ func TestAWaiterWhoseShardStopsBeforeItSaysItWaitsIsNotGrantedWhileItsHolderActs
 	// And shard b starts once more
 	b3, _ := bShard.start(t, ns)
 	// Then y waits for x rather than act for k while x may
-	eventually(t, 10*time.Second, func() (bool, string) {
-		c := b3.claimed(t, "y")
-		return w.acted("y") || c.Reason == string(conditions.ReasonWaitingForHandover), fmt.Sprintf("y: %+v", c)
-	})
-	time.Sleep(time.Second)
-	w.noOverlap(t)
+	sw.yWaitsForX(t, b3)
 }
 
 func TestAWaiterWhoseWaitingWriteWasRefusedIsNotGivenTheKeyInItsDeletionPassWhileItsHolderActsInAnotherShard(t *testing.T) {
@@ -358,4 +338,17 @@ func (sw shardedWorld) yClaimedWithItsWaitingWriteRefused(t *testing.T) (*fixtur
 		return b.writes.failedStatus.Load() > 0 && rec.Exists && rec.Holder.Name == "y", fmt.Sprintf("refused status writes of y: %d; y: %+v; record of k: exists %t, holder %s", b.writes.failedStatus.Load(), b.claimed(t, "y"), rec.Exists, rec.Holder)
 	})
 	return b, stop
+}
+
+// yWaitsForX waits until y, in shard b's process b, says it waits for a
+// handover (or acted), and fails t if a pass of y acted for k while x may
+// still act, then or in the second after.
+func (sw shardedWorld) yWaitsForX(t *testing.T, b *fixture) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := b.claimed(t, "y")
+		return sw.w.acted("y") || c.Reason == string(conditions.ReasonWaitingForHandover), fmt.Sprintf("y: %+v", c)
+	})
+	time.Sleep(time.Second)
+	sw.w.noOverlap(t)
 }
