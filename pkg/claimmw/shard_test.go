@@ -108,11 +108,7 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderActsInAnotherShard(t *t
 	a.createAndWait(t, "x", conditions.ReasonClaimed, "k")
 	x, _ := a.widget(t, "x")
 	// And y names k in shard b, whose cache never shows x, and waits for it
-	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
-	if err := direct(t).Create(context.Background(), y); err != nil {
-		t.Fatal(err)
-	}
-	b.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
+	b.parkedYNamingK(t)
 	for round := range 8 {
 		// When a person deletes k's record while x acts for it
 		a.deleteLease(t, "k")
@@ -142,11 +138,7 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileItsHolderActsInAnotherShardWhose
 		t.Fatal("x never acted for k")
 	}
 	// And y names k in shard b, whose cache never shows x, and waits for it
-	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
-	if err := direct(t).Create(context.Background(), y); err != nil {
-		t.Fatal(err)
-	}
-	b.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
+	b.parkedYNamingK(t)
 	// And x's next passes in shard a are slow to begin (its workloads run on)
 	release := a.holdBackPasses("x")
 	defer release()
@@ -296,11 +288,7 @@ func xActsInShardAWhileYWaitsInShardB(t *testing.T) shardedWorld {
 	if !w.waitActed("x", 10*time.Second) {
 		t.Fatal("x never acted for k")
 	}
-	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
-	if err := direct(t).Create(context.Background(), y); err != nil {
-		t.Fatal(err)
-	}
-	b.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
+	b.parkedYNamingK(t)
 	release := sync.OnceFunc(a.holdBackPasses("x"))
 	t.Cleanup(release)
 	return shardedWorld{ns: ns, w: w, a: a, b: b, stopB: stopB, bShard: bShard, release: release}
@@ -351,4 +339,15 @@ func (sw shardedWorld) yWaitsForX(t *testing.T, b *fixture) {
 	})
 	time.Sleep(time.Second)
 	sw.w.noOverlap(t)
+}
+
+// parkedYNamingK creates y, labelled for shard b, naming k, and waits until
+// f, shard b's process, says it is parked.
+func (f *fixture) parkedYNamingK(t *testing.T) {
+	t.Helper()
+	y := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "y", Labels: map[string]string{shardLabel: "b"}}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}
+	if err := direct(t).Create(context.Background(), y); err != nil {
+		t.Fatal(err)
+	}
+	f.waitForReason(t, "y", conditions.ReasonParked, 10*time.Second)
 }
