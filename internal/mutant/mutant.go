@@ -127,6 +127,12 @@ const (
 	// that write, has it act beside that holder in its next pass (or its
 	// deletion pass be given the key).
 	UnconfirmedClaimTrusted Name = "UnconfirmedClaimTrusted"
+	// StoppingNamesCurrentKeys: the Stopping condition of an object told to
+	// stop says it acts for the keys it names now, not for those its
+	// condition said it acted for: after a key-set edit, an object that
+	// still acts for a key it stopped naming says it does not, and a waiter
+	// for that key acts beside it once the key's record is gone.
+	StoppingNamesCurrentKeys Name = "StoppingNamesCurrentKeys"
 )
 
 // All lists every mutant, in the order make chaos-mutants runs them.
@@ -135,7 +141,7 @@ var All = []Name{
 	ReleaseBeforeInner, ReleaseAfterFailedInner, ReleaseWhateverRecord, MustTellInMemory, SteadyPassWrites,
 	EmptyKeySetNotActing, CachedConditionTrusted, FreshCacheAssumed, DeletionCachedConditionTrusted,
 	RequeuedStopTakenAsDone, InvalidSpecNeverTold, RawKeyCompared, UnseenHolderForgotten,
-	PartialCacheTrusted, UnseenPredecessorNotPolled, UnconfirmedClaimTrusted,
+	PartialCacheTrusted, UnseenPredecessorNotPolled, UnconfirmedClaimTrusted, StoppingNamesCurrentKeys,
 }
 
 // Env is the environment variable that switches a mutant on.

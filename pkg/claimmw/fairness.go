@@ -463,10 +463,12 @@ func (m *Middleware) actingFor(ctx context.Context, key string, self, recorded c
 // given records says Stopping before it acts for them, unless its condition
 // already says it may act. An object Claimed for its current spec that no
 // longer names key stopped acting for it: that condition is written only
-// after a pass for the current spec succeeded. One Claimed for an older
-// spec, or Stopping, may still act for whatever it named before, unless it
-// says exactly which keys it acts for while told to release their records
-// (releasingFor).
+// after a pass for the current spec succeeded. A condition that says which
+// keys the object acts for (Claimed for keys it shows whole, for an older
+// spec too; Stopping that carries the keys it acted for; one told to
+// release records: exactKeysOf) counts for those only. Any other Stopping,
+// or Claimed while its key set changes, may still act for whatever it named
+// before.
 func (m *Middleware) mayActFor(ctx context.Context, obj client.Object, key string) bool {
 	c := m.conditionOf(obj)
 	if !mayAct(c) {
@@ -480,12 +482,17 @@ func (m *Middleware) mayActFor(ctx context.Context, obj client.Object, key strin
 		// release, and, Claimed, the keys it names.
 		return slices.Contains(held, key) || c.Reason == string(conditions.ReasonClaimed) && slices.ContainsFunc(keys, names)
 	}
-	if rechecking(ctx) {
-		// Only a condition that names key counts against a holder that
-		// may have acted for it already (confirmedGrants).
-		return err == nil && m.claimedFor(c, keys) && slices.ContainsFunc(keys, names)
+	if err == nil && m.claimedFor(c, keys) {
+		return slices.ContainsFunc(keys, names)
 	}
-	return err != nil || !m.claimedFor(c, keys) || slices.ContainsFunc(keys, names)
+	if exact, ok := exactKeysOf(c); ok {
+		// It says exactly which keys it acts for, whatever it names now.
+		return slices.Contains(exact, key)
+	}
+	// It may act for whatever it named before. Only a condition that names
+	// key counts against a holder that may have acted for it already
+	// (confirmedGrants).
+	return !rechecking(ctx)
 }
 
 // recheckKey marks the context of the predecessor check a deletion pass

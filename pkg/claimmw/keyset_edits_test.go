@@ -500,3 +500,73 @@ func TestAKeyAcquiredInAPassThatFailedIsReleasedOnceNoLongerNamed(t *testing.T) 
 	eventually(t, 10*time.Second, func() (bool, string) { return !f.leaseExists(t, "B"), "Lease of B still held" })
 	f.createAndWait(t, "y", conditions.ReasonClaimed, "B")
 }
+
+// An object parked by a key-set edit says, while its told passes fail,
+// which keys it may still act for: those it held. A key it stopped naming
+// is not granted to a waiter while it may still act for it, even once a
+// person deleted that key's record.
+func TestAKeyAnObjectParkedByAKeySetEditStoppedNamingIsNotGrantedToAWaiterWhileItsToldPassesFail(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given alpha holds k, and bravo waits for it
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
+	f.waitForGrantedPass(t, "alpha", "k")
+	// And charlie holds m
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "m")
+	// And alpha's passes that are told to stop fail (its workloads of k
+	// are still stopping)
+	failing := f.failToldPassesOf("alpha")
+	// When alpha's spec names m instead, held by charlie: alpha is parked,
+	// and Stopping while its told passes fail
+	f.setKeys(t, "alpha", "m")
+	f.waitForReason(t, "alpha", conditions.ReasonStopping, wakeWithin)
+	f.waitForInnerCall(t, "alpha", "a told pass", func(s claimmw.State) bool { return !s.Granted })
+	// And a person deletes k's record
+	f.deleteLease(t, "k")
+	// Then bravo is not granted k while alpha's told passes fail
+	f.neverClaimed(t, "bravo", 3*time.Second)
+	// And once one succeeds, bravo gets k
+	failing.Store(false)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+}
+
+// A holder that acted for its key keeps acting across a restart of its
+// operator while another object, which never held the key and names it
+// since a key-set edit, is Stopping for the key it held before: that
+// object says which keys it may act for, and the key is not among them.
+func TestAHolderKeepsActingAcrossARestartWhileAnObjectThatNeverHeldItsKeyIsStopping(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	// charlie's passes that are told to stop fail in every process (its
+	// workloads of j are still stopping)
+	failCharlie := func(name string, c call) error {
+		if name == "charlie" && (!c.state.Granted || len(c.state.Releasing) > 0) {
+			return errNotStopped
+		}
+		return nil
+	}
+	f, stop := startIn(t, ns, setup{workers: 2, innerFail: failCharlie})
+	// Given alpha holds k and acts for it
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.waitForGrantedPass(t, "alpha", "k")
+	// And charlie held j and acted for it, and its spec now names k
+	// instead: it waits for k, and is Stopping while its told passes fail
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "j")
+	f.waitForGrantedPass(t, "charlie", "j")
+	f.setKeys(t, "charlie", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonStopping, wakeWithin)
+	// When the operator stops and starts again
+	stop()
+	f2, _ := startIn(t, ns, setup{workers: 2, innerFail: failCharlie})
+	// Then alpha's first pass of the new process acts for k
+	f2.waitForGrantedPass(t, "alpha", "k")
+	// And no pass of alpha is told to stop, and it stays Claimed
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if told := slices.IndexFunc(f2.inner.callsOf("alpha"), func(c call) bool { return !c.state.Granted }); told >= 0 {
+			t.Fatalf("alpha, which acted for k, was told to stop after the restart: %+v; charlie: %+v", f2.inner.callsOf("alpha")[told].state, f2.claimed(t, "charlie"))
+		}
+		if c := f2.claimed(t, "alpha"); c.Reason != string(conditions.ReasonClaimed) {
+			t.Fatalf("alpha says %s (%s) after the restart, want Claimed; charlie: %+v", c.Reason, c.Message, f2.claimed(t, "charlie"))
+		}
+	}
+}

@@ -807,7 +807,20 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 			}
 			return reconcile.Result{}, err
 		}
-	} else if delay && !p.was.stopping {
+	} else if p.was.stopping {
+		// Stopping for exactly the keys it acted for: before it acts for
+		// others (those it is granted, and records it is told to release),
+		// its condition names them too.
+		was := m.conditionOf(p.obj)
+		if acts, ok := exactKeysOf(was); ok {
+			more := append(slices.Clone(norms), keysOf(closed)...)
+			if slices.ContainsFunc(more, func(k string) bool { return !slices.Contains(acts, k) }) {
+				if wrote, err = m.setCondition(ctx, p.obj, m.stoppingShown(was, p.keys, cond, more...)); err != nil {
+					return reconcile.Result{}, err
+				}
+			}
+		}
+	} else if delay {
 		// Claimed for other keys than these: before it acts for keys that
 		// condition does not name, it says so, in a form that no key set
 		// counts as current for. Its keys may change back (a keys function
@@ -1057,7 +1070,10 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	}
 	startsActing := !p.was.mayHaveHeld() && len(closed) > 0
 	if p.was.mayHaveHeld() || startsActing {
-		shown = stoppingCondition(cond)
+		// It says which keys it may act for when its condition did: a
+		// key it never acted for, named in a spec edited since, is not
+		// held from another object that acted for it all along.
+		shown = m.stoppingShown(m.conditionOf(p.obj), p.keys, cond, keysOf(closed)...)
 	}
 	if target, ok := m.releasingCondition(p, cond, closed); ok {
 		// It acts for no key but those whose records it is told to release:
@@ -1106,6 +1122,15 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		// not held for as long as the writes fail. A write refused because
 		// the cache lagged is judged again in the next pass instead.
 		res, err := m.release(ctx, p, reconcile.Result{}, "which it gave up while it waits")
+		return res, errors.Join(werr, err)
+	}
+	if werr != nil && len(closed) > 0 && !errors.Is(werr, errStaleRead) {
+		// Its condition still says it acts for exactly the keys it acted
+		// for, not for these: they go untold, as above, and it is told of
+		// the rest in the next pass.
+		untold := *p
+		untold.giveUp, untold.gate = closed, nil
+		res, err := m.release(ctx, &untold, reconcile.Result{}, "which it gave up while it waits")
 		return res, errors.Join(werr, err)
 	}
 	if werr != nil && (!tell || startsActing) {
@@ -1293,6 +1318,15 @@ func (m *Middleware) gated(ctx context.Context, self claim.Holder, recs []claim.
 	return free, waiting, errors.Join(errs...)
 }
 
+// namedNorms returns the normalized forms of named, in order.
+func namedNorms(named []namedKey) []string {
+	out := make([]string, len(named))
+	for i, k := range named {
+		out[i] = k.norm
+	}
+	return out
+}
+
 // keysOf returns the keys of recs.
 func keysOf(recs []claim.Record) []string {
 	out := make([]string, len(recs))
@@ -1323,7 +1357,7 @@ func (m *Middleware) claimError(ctx, userCtx context.Context, req reconcile.Requ
 	}
 	shown := cond
 	if p.was.mayHaveHeld() {
-		shown = stoppingCondition(cond)
+		shown = m.stoppingShown(m.conditionOf(p.obj), p.keys, cond)
 	}
 	if _, werr := m.setCondition(ctx, p.obj, shown); werr != nil {
 		logError(ctx, werr, "writing the claim condition after an error")
@@ -1723,27 +1757,32 @@ func releasingKeysOf(msg, prefix string) ([]string, bool) {
 	if !ok {
 		return nil, false
 	}
-	rest, ok = strings.CutSuffix(rest, ".")
-	if !ok {
-		return nil, false
-	}
+	keys, rest, ok := quotedKeys(rest)
+	return keys, ok && rest == ""
+}
+
+// quotedKeys reads the keys s begins with, quoted, separated by ", " and
+// ended by ".", and returns them with what follows the ".". Quoting escapes
+// every '"' within a key, so no key can end the list early.
+func quotedKeys(s string) ([]string, string, bool) {
 	var keys []string
 	for {
-		q, err := strconv.QuotedPrefix(rest)
+		q, err := strconv.QuotedPrefix(s)
 		if err != nil {
-			return nil, false
+			return nil, "", false
 		}
 		k, err := strconv.Unquote(q)
 		if err != nil {
-			return nil, false
+			return nil, "", false
 		}
 		keys = append(keys, k)
-		rest = rest[len(q):]
-		if rest == "" {
-			return keys, true
+		s = s[len(q):]
+		if rest, ok := strings.CutPrefix(s, "."); ok {
+			return keys, rest, true
 		}
-		if rest, ok = strings.CutPrefix(rest, ", "); !ok {
-			return nil, false
+		var more bool
+		if s, more = strings.CutPrefix(s, ", "); !more {
+			return nil, "", false
 		}
 	}
 }
@@ -1764,6 +1803,124 @@ func (m *Middleware) releasingFor(c metav1.Condition, keys []namedKey) ([]string
 		return releasingKeysOf(c.Message, base+releasingClaims)
 	}
 	return nil, false
+}
+
+// stoppingOnly begins the message of the Stopping condition of an object
+// that says exactly which keys it may still act for: those its condition
+// said it acted for before it was told to stop (and those whose records it
+// is told to release), carried from one told pass that fails to the next.
+// The rest of the message says what blocks it.
+const stoppingOnly = "Until a pass told to stop succeeded, it acts for no key but "
+
+// stoppingKeysOf returns the keys a message written by stoppingMessage
+// names, and false for any other message.
+func stoppingKeysOf(msg string) ([]string, bool) {
+	rest, ok := strings.CutPrefix(msg, stoppingOnly)
+	if !ok {
+		return nil, false
+	}
+	keys, rest, ok := quotedKeys(rest)
+	if !ok || rest != "" && !strings.HasPrefix(rest, " ") {
+		return nil, false
+	}
+	return keys, true
+}
+
+// stoppingMessage returns the message of a Stopping condition that says
+// the object acts for no key but keys, followed by what blocks it, and
+// false when the keys would not show whole.
+func stoppingMessage(keys []string, rest string) (string, bool) {
+	list, ok := releasingMessage("", keys)
+	if !ok || len(stoppingOnly)+len(list) > conditions.MaxMessageLength {
+		return "", false
+	}
+	return conditions.BoundMessage(stoppingOnly + list + " " + rest), true
+}
+
+// claimedKeysOf returns the keys a Claimed condition's message, as
+// [conditions.ForKeys] writes it, names, and false when the message does
+// not name them whole (more keys than it quotes, or one cut short) or was
+// not written so.
+func claimedKeysOf(msg string) ([]string, bool) {
+	rest, ok := strings.CutPrefix(msg, "Holds key ")
+	if !ok {
+		if rest, ok = strings.CutPrefix(msg, "Holds keys "); !ok {
+			return nil, false
+		}
+	}
+	keys, ok := releasingKeysOf(rest, "")
+	if !ok || conditions.ForKeys("", keys, 0).Message != msg {
+		return nil, false
+	}
+	return keys, true
+}
+
+// exactKeysOf returns exactly the keys an object whose claim condition is c
+// may act for, by what c says whatever keys the object names now, and
+// false when c does not say (Stopping without its keys, Claimed while its
+// key set changes, or for keys it does not show whole). An object acts for
+// a key outside what its condition says only after a write that says so.
+func exactKeysOf(c metav1.Condition) ([]string, bool) {
+	switch {
+	case !mayAct(c):
+		return nil, true
+	case c.Reason == string(conditions.ReasonStopping):
+		if keys, ok := stoppingKeysOf(c.Message); ok {
+			return keys, true
+		}
+		return releasingKeysOf(c.Message, releasingOnly)
+	}
+	base, releasing, found := strings.Cut(c.Message, releasingClaims)
+	if !found {
+		return claimedKeysOf(c.Message)
+	}
+	claimed, ok := claimedKeysOf(base + ".")
+	if !ok {
+		return nil, false
+	}
+	held, ok := releasingKeysOf(releasingClaims+releasing, releasingClaims)
+	if !ok {
+		return nil, false
+	}
+	return slices.Compact(slices.Sorted(slices.Values(append(claimed, held...)))), true
+}
+
+// actsFor returns exactly the keys an object whose claim condition is c and
+// whose keys are named may act for, and false when c does not say.
+func (m *Middleware) actsFor(c metav1.Condition, named []namedKey) ([]string, bool) {
+	if !mayAct(c) {
+		return nil, true
+	}
+	norms := namedNorms(named)
+	if held, ok := m.releasingFor(c, named); ok {
+		if c.Reason == string(conditions.ReasonClaimed) {
+			held = append(held, norms...)
+		}
+		return slices.Compact(slices.Sorted(slices.Values(held))), true
+	}
+	if m.claimedFor(c, named) {
+		return norms, true
+	}
+	return exactKeysOf(c)
+}
+
+// stoppingShown returns the Stopping condition a pass shows while the
+// object whose condition was was, and whose keys are named, is told to stop
+// (base says what blocks it, or what it is granted): it says exactly which
+// keys the object may act for when was said so, with more added (the keys
+// of records it is about to act for), and otherwise that it may act for
+// any key it held.
+func (m *Middleware) stoppingShown(was metav1.Condition, named []namedKey, base metav1.Condition, more ...string) metav1.Condition {
+	out := stoppingCondition(base)
+	keys, ok := m.actsFor(was, named)
+	mutant.Do(mutant.StoppingNamesCurrentKeys, func() { keys, ok = namedNorms(named), true })
+	if !ok || len(keys)+len(more) == 0 {
+		return out
+	}
+	if msg, ok := stoppingMessage(append(slices.Clone(keys), more...), out.Message); ok {
+		out.Message = msg
+	}
+	return out
 }
 
 // saysActingFor reports whether c says the object, whose keys are named,
@@ -1897,32 +2054,19 @@ func (m *Middleware) untoldOf(ctx context.Context, obj client.Object, cached met
 
 // closedWindows returns the records of recs whose keys the object's
 // condition c says it does not act for: all of them when c says it acts for
-// nothing, and, when c says Claimed for exactly the keys it names now
-// (written only after a pass that was told of every other key succeeded,
-// or before any pass when it acted for nothing), those it does not name;
-// when c says exactly which keys it acts for while told to release their
-// records (releasingFor), those it does not say.
+// nothing; when c says exactly which keys it acts for (actsFor: Claimed for
+// exactly the keys it names now, written only after a pass that was told of
+// every other key succeeded or before any pass when it acted for nothing;
+// or a condition that names its keys), those it does not say; none when c
+// says it may act for whatever it held.
 func (m *Middleware) closedWindows(c metav1.Condition, named []namedKey, recs []claim.Record) []claim.Record {
-	if !mayAct(c) {
-		return recs
-	}
-	if held, ok := m.releasingFor(c, named); ok {
-		// It says exactly which keys it acts for.
-		claimed := c.Reason == string(conditions.ReasonClaimed)
-		var out []claim.Record
-		for _, r := range recs {
-			if !slices.Contains(held, r.Key) && !(claimed && slices.ContainsFunc(named, func(k namedKey) bool { return k.norm == r.Key })) {
-				out = append(out, r)
-			}
-		}
-		return out
-	}
-	if !m.claimedFor(c, named) {
+	acts, ok := m.actsFor(c, named)
+	if !ok {
 		return nil
 	}
 	var out []claim.Record
 	for _, r := range recs {
-		if !slices.ContainsFunc(named, func(k namedKey) bool { return k.norm == r.Key }) {
+		if !slices.Contains(acts, r.Key) {
 			out = append(out, r)
 		}
 	}
