@@ -400,13 +400,35 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 			rec.unheld = append(rec.unheld, unheld{key: g.Key, holder: r.Holder.UID, at: time.Now()})
 		}
 	}
-	if len(rec.acted) > 0 && obj.UID != "" && a.objects != nil {
+	// The keys it acts for in this pass, or may still act for (its
+	// windows still open): its condition must say it may act for each.
+	var mayActFor []string
+	for _, g := range rec.acted {
+		mayActFor = append(mayActFor, g.Key)
+	}
+	a.mu.Lock()
+	for k := range a.open {
+		if k.uid == obj.UID && !slices.Contains(mayActFor, k.key) {
+			mayActFor = append(mayActFor, k.key)
+		}
+	}
+	a.mu.Unlock()
+	if len(mayActFor) > 0 && obj.UID != "" && a.objects != nil {
 		cur := &testclaimant.Claimant{}
 		if err := a.objects.Get(ctx, req.NamespacedName, cur); err == nil && cur.UID == obj.UID {
-			if c := meta.FindStatusCondition(cur.Status.Conditions, string(conditions.Claimed)); !saysMayAct(c) {
+			c := meta.FindStatusCondition(cur.Status.Conditions, string(conditions.Claimed))
+			switch {
+			case !saysMayAct(c) && len(rec.acted) > 0:
 				rec.unsaid = &unsaid{at: time.Now()}
 				if c != nil {
 					rec.unsaid.status, rec.unsaid.reason = c.Status, c.Reason
+				}
+			case saysMayAct(c):
+				said, exact := claimmw.ActsFor(*c)
+				missing := slices.DeleteFunc(slices.Clone(mayActFor), func(k string) bool { return slices.Contains(said, k) })
+				if exact && len(missing) > 0 {
+					slices.Sort(missing)
+					rec.unsaid = &unsaid{status: c.Status, reason: c.Reason, at: time.Now(), keys: missing, message: c.Message}
 				}
 			}
 		}

@@ -176,6 +176,17 @@ func TestMiddlewareCheckerHistoryRules(t *testing.T) {
 		},
 		want: []error{errUnsaid},
 	}, {
+		name: "a told pass while its window is open and its condition, read uncached, names other keys only",
+		h: mwHistory{
+			acts: []act{func() act {
+				x := acting("a", k, "10", 8, 10, 20)
+				x.unsaid = &unsaid{status: metav1.ConditionFalse, reason: string(conditions.ReasonStopping), at: at(10), keys: []string{k}, message: `Until a pass told to stop succeeded, it acts for no key but "other". Waiting.`}
+				return x
+			}()},
+			versions: base,
+		},
+		want: []error{errUnsaid},
+	}, {
 		name: "acting, while two operator processes ran, with a condition that says it acts for nothing",
 		h: mwHistory{
 			acts: []act{func() act {

@@ -43,7 +43,9 @@ var (
 	errUnheld = errors.New("holds-record-when-acting")
 	// errUnsaid: an object acted while its claim condition, read uncached
 	// as the inner call started, said it acts for nothing (neither
-	// Claimed=True nor Stopping): a waiter in any process that asked it
+	// Claimed=True nor Stopping), or, in any pass, while it acted for a
+	// key or had a window open for one that its condition, naming the keys
+	// it may act for, did not name: a waiter in any process that asked it
 	// then would have acted beside it.
 	errUnsaid = errors.New("says-it-may-act-when-acting")
 	// errUntoldRelease: a record was deleted, not from outside, while its
@@ -131,6 +133,11 @@ type unsaid struct {
 	status metav1.ConditionStatus
 	reason string
 	at     time.Time
+	// keys, when set, are the keys the object acted for, or still had a
+	// window open for, that its condition, naming the keys it may act for
+	// (claimmw.ActsFor), did not name; message is that condition's.
+	keys    []string
+	message string
 }
 
 // saysMayAct reports whether a claim condition c says its object may be
@@ -307,7 +314,10 @@ func checkHistory(h mwHistory) []error {
 		}
 	}
 	for _, a := range h.acts {
-		if u := a.unsaid; u != nil && !h.openedDuringOverlap(a.passStart, a.start) {
+		if u := a.unsaid; u != nil && len(u.keys) > 0 && !h.openedDuringOverlap(a.passStart, a.start) {
+			out = append(out, violate(errUnsaid, u.keys[0], "%s (%s) may act for %s in pass %d (begun %s) while its condition said %s=%s for other keys only: %q (read %s)",
+				a.object, a.uid, strings.Join(u.keys, ","), a.pass, a.passStart.Format("15:04:05.000"), u.reason, u.status, u.message, u.at.Format("15:04:05.000")))
+		} else if u != nil && len(u.keys) == 0 && !h.openedDuringOverlap(a.passStart, a.start) {
 			out = append(out, violate(errUnsaid, a.acted[0].Key, "%s (%s) acted for %s in pass %d (begun %s) while its condition said %s=%s (read %s)",
 				a.object, a.uid, keysActed(a.acted), a.pass, a.passStart.Format("15:04:05.000"), u.reason, u.status, u.at.Format("15:04:05.000")))
 		}

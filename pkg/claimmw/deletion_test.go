@@ -682,29 +682,14 @@ func TestTheDeletionPathTellsTheInnerReconcilerWhichKeysTheObjectStillHolds(t *t
 func TestAHolderThatActedIsGivenItsKeyInItsDeletionPassAfterARestartWhileAnObjectThatNeverHeldTheKeyIsStopping(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	// charlie's passes that are told to stop fail in every process (its
-	// workloads of j are still stopping)
-	failCharlie := func(name string, c call) error {
-		if name == "charlie" && (!c.state.Granted || len(c.state.Releasing) > 0) && !c.state.Deleting {
-			return errNotStopped
-		}
-		return nil
-	}
-	f, stop := startIn(t, ns, setup{workers: 2, innerFail: failCharlie})
-	// Given alpha holds k and acts for it
-	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
-	f.waitForGrantedPass(t, "alpha", "k")
-	// And charlie held j and acted for it, and its spec now names k
-	// instead: it waits for k, and is Stopping while its told passes fail
-	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "j")
-	f.waitForGrantedPass(t, "charlie", "j")
-	f.setKeys(t, "charlie", "k")
-	f.waitForReason(t, "charlie", conditions.ReasonStopping, wakeWithin)
+	// Given alpha holds k and acts for it, and charlie, which held j and
+	// acted for it, names k instead and is Stopping
+	f, stop, again := alphaHoldsKWhileCharlieStopsForJ(t, ns)
 	// When the operator stops, alpha is deleted meanwhile (its finalizer
 	// keeps it), and the operator starts again
 	stop()
 	f.deleteWidgetAsync(t, "alpha")
-	f2, _ := startIn(t, ns, setup{workers: 2, innerFail: failCharlie})
+	f2 := again()
 	// Then alpha's deletion pass is given k, before k's record is released
 	eventually(t, wakeWithin, func() (bool, string) {
 		_, err := f2.widget(t, "alpha")

@@ -537,27 +537,12 @@ func TestAKeyAnObjectParkedByAKeySetEditStoppedNamingIsNotGrantedToAWaiterWhileI
 func TestAHolderKeepsActingAcrossARestartWhileAnObjectThatNeverHeldItsKeyIsStopping(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	// charlie's passes that are told to stop fail in every process (its
-	// workloads of j are still stopping)
-	failCharlie := func(name string, c call) error {
-		if name == "charlie" && (!c.state.Granted || len(c.state.Releasing) > 0) {
-			return errNotStopped
-		}
-		return nil
-	}
-	f, stop := startIn(t, ns, setup{workers: 2, innerFail: failCharlie})
-	// Given alpha holds k and acts for it
-	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
-	f.waitForGrantedPass(t, "alpha", "k")
-	// And charlie held j and acted for it, and its spec now names k
-	// instead: it waits for k, and is Stopping while its told passes fail
-	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "j")
-	f.waitForGrantedPass(t, "charlie", "j")
-	f.setKeys(t, "charlie", "k")
-	f.waitForReason(t, "charlie", conditions.ReasonStopping, wakeWithin)
+	// Given alpha holds k and acts for it, and charlie, which held j and
+	// acted for it, names k instead and is Stopping
+	_, stop, again := alphaHoldsKWhileCharlieStopsForJ(t, ns)
 	// When the operator stops and starts again
 	stop()
-	f2, _ := startIn(t, ns, setup{workers: 2, innerFail: failCharlie})
+	f2 := again()
 	// Then alpha's first pass of the new process acts for k
 	f2.waitForGrantedPass(t, "alpha", "k")
 	// And no pass of alpha is told to stop, and it stays Claimed
@@ -568,5 +553,31 @@ func TestAHolderKeepsActingAcrossARestartWhileAnObjectThatNeverHeldItsKeyIsStopp
 		if c := f2.claimed(t, "alpha"); c.Reason != string(conditions.ReasonClaimed) {
 			t.Fatalf("alpha says %s (%s) after the restart, want Claimed; charlie: %+v", c.Reason, c.Message, f2.claimed(t, "charlie"))
 		}
+	}
+}
+
+// alphaHoldsKWhileCharlieStopsForJ starts an operator in ns in which alpha
+// holds k and acted for it, and charlie held j and acted for it, then its
+// spec named k instead: it waits for k, and is Stopping, as its told
+// passes (not its deletion passes) fail in every process of the operator.
+// It returns the operator, what stops it, and what starts another one.
+func alphaHoldsKWhileCharlieStopsForJ(t *testing.T, ns string) (f *fixture, stop func(), again func() *fixture) {
+	t.Helper()
+	failCharlie := func(name string, c call) error {
+		if name == "charlie" && (!c.state.Granted || len(c.state.Releasing) > 0) && !c.state.Deleting {
+			return errNotStopped
+		}
+		return nil
+	}
+	f, stop = startIn(t, ns, setup{workers: 2, innerFail: failCharlie})
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	f.waitForGrantedPass(t, "alpha", "k")
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "j")
+	f.waitForGrantedPass(t, "charlie", "j")
+	f.setKeys(t, "charlie", "k")
+	f.waitForReason(t, "charlie", conditions.ReasonStopping, wakeWithin)
+	return f, stop, func() *fixture {
+		f2, _ := startIn(t, ns, setup{workers: 2, innerFail: failCharlie})
+		return f2
 	}
 }

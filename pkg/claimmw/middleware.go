@@ -1885,6 +1885,16 @@ func exactKeysOf(c metav1.Condition) ([]string, bool) {
 	return slices.Compact(slices.Sorted(slices.Values(append(claimed, held...)))), true
 }
 
+// ActsFor returns the keys, normalized, that c, a claim condition the
+// middleware wrote, says its object may act for: none when it says the
+// object acts for nothing, and false when it says the object may act for
+// any key it held (Stopping without its keys, Claimed while its key set
+// changes, or for more keys than its message shows whole). An object acts
+// for a key outside what its condition says only after a write that says
+// so; the middleware's own checks read conditions the same way. For tools
+// and checkers.
+func ActsFor(c metav1.Condition) ([]string, bool) { return exactKeysOf(c) }
+
 // actsFor returns exactly the keys an object whose claim condition is c and
 // whose keys are named may act for, and false when c does not say.
 func (m *Middleware) actsFor(c metav1.Condition, named []namedKey) ([]string, bool) {
