@@ -125,6 +125,16 @@ func (f *fixture) neverClaimed(t *testing.T, name string, d time.Duration) {
 	}
 }
 
+// claimedOnlyOnceStopped asserts the Then "waiter is not granted its key
+// for d while the earlier holder may still act for it, and once stop lets
+// that holder's pass succeed, the waiter is Claimed".
+func (f *fixture) claimedOnlyOnceStopped(t *testing.T, waiter string, d time.Duration, stop func()) {
+	t.Helper()
+	f.neverClaimed(t, waiter, d)
+	stop()
+	f.waitForReason(t, waiter, conditions.ReasonClaimed, wakeWithin)
+}
+
 // waitsForHandoverFrom asserts the Then "waiter waits for holder and is not
 // granted the key": its reason is WaitingForHandover, its message names
 // holder, and it is not Claimed for a second.
@@ -752,11 +762,9 @@ func TestAKeyDeletedFromOutsideWhileItsHolderCleansUpIsNotGrantedToAWaiter(t *te
 	f.waitForDeletionPassGiven(t, "alpha", "k")
 	// And a person deletes k's record while alpha still cleans up
 	f.deleteLease(t, "k")
-	// Then bravo is not granted k while alpha's window for k is open
-	f.neverClaimed(t, "bravo", 2*time.Second)
-	// And once alpha's cleanup succeeds and alpha is gone, bravo gets k
-	failing.Store(false)
-	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+	// Then bravo is not granted k while alpha's window for k is open, and
+	// once alpha's cleanup succeeds and alpha is gone, bravo gets k
+	f.claimedOnlyOnceStopped(t, "bravo", 2*time.Second, func() { failing.Store(false) })
 }
 
 func TestAKeyDeletedFromOutsideIsNotGrantedThroughAnotherMiddlewareWhileItsHolderActs(t *testing.T) {
