@@ -1,0 +1,109 @@
+package claimmw_test
+
+// The Stopping condition that names the keys its object may still act for
+// (commit 459a87d): a waiter trusts it for exactly those keys, so every pass
+// that acts for another key (told to release its record) must have said so
+// first, in the API server.
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// An object Stopping for exactly the keys it acted for (its told passes
+// fail) keeps, while it waits, the record of a key it never acted for; when
+// it stops naming that key its pass is told to release the record, which is
+// acting for the key, and its condition must name the key first. When the
+// write that names it is refused because the spec was edited meanwhile (an
+// optimistic-lock conflict), the pass is told all the same, while the API
+// server still says the object acts for no key but the one it held before: a
+// person who deletes the record then lets the waiter act for the key beside
+// the object's told pass, which has not succeeded.
+func TestAKeyAStoppingObjectIsToldToReleaseIsNotGrantedToAWaiterWhenTheWriteNamingItMetASpecEdit(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given charlie holds z
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "z")
+	// And xray holds a and acts for it
+	f.createAndWait(t, "xray", conditions.ReasonClaimed, "a")
+	f.waitForGrantedPass(t, "xray", "a")
+	// And xray's passes that are told to stop fail (its workloads are still
+	// stopping); the first one told to release b's record also finds that a
+	// person deleted that record meanwhile
+	var failing, toldB, deletedB atomic.Bool
+	failing.Store(true)
+	deleteErr := make(chan error, 1)
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+		if name != "xray" || c.state.Granted && len(c.state.Releasing) == 0 {
+			return reconcile.Result{}, nil
+		}
+		if namesKey(c.state.Releasing, "b") && toldB.CompareAndSwap(false, true) {
+			deleteErr <- f.deleteRecordOf(ctx, "b")
+			deletedB.Store(true)
+		}
+		if failing.Load() {
+			return reconcile.Result{}, errNotStopped
+		}
+		return reconcile.Result{}, nil
+	})
+	// When xray is edited to name b and z: it holds b (free) without acting
+	// for it and parks on z, Stopping for a alone
+	f.setKeys(t, "xray", "b", "z")
+	stopping := f.waitForReason(t, "xray", conditions.ReasonStopping, wakeWithin)
+	f.waitForInnerCall(t, "xray", "a told pass", func(s claimmw.State) bool { return !s.Granted })
+	if !f.leaseExists(t, "b") {
+		t.Fatalf("the parked xray does not keep b, the first of its keys (xray: %+v)", stopping)
+	}
+	// And whiskey, naming b, waits for it
+	f.createAndWait(t, "whiskey", conditions.ReasonParked, "b")
+	// And the first write of xray's condition once its spec names z alone
+	// (the write that says it acts for b, before its pass is told to
+	// release b) meets an edit of xray's spec made just before it (another
+	// field than its keys)
+	var edited atomic.Bool
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		w, ok := obj.(*testcrd.Widget)
+		if !ok || w.Name != "xray" || !slices.Equal(w.Spec.Keys, []string{"z"}) || !edited.CompareAndSwap(false, true) {
+			return
+		}
+		cur := &testcrd.Widget{}
+		if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(w), cur); err != nil {
+			t.Errorf("reading xray: %v", err)
+			return
+		}
+		cur.Spec.HandTo = "nobody"
+		if err := env.Client.Update(context.Background(), cur); err != nil {
+			t.Errorf("editing xray's spec: %v", err)
+		}
+	})
+	// And xray then stops naming b: it is told to release b's record, and a
+	// person deletes that record while that told pass runs
+	f.setKeys(t, "xray", "z")
+	eventually(t, wakeWithin, func() (bool, string) { return deletedB.Load(), "xray was never told to release b" })
+	if err := <-deleteErr; err != nil {
+		t.Fatalf("deleting b's record: %v", err)
+	}
+	if !edited.Load() {
+		t.Fatal("xray's condition was not written once its spec named z alone: the test did not reach the write it is about")
+	}
+	// Then whiskey is not granted b while xray's told passes fail: the pass
+	// told to release b has not succeeded
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if c := f.claimed(t, "whiskey"); c.Status == "True" {
+			t.Fatalf("whiskey is Claimed for b while xray, whose pass told to release b failed, may still act for it: whiskey %+v; xray %+v", c, f.claimed(t, "xray"))
+		}
+	}
+	// And once a told pass of xray succeeds, whiskey gets b
+	failing.Store(false)
+	f.waitForReason(t, "whiskey", conditions.ReasonClaimed, wakeWithin)
+}
