@@ -8,6 +8,7 @@ package claimmw_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,4 +107,84 @@ func TestAKeyAStoppingObjectIsToldToReleaseIsNotGrantedToAWaiterWhenTheWriteNami
 	// And once a told pass of xray succeeds, whiskey gets b
 	failing.Store(false)
 	f.waitForReason(t, "whiskey", conditions.ReasonClaimed, wakeWithin)
+}
+
+// An object Stopping for exactly the keys it acted for (its told passes
+// fail) keeps, while it waits, the record of a key it never acted for; when
+// it stops naming that key its pass is told to release the record, which is
+// acting for the key, and its condition names the key first. A waiter that
+// read the object's condition before that write may have taken the key
+// meanwhile (a person deleted its record) and act for it: the record is not
+// the object's to clean up any more, and its pass must not be told to
+// release it, as a pass that starts acting from a condition that said it
+// acts for nothing is not.
+func TestAKeyAWaiterActsForIsNotGivenToTheCleanupOfAStoppingObjectThatKeptItsRecord(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	// Given charlie holds z
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "z")
+	// And xray holds a and acts for it
+	f.createAndWait(t, "xray", conditions.ReasonClaimed, "a")
+	f.waitForGrantedPass(t, "xray", "a")
+	// And xray's passes that are told to stop fail (its workloads of a are
+	// still stopping); whiskey's granted passes are recorded
+	var whiskeyActs, toldBWhileWhiskeyActs atomic.Bool
+	whiskeyGranted := make(chan struct{})
+	var once sync.Once
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		switch name {
+		case "whiskey":
+			if c.state.Granted && namesKey(c.state.Grants, "b") {
+				whiskeyActs.Store(true)
+				once.Do(func() { close(whiskeyGranted) })
+			}
+			return reconcile.Result{}, nil
+		case "xray":
+			if namesKey(c.state.Releasing, "b") && whiskeyActs.Load() {
+				toldBWhileWhiskeyActs.Store(true)
+			}
+			if !c.state.Granted || len(c.state.Releasing) > 0 {
+				return reconcile.Result{}, errNotStopped
+			}
+		}
+		return reconcile.Result{}, nil
+	})
+	// When xray is edited to name b and z: it holds b (free) without acting
+	// for it and parks on z, Stopping for a alone
+	f.setKeys(t, "xray", "b", "z")
+	stopping := f.waitForReason(t, "xray", conditions.ReasonStopping, wakeWithin)
+	f.waitForInnerCall(t, "xray", "a told pass", func(s claimmw.State) bool { return !s.Granted })
+	if !f.leaseExists(t, "b") {
+		t.Fatalf("the parked xray does not keep b, the first of its keys (xray: %+v)", stopping)
+	}
+	// And whiskey, naming b, waits for it
+	f.createAndWait(t, "whiskey", conditions.ReasonParked, "b")
+	// And xray then stops naming b; just before its pass writes the
+	// condition that names b, a person deletes b's record, and whiskey,
+	// which reads xray's condition before that write, takes b
+	var reached atomic.Bool
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		w, ok := obj.(*testcrd.Widget)
+		if !ok || w.Name != "xray" || !slices.Equal(w.Spec.Keys, []string{"z"}) || !reached.CompareAndSwap(false, true) {
+			return
+		}
+		if err := f.deleteRecordOf(context.Background(), "b"); err != nil {
+			t.Errorf("deleting b's record: %v", err)
+			return
+		}
+		select {
+		case <-whiskeyGranted:
+		case <-time.After(3 * time.Second):
+		}
+	})
+	f.setKeys(t, "xray", "z")
+	eventually(t, wakeWithin, func() (bool, string) {
+		return reached.Load(), "xray's condition was never written for its spec naming z alone"
+	})
+	// Then no pass of xray is told to release b once whiskey acts for b
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if toldBWhileWhiskeyActs.Load() {
+			t.Fatalf("a pass of xray was told to release b (cleaning up for it) while whiskey acts for b: xray %+v; whiskey %+v", f.claimed(t, "xray"), f.claimed(t, "whiskey"))
+		}
+	}
 }
