@@ -1133,12 +1133,15 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		res, err := m.release(ctx, &untold, reconcile.Result{}, "which it gave up while it waits")
 		return res, errors.Join(werr, err)
 	}
-	if werr != nil && (!tell || startsActing) {
+	if werr != nil && (!tell || len(closed) > 0) {
 		// Renewed above all the same: what it holds must not expire while
-		// its condition cannot be written.
+		// its condition cannot be written. Records its condition does not
+		// name are not told of while the API server may say so (a write
+		// refused because the cache lagged is judged again in the next
+		// pass).
 		return reconcile.Result{}, werr
 	}
-	if changed && startsActing {
+	if changed && len(closed) > 0 {
 		// A waiter that read its condition before this write may have
 		// taken one of them since (its record deleted from outside): read
 		// them again, and let the next pass decide.

@@ -1,9 +1,9 @@
 package claimmw_test
 
-// The Stopping condition that names the keys its object may still act for
-// (commit 459a87d): a waiter trusts it for exactly those keys, so every pass
-// that acts for another key (told to release its record) must have said so
-// first, in the API server.
+// The Stopping condition that names the keys its object may still act for:
+// a waiter trusts it for exactly those keys, so every pass that acts for
+// another key (told to release its record) must have said so first, in the
+// API server.
 
 import (
 	"context"
