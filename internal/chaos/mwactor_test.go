@@ -375,6 +375,10 @@ func (a *actor) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 			rec.acted = append(rec.acted, claimmw.Grant{Key: k})
 		}
 	}
+	// A pass told to release a record cleans up what the object keeps for
+	// its key, whether or not it acted for it before: it acts for it, and
+	// stops acting for it only when the pass succeeded.
+	rec.acted = append(rec.acted, s.Releasing...)
 	// Each key as the middleware compares keys, once: a workload is per
 	// normalized key, whatever spelling the pass was handed.
 	seen := map[string]bool{}

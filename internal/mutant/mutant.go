@@ -133,6 +133,14 @@ const (
 	// still acts for a key it stopped naming says it does not, and a waiter
 	// for that key acts beside it once the key's record is gone.
 	StoppingNamesCurrentKeys Name = "StoppingNamesCurrentKeys"
+	// LaggingConditionTrusted: a parked pass told to release records
+	// decides from its cached condition even when the cache has not shown
+	// the condition this process last wrote, and is told after a write
+	// refused because the condition changed since: a cache still showing
+	// that the object acts for a key, after its told pass succeeded and
+	// said it acts for the others only (the key's release failed), has it
+	// clean up for the key while the API server says it does not act for it.
+	LaggingConditionTrusted Name = "LaggingConditionTrusted"
 )
 
 // All lists every mutant, in the order make chaos-mutants runs them.
@@ -142,6 +150,7 @@ var All = []Name{
 	EmptyKeySetNotActing, CachedConditionTrusted, FreshCacheAssumed, DeletionCachedConditionTrusted,
 	RequeuedStopTakenAsDone, InvalidSpecNeverTold, RawKeyCompared, UnseenHolderForgotten,
 	PartialCacheTrusted, UnseenPredecessorNotPolled, UnconfirmedClaimTrusted, StoppingNamesCurrentKeys,
+	LaggingConditionTrusted,
 }
 
 // Env is the environment variable that switches a mutant on.

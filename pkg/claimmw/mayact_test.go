@@ -164,3 +164,32 @@ func stoppingShownFrom(t *testing.T, m *Middleware, named []namedKey, was metav1
 	t.Helper()
 	return m.stoppingShown(was, named, conditions.New(conditions.Claimed, conditions.ReasonParked, "Waiting.", 2))
 }
+
+func TestAStoppingMessageThatCannotShowItsKeysWholeSaysNothingOfThem(t *testing.T) {
+	long := strings.Repeat("k", conditions.MaxMessageLength/2)
+	for _, tc := range []struct {
+		name string
+		keys []string
+		rest string
+		want bool
+	}{
+		{"given a few keys and a long rest then the keys show whole", []string{"a", "b"}, strings.Repeat("x", conditions.MaxMessageLength), true},
+		{"given keys that fill the message then it does not say", []string{long, long + "2"}, "Waiting.", false},
+		{"given keys that end just where the message is cut then it does not say", []string{strings.Repeat("k", conditions.MaxMessageLength-len(stoppingOnly)-8)}, "Waiting.", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg, ok := stoppingMessage(tc.keys, tc.rest)
+			if ok != tc.want {
+				t.Fatalf("stoppingMessage shows the keys whole: %t, want %t (message of %d bytes)", ok, tc.want, len(msg))
+			}
+			if len(msg) > conditions.MaxMessageLength {
+				t.Errorf("message of %d bytes, over the bound %d", len(msg), conditions.MaxMessageLength)
+			}
+			if ok {
+				if got, exact := stoppingKeysOf(msg); !exact || !cmp.Equal(got, tc.keys) {
+					t.Errorf("read back %q (%t), want %q", got, exact, tc.keys)
+				}
+			}
+		})
+	}
+}

@@ -1051,7 +1051,14 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	closed := m.closedWindows(m.conditionOf(p.obj), p.keys, p.told())
 	confirm := !p.was.mayHaveHeld() && len(closed) > 0
 	mutant.Do(mutant.CachedConditionTrusted, func() { confirm = false })
-	if confirm {
+	// A cache that has not shown this process's last write of the
+	// condition may say the object acts for a record it is told to release,
+	// while the API server says it stopped acting for that key (its told
+	// pass succeeded, and its release failed): judged from the cache, the
+	// pass would clean up for the key without saying so first.
+	lagging := len(p.told()) > 0 && m.written.lags(req.NamespacedName, m.conditionOf(p.obj))
+	mutant.Do(mutant.LaggingConditionTrusted, func() { lagging = false })
+	if confirm || lagging {
 		// Judged from a cached condition, which may lag behind one that says
 		// it acts for those keys (written by another process, before a
 		// restart, so that no memory of this one covers it): the records
@@ -1133,12 +1140,15 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 		res, err := m.release(ctx, &untold, reconcile.Result{}, "which it gave up while it waits")
 		return res, errors.Join(werr, err)
 	}
-	if werr != nil && (!tell || len(closed) > 0) {
+	staleTold := errors.Is(werr, errStaleRead) && len(p.told()) > 0
+	mutant.Do(mutant.LaggingConditionTrusted, func() { staleTold = false })
+	if werr != nil && (!tell || len(closed) > 0 || staleTold) {
 		// Renewed above all the same: what it holds must not expire while
 		// its condition cannot be written. Records its condition does not
-		// name are not told of while the API server may say so (a write
-		// refused because the cache lagged is judged again in the next
-		// pass).
+		// name are not told of while the API server may say so; nor is any
+		// record after a write refused because the condition it was judged
+		// from is not the API server's (another writer's since): the next
+		// pass judges again.
 		return reconcile.Result{}, werr
 	}
 	if changed && len(closed) > 0 {
@@ -1834,10 +1844,13 @@ func stoppingKeysOf(msg string) ([]string, bool) {
 // false when the keys would not show whole.
 func stoppingMessage(keys []string, rest string) (string, bool) {
 	list, ok := releasingMessage("", keys)
-	if !ok || len(stoppingOnly)+len(list) > conditions.MaxMessageLength {
+	if !ok {
 		return "", false
 	}
-	return conditions.BoundMessage(stoppingOnly + list + " " + rest), true
+	msg := conditions.BoundMessage(stoppingOnly + list + " " + rest)
+	// Bounded, the message must still show every key whole.
+	shown, ok := stoppingKeysOf(msg)
+	return msg, ok && len(shown) == len(slices.Compact(slices.Sorted(slices.Values(keys))))
 }
 
 // claimedKeysOf returns the keys a Claimed condition's message, as
@@ -2267,7 +2280,14 @@ type writtenConditions struct {
 // written here for it: one after a write that succeeded (or a read
 // uncached), either of two after a write answered with an error, which may
 // have been applied all the same (a timeout after the server wrote it).
-type written struct{ claimed, other bool }
+type written struct {
+	claimed, other bool
+	// last is the condition obj says by the last write here that
+	// succeeded, or the last uncached read; known is false while the
+	// answer to a later write is not known.
+	last  metav1.Condition
+	known bool
+}
 
 func isClaimed(cond metav1.Condition) bool {
 	return cond.Reason == string(conditions.ReasonClaimed) && cond.Status == metav1.ConditionTrue
@@ -2281,7 +2301,18 @@ func (w *writtenConditions) note(obj types.NamespacedName, cond metav1.Condition
 	if w.m == nil {
 		w.m = map[types.NamespacedName]written{}
 	}
-	w.m[obj] = written{claimed: isClaimed(cond), other: !isClaimed(cond)}
+	w.m[obj] = written{claimed: isClaimed(cond), other: !isClaimed(cond), last: cond, known: true}
+}
+
+// lags reports whether cached, the condition a cache shows for obj, may be
+// older than what obj says in the API server by the conditions written
+// here (or read uncached): it is not the last of them, or the answer to a
+// later write is not known. False when nothing was written here.
+func (w *writtenConditions) lags(obj types.NamespacedName, cached metav1.Condition) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	v, ok := w.m[obj]
+	return ok && (!v.known || !sameJudgement(v.last, cached))
 }
 
 // attempt records a write of cond whose answer is not known yet: obj may
@@ -2295,6 +2326,7 @@ func (w *writtenConditions) attempt(obj types.NamespacedName, cond metav1.Condit
 	v := w.m[obj]
 	v.claimed = v.claimed || isClaimed(cond)
 	v.other = v.other || !isClaimed(cond)
+	v.known = false
 	w.m[obj] = v
 }
 

@@ -50,3 +50,39 @@ func TestAConditionWriteWithAnUnknownOutcomeCountsAsEitherAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestACachedConditionOtherThanTheLastWrittenHereLags pins when a pass
+// reads its object's condition again before it is told to release records:
+// whenever the cache shows another condition than the one this process last
+// wrote (or read uncached), or a write's answer is not known.
+func TestACachedConditionOtherThanTheLastWrittenHereLags(t *testing.T) {
+	obj := types.NamespacedName{Namespace: "ns", Name: "alpha"}
+	claimed := conditions.ForKeys(conditions.Claimed, []string{"k"}, 1)
+	stopping := conditions.New(conditions.Claimed, conditions.ReasonStopping, stoppingOnly+`"j", "k". Waiting.`, 1)
+	for _, tc := range []struct {
+		name   string
+		steps  func(w *writtenConditions)
+		cached metav1.Condition
+		want   bool
+	}{
+		{"given nothing written here then the cache is trusted", func(*writtenConditions) {}, stopping, false},
+		{"given the cache shows the last write then it does not lag", func(w *writtenConditions) { w.note(obj, claimed) }, claimed, false},
+		{"given the cache shows an earlier write then it lags", func(w *writtenConditions) { w.note(obj, stopping); w.note(obj, claimed) }, stopping, true},
+		{"given a write whose answer is not known then it lags", func(w *writtenConditions) { w.note(obj, stopping); w.attempt(obj, claimed) }, stopping, true},
+		{"given an uncached read after an unanswered write then the cache showing it does not lag", func(w *writtenConditions) { w.attempt(obj, claimed); w.note(obj, stopping) }, stopping, false},
+		{"given the same condition for another generation then it lags", func(w *writtenConditions) {
+			c := claimed
+			c.ObservedGeneration = 2
+			w.note(obj, c)
+		}, claimed, true},
+		{"given a forgotten object then the cache is trusted", func(w *writtenConditions) { w.note(obj, claimed); w.forget(obj) }, stopping, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &writtenConditions{}
+			tc.steps(w)
+			if got := w.lags(obj, tc.cached); got != tc.want {
+				t.Errorf("lags = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
