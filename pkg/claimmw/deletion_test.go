@@ -268,11 +268,9 @@ func TestADeletionPassThatReturnsARequeueKeepsItsKeysUntilItsWorkloadsAreGone(t 
 	eventually(t, wakeWithin, func() (bool, string) {
 		return len(deletionCalls(f, "a")) > 0, "no deletion pass of a"
 	})
-	// Then b does not get k while a's workloads of k still run
-	f.neverClaimed(t, "b", 3*time.Second)
-	// When they are gone, b gets k
-	gone.Store(true)
-	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
+	// Then b does not get k while a's workloads of k still run, and once
+	// they are gone, b gets k
+	f.claimedOnlyOnceStopped(t, "b", 3*time.Second, func() { gone.Store(true) })
 }
 
 // A deletion pass that succeeded says Released (it acts for no key) before
