@@ -357,10 +357,7 @@ func TestADeletionPassWhoseCacheStillShowsItMayActSaysSoInTheAPIServerBeforeItAc
 	// Given alpha held k while bravo waited, and the cache's view of alpha
 	// then is kept
 	f.holdsAndWaits(t, "alpha", "k", "bravo")
-	claimedThen, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
+	claimedThen := f.widgetNow(t, "alpha")
 	// And alpha's keys became unknown: it keeps k's record, its told pass
 	// succeeded, and the API server says it acts for nothing
 	f.setKeys(t, "alpha", "k", failKeysFuncKey)
@@ -440,10 +437,7 @@ func TestADeletionPassWhoseCacheStillShowsItParkedKeepsTheFinalizerWhileItAsksTo
 	// alpha then is kept
 	f.createAndWait(t, "zulu", conditions.ReasonClaimed, "k")
 	f.createAndWait(t, "alpha", conditions.ReasonParked, "k")
-	parkedThen, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
+	parkedThen := f.widgetNow(t, "alpha")
 	// And alpha then got k and acts for it, and bravo waits for k
 	f.setKeys(t, "zulu")
 	f.waitForReason(t, "alpha", conditions.ReasonClaimed, wakeWithin)
@@ -539,10 +533,7 @@ func TestDeletingAHolderReleasesItsKeyWithoutAConsistentListOfItsRecords(t *test
 	f := start(t, setup{config: lists.config()})
 	// Given alpha holds k and bravo waits for it
 	f.holdsAndWaits(t, "alpha", "k", "bravo")
-	alpha, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
+	alpha := f.widgetNow(t, "alpha")
 	// When alpha is deleted
 	start := time.Now()
 	if err := direct(t).Delete(context.Background(), alpha); err != nil {
@@ -574,10 +565,7 @@ func TestTheDeletionPathFindsRecordsWrittenForTheObjectJustBeforeItsDeletion(t *
 		t.Fatal(err)
 	}
 	for name, key := range map[string]string{"alpha": "extra-a", "bravo": "extra-b"} {
-		w, err := f.widget(t, name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := f.widgetNow(t, name)
 		h, err := other.HolderOf(w)
 		if err != nil {
 			t.Fatal(err)
@@ -588,10 +576,7 @@ func TestTheDeletionPathFindsRecordsWrittenForTheObjectJustBeforeItsDeletion(t *
 	}
 	// When both are deleted
 	for _, name := range []string{"alpha", "bravo"} {
-		w, err := f.widget(t, name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := f.widgetNow(t, name)
 		if err := direct(t).Delete(context.Background(), w); err != nil {
 			t.Fatal(err)
 		}

@@ -363,10 +363,7 @@ func TestAnObjectThatStopsNamingAKeyItActsForIsToldBeforeItsReleaseWhileItsStatu
 	// Given z holds j, and x (naming a and j) was parked on j keeping a
 	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
 	f.parksKeepingItsFirstKey(t, "x", "a", "j")
-	parked, err := f.widget(t, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
+	parked := f.widgetNow(t, "x")
 	// And then z stopped naming j, so that x holds a and j and acts for them
 	f.setKeys(t, "z")
 	f.waitForReason(t, "x", conditions.ReasonClaimed, wakeWithin)
@@ -381,10 +378,7 @@ func TestAnObjectThatStopsNamingAKeyItActsForIsToldBeforeItsReleaseWhileItsStatu
 	// parked
 	stop()
 	f.setKeys(t, "x", "c", "j")
-	edited, err := f.widget(t, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
+	edited := f.widgetNow(t, "x")
 	stale := edited.DeepCopy()
 	stale.Status = parked.Status
 	gate := make(chan struct{})
