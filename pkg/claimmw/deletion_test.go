@@ -286,29 +286,12 @@ func TestARecordWhoseReleaseFailedAfterItsDeletionPassSucceededGoesWhileTheObjec
 	f.aHoldsKAndBWaits(t)
 	// And the release of k fails once a said Released, and every status
 	// write of a is refused from then on
-	var saidReleased atomic.Bool
-	f.writes.failLeaseDeletes.Store(true)
-	f.writes.beforeStatus.Store(func(obj client.Object) {
-		if obj.GetName() != "a" {
-			return
-		}
-		if saidReleased.Load() {
-			f.writes.failStatusOf.Store("a")
-			f.writes.failLeaseDeletes.Store(false)
-			return
-		}
-		w := obj.(*testcrd.Widget)
-		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c != nil && c.Reason == string(conditions.ReasonReleased) {
-			saidReleased.Store(true)
-		}
-	})
+	f.releaseFailsOnceItSays("a", func(c metav1.Condition) bool { return c.Reason == string(conditions.ReasonReleased) })
 	// When a is deleted
 	f.deleteWidgetAsync(t, "a")
 	// Then b gets k, and a goes
 	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
-	if f.writes.failedStatus.Load() == 0 {
-		t.Fatal("a's status writes were never refused: the test did not reach the failure it is about")
-	}
+	f.statusWritesWereRefused(t, "a")
 	eventually(t, wakeWithin, func() (bool, string) {
 		_, err := f.widget(t, "a")
 		return apierrors.IsNotFound(err), fmt.Sprintf("a is still there: %v", err)
@@ -316,6 +299,40 @@ func TestARecordWhoseReleaseFailedAfterItsDeletionPassSucceededGoesWhileTheObjec
 	// And a's deletion pass was given k once: the pass that succeeded
 	if n := len(slices.DeleteFunc(deletionCalls(f, "a"), func(s claimmw.State) bool { return len(s.Grants) == 0 })); n != 1 {
 		t.Errorf("a's deletion passes given k: %d, want 1", n)
+	}
+}
+
+// releaseFailsOnceItSays makes every release fail until name writes a
+// claim condition that says accepts; from name's next status write on,
+// every status write of name is refused and releases succeed again. So
+// name's release failed after it said it no longer acts for a key, and it
+// cannot say so again to be told that record once more.
+func (f *fixture) releaseFailsOnceItSays(name string, says func(metav1.Condition) bool) {
+	var said atomic.Bool
+	f.writes.failLeaseDeletes.Store(true)
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		if obj.GetName() != name {
+			return
+		}
+		if said.Load() {
+			f.writes.failStatusOf.Store(name)
+			f.writes.failLeaseDeletes.Store(false)
+			return
+		}
+		w := obj.(*testcrd.Widget)
+		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c != nil && says(*c) {
+			said.Store(true)
+		}
+	})
+}
+
+// statusWritesWereRefused fails t unless the fixture refused a status
+// write, as releaseFailsOnceItSays has it refuse name's: else the test did
+// not reach the failure it is about.
+func (f *fixture) statusWritesWereRefused(t *testing.T, name string) {
+	t.Helper()
+	if f.writes.failedStatus.Load() == 0 {
+		t.Fatalf("%s's status writes were never refused: the test did not reach the failure it is about", name)
 	}
 }
 

@@ -295,29 +295,12 @@ func TestAKeyAGrantedObjectStoppedNamingIsReleasedAfterAFailedReleaseWhileItsSta
 	// And the release of k fails once alpha said it acts for j alone, and
 	// every status write of alpha is refused from then on
 	onlyJ := conditions.ForKeys(conditions.Claimed, []string{"j"}, 0).Message
-	var saidOnlyJ atomic.Bool
-	f.writes.failLeaseDeletes.Store(true)
-	f.writes.beforeStatus.Store(func(obj client.Object) {
-		if obj.GetName() != "alpha" {
-			return
-		}
-		if saidOnlyJ.Load() {
-			f.writes.failStatusOf.Store("alpha")
-			f.writes.failLeaseDeletes.Store(false)
-			return
-		}
-		w := obj.(*testcrd.Widget)
-		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c != nil && c.Message == onlyJ {
-			saidOnlyJ.Store(true)
-		}
-	})
+	f.releaseFailsOnceItSays("alpha", func(c metav1.Condition) bool { return c.Message == onlyJ })
 	// When alpha stops naming k
 	f.setKeys(t, "alpha", "j")
 	// Then k's record is released, and bravo gets k
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
-	if f.writes.failedStatus.Load() == 0 {
-		t.Fatal("alpha's status writes were never refused: the test did not reach the failure it is about")
-	}
+	f.statusWritesWereRefused(t, "alpha")
 	// And alpha, refused its writes, says what it said: Claimed for j alone
 	if c := f.claimed(t, "alpha"); c.Message != onlyJ {
 		t.Errorf("alpha's condition %+v: want Claimed for j alone", c)
