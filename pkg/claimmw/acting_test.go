@@ -51,10 +51,7 @@ func (f *fixture) failDeletionPassesOf(name string) *atomic.Bool {
 // holderOf returns the claim holder of the Widget named name.
 func (f *fixture) holderOf(t *testing.T, name string) claim.Holder {
 	t.Helper()
-	w, err := f.widget(t, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := f.widgetNow(t, name)
 	h, err := f.mw.Claimer().HolderOf(w)
 	if err != nil {
 		t.Fatal(err)
@@ -372,10 +369,7 @@ func TestALostKeyIsToldEvenWhenTheCacheStillShowsTheConditionFromBeforeTheGrant(
 	// Given alpha waits for k behind bravo, and the cache's view of it then
 	// is kept
 	f.holdsAndWaits(t, "bravo", "k", "alpha")
-	parked, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
+	parked := f.widgetNow(t, "alpha")
 	// And alpha then holds k and acts for it
 	f.deleteWidget(t, "bravo")
 	f.waitForReason(t, "alpha", conditions.ReasonClaimed, wakeWithin)
@@ -1293,11 +1287,9 @@ func TestAStoppingObjectWhoseKeysChangeToKeysItHoldsStillCountsAsActingForTheKey
 	f.setKeys(t, "alpha", "k")
 	f.waitForInnerCall(t, "alpha", "a pass granted k alone", func(s claimmw.State) bool { return s.Granted && len(s.Grants) == 1 })
 	// Then xray does not act for j while alpha's passes that do not grant
-	// j ask to run again: alpha may still act for j
-	f.neverClaimed(t, "xray", 3*time.Second)
-	// And once one returns a zero Result, xray acts for j
-	stopped.Store(true)
-	f.waitForReason(t, "xray", conditions.ReasonClaimed, wakeWithin)
+	// j ask to run again (alpha may still act for j), and once one returns
+	// a zero Result, xray acts for j
+	f.claimedOnlyOnceStopped(t, "xray", 3*time.Second, func() { stopped.Store(true) })
 }
 
 func TestAnObjectToldToStopAfterAClaimErrorStillCountsAsActingWhileItsToldPassAsksToRunAgain(t *testing.T) {
@@ -1650,10 +1642,7 @@ func (f *fixture) heldKThenLostItToCharlie(t *testing.T, name string) *testcrd.W
 	t.Helper()
 	f.createWidget(t, name, "k")
 	f.waitForReason(t, name, conditions.ReasonClaimed, 10*time.Second)
-	claimedThen, err := f.widget(t, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	claimedThen := f.widgetNow(t, name)
 	f.createAndWait(t, "charlie", conditions.ReasonParked, "k")
 	f.takeOverFor(t, "k", "charlie")
 	f.waitForReason(t, "charlie", conditions.ReasonClaimed, 10*time.Second)
@@ -1740,10 +1729,7 @@ func TestAHandoverIsNotCommittedByAPassThatWasNotToldToStopBecauseItsCacheShowed
 		t.Fatal(err)
 	}
 	f.waitForReason(t, "yankee", conditions.ReasonParked, wakeWithin)
-	parkedThen, err := f.widget(t, "yankee")
-	if err != nil {
-		t.Fatal(err)
-	}
+	parkedThen := f.widgetNow(t, "yankee")
 	// And xray names j and waits for it
 	f.createWidget(t, "xray", "j")
 	f.waitForReason(t, "xray", conditions.ReasonParked, wakeWithin)
@@ -2024,10 +2010,7 @@ func TestAKeyAnObjectActedForIsNamedInItsReleasingWhenItsCacheStillShowsAnOlderC
 	f := start(t, setup{})
 	// Given alpha acts for j
 	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "j")
-	claimedForJ, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
+	claimedForJ := f.widgetNow(t, "alpha")
 	// And then for j and k: its pass granted k succeeded
 	f.setKeys(t, "alpha", "j", "k")
 	eventually(t, wakeWithin, func() (bool, string) {
@@ -2083,10 +2066,7 @@ func TestAnObjectRecreatedUnderTheNameOfOneItsCacheStillShowsActsOnlyForGrantsWo
 	// Given alpha waited for k behind charlie and was deleted, and the
 	// cache's view of it while it waited is kept
 	f.holdsAndWaits(t, "charlie", "k", "alpha")
-	before, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := f.widgetNow(t, "alpha")
 	f.deleteWidget(t, "alpha")
 	// And charlie let k go (deleted)
 	f.deleteWidget(t, "charlie")

@@ -48,6 +48,28 @@ func TestAnAnnotationRecordErasedByAnotherWriterIsNoticedAtOnce(t *testing.T) {
 	f.toldIfItLost(t, "alpha")
 }
 
+// onStorageObjects is the annotation backend of this file's tests: the
+// record of key k sits on ConfigMap storage-k in the namespace *ns names
+// when the backend looks, since a fixture's namespace is known only once the
+// fixture the backend goes into has started.
+func onStorageObjects(ns *string) backends.Factory {
+	target := func(key string) (types.NamespacedName, error) {
+		return types.NamespacedName{Namespace: *ns, Name: "storage-" + key}, nil
+	}
+	return annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
+}
+
+// createStorageOfK creates the storage object of key k in ns through c,
+// with annotations of another writer's and no record, and returns it.
+func createStorageOfK(t *testing.T, c client.Client, ns string, annotations map[string]string) *corev1.ConfigMap {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k", Annotations: annotations}}
+	if err := c.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
 // startAnnotationHeld starts a fixture whose claims are stored as
 // annotations on ConfigMap storage-<key> (RunInnerWhileParked), creates the
 // storage object of key k, and has alpha hold k with each of waiters parked
@@ -55,20 +77,13 @@ func TestAnAnnotationRecordErasedByAnotherWriterIsNoticedAtOnce(t *testing.T) {
 func startAnnotationHeld(t *testing.T, waiters ...string) (*fixture, client.Client, *corev1.ConfigMap) {
 	t.Helper()
 	var ns string
-	target := func(key string) (types.NamespacedName, error) {
-		return types.NamespacedName{Namespace: ns, Name: "storage-" + key}, nil
-	}
-	backend := annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
 	f := start(t, setup{
-		claimOpts: []claim.Option{claim.WithBackend(backend)},
+		claimOpts: []claim.Option{claim.WithBackend(onStorageObjects(&ns))},
 		opts:      []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked)},
 	})
 	ns = f.ns
 	c := direct(t)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k"}}
-	if err := c.Create(context.Background(), cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := createStorageOfK(t, c, ns, nil)
 	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	for _, w := range waiters {
 		f.createAndWait(t, w, conditions.ReasonParked, "k")
@@ -125,10 +140,7 @@ func TestAnAnnotationRecordErasedByDeleteAndRecreateLeavesOnlyItsRecordedHolderC
 	if err := c.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	fresh := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k", Annotations: map[string]string{"team": "storage"}}}
-	if err := c.Create(ctx, fresh); err != nil {
-		t.Fatal(err)
-	}
+	createStorageOfK(t, c, ns, map[string]string{"team": "storage"})
 	// Then soon exactly the object the new record names is Claimed
 	onlyTheRecordedHolderIsClaimed(ctx, t, f)
 	// And if alpha lost it, a Lost event says so
@@ -146,19 +158,12 @@ func TestAnAnnotationRecordErasedByDeleteAndRecreateLeavesOnlyItsRecordedHolderC
 // longer "says it held" the key, so regrantEvents records nothing.
 func TestAHolderWhoseAnnotationRecordIsErasedWithNobodyWaitingIsToldLost(t *testing.T) {
 	var ns string
-	target := func(key string) (types.NamespacedName, error) {
-		return types.NamespacedName{Namespace: ns, Name: "storage-" + key}, nil
-	}
-	backend := annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
-	f := start(t, setup{claimOpts: []claim.Option{claim.WithBackend(backend)}})
+	f := start(t, setup{claimOpts: []claim.Option{claim.WithBackend(onStorageObjects(&ns))}})
 	ns = f.ns
 	ctx := context.Background()
 	c := direct(t)
 	// Given alpha alone holds k on its storage object
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k"}}
-	if err := c.Create(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := createStorageOfK(t, c, ns, nil)
 	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
 	// When a tenant deletes and recreates the object (the record is gone)
 	if err := c.Delete(ctx, cm); err != nil {
@@ -166,9 +171,7 @@ func TestAHolderWhoseAnnotationRecordIsErasedWithNobodyWaitingIsToldLost(t *test
 	}
 	// (the holder's pass in between cannot judge its claim: the object is gone)
 	f.waitForReason(t, "alpha", conditions.ReasonClaimError, 10*time.Second)
-	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k"}}); err != nil {
-		t.Fatal(err)
-	}
+	createStorageOfK(t, c, ns, nil)
 	// Then alpha's record is back and a Lost event tells it
 	eventually(t, lossWithin, func() (bool, string) {
 		rec, err := f.mw.Claimer().Current(ctx, "k")
@@ -194,10 +197,7 @@ func TestAHolderWhoseAnnotationRecordIsErasedAcrossClaimErrorPassesIsToldLost(t 
 	// (each pass in between cannot judge its claim: the object is gone)
 	f.waitForReason(t, "alpha", conditions.ReasonClaimError, 10*time.Second)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimError, 10*time.Second)
-	fresh := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k", Annotations: map[string]string{"team": "storage"}}}
-	if err := c.Create(ctx, fresh); err != nil {
-		t.Fatal(err)
-	}
+	createStorageOfK(t, c, ns, map[string]string{"team": "storage"})
 	// Then soon exactly the object the new record names is Claimed
 	onlyTheRecordedHolderIsClaimed(ctx, t, f)
 	// And alpha, whose record was erased, is told by a Lost event whether
@@ -245,10 +245,7 @@ func onlyTheRecordedHolderIsClaimed(ctx context.Context, t *testing.T, f *fixtur
 // middleware's (0: the default).
 func storageAndBackupOnOneTarget(t *testing.T, ns, backupNS string, workers int) (storage, backup *fixture) {
 	t.Helper()
-	target := func(key string) (types.NamespacedName, error) {
-		return types.NamespacedName{Namespace: ns, Name: "storage-" + key}, nil
-	}
-	backend := annotation.Backend(annotation.Options{Object: &corev1.ConfigMap{}, Target: target})
+	backend := onStorageObjects(&ns)
 	handToKey := func(_ context.Context, obj client.Object) ([]string, error) {
 		if k := obj.(*testcrd.Widget).Spec.HandTo; k != "" {
 			return []string{k}, nil
@@ -262,6 +259,21 @@ func storageAndBackupOnOneTarget(t *testing.T, ns, backupNS string, workers int)
 			claimmw.WithClaim(claim.Config{Namespace: backupNS}, claim.WithBackend(backend))}},
 	)
 	return fs[0], fs[1]
+}
+
+// bravoWaitsThroughBackup creates bravo, whose spec.handTo names k, and
+// waits until the backup middleware bk has parked it behind the record of k
+// that the storage middleware's holder left on the storage object.
+func bravoWaitsThroughBackup(t *testing.T, bk *fixture) {
+	t.Helper()
+	bravo := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: bk.ns, Name: "bravo"}, Spec: testcrd.WidgetSpec{HandTo: "k"}}
+	if err := direct(t).Create(context.Background(), bravo); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		cond := bk.conditionOfType(t, "bravo", "BackupClaimed")
+		return cond.Reason == string(conditions.ReasonParked), fmt.Sprintf("bravo: %+v", cond)
+	})
 }
 
 // TestAnAnnotationRecordErasedWhileItsHolderActsIsNotGrantedThroughAnotherMiddlewareWhoseClaimNamespaceDiffers:
@@ -293,10 +305,7 @@ func TestAnAnnotationRecordErasedWhileItsHolderActsIsNotGrantedThroughAnotherMid
 	bk.inner.setHook(only("bravo"))
 	ctx := context.Background()
 	c := direct(t)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k"}}
-	if err := c.Create(ctx, cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := createStorageOfK(t, c, ns, nil)
 	// Given alpha holds k through the storage middleware and acts for it
 	st.createWidget(t, "alpha", "k")
 	eventually(t, 10*time.Second, func() (bool, string) {
@@ -305,14 +314,7 @@ func TestAnAnnotationRecordErasedWhileItsHolderActsIsNotGrantedThroughAnotherMid
 	})
 	// And bravo names k through the backup middleware and waits for it: the
 	// record on the storage object names alpha
-	bravo := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bravo"}, Spec: testcrd.WidgetSpec{HandTo: "k"}}
-	if err := c.Create(ctx, bravo); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, func() (bool, string) {
-		cond := bk.conditionOfType(t, "bravo", "BackupClaimed")
-		return cond.Reason == string(conditions.ReasonParked), fmt.Sprintf("bravo: %+v", cond)
-	})
+	bravoWaitsThroughBackup(t, bk)
 	// And alpha's next passes are slow to begin (its workloads run on)
 	time.Sleep(time.Second)
 	release := st.holdBackPasses("alpha")
@@ -347,11 +349,7 @@ func TestAnAnnotationRecordErasedWhileItsHolderActsIsNotGrantedThroughAnotherMid
 func TestAWaiterOfAnotherMiddlewareIsWokenWhenAnAnnotationRecordItWaitsBehindIsReleased(t *testing.T) {
 	ns := env.Namespace(t)
 	st, bk := storageAndBackupOnOneTarget(t, ns, ns, 0)
-	ctx := context.Background()
-	c := direct(t)
-	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-k"}}); err != nil {
-		t.Fatal(err)
-	}
+	createStorageOfK(t, direct(t), ns, nil)
 	// Given alpha holds k through the storage middleware
 	st.createWidget(t, "alpha", "k")
 	eventually(t, 10*time.Second, func() (bool, string) {
@@ -360,14 +358,7 @@ func TestAWaiterOfAnotherMiddlewareIsWokenWhenAnAnnotationRecordItWaitsBehindIsR
 	})
 	// And bravo names k through the backup middleware and is parked behind
 	// alpha's record
-	bravo := &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bravo"}, Spec: testcrd.WidgetSpec{HandTo: "k"}}
-	if err := c.Create(ctx, bravo); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, func() (bool, string) {
-		cond := bk.conditionOfType(t, "bravo", "BackupClaimed")
-		return cond.Reason == string(conditions.ReasonParked), fmt.Sprintf("bravo: %+v", cond)
-	})
+	bravoWaitsThroughBackup(t, bk)
 	// When alpha stops naming k and releases its record
 	st.edit(t, "alpha", func(w *testcrd.Widget) { w.Spec.Keys = nil })
 	// Then bravo is woken and gets k (its parked requeue is an hour away)

@@ -268,11 +268,9 @@ func TestADeletionPassThatReturnsARequeueKeepsItsKeysUntilItsWorkloadsAreGone(t 
 	eventually(t, wakeWithin, func() (bool, string) {
 		return len(deletionCalls(f, "a")) > 0, "no deletion pass of a"
 	})
-	// Then b does not get k while a's workloads of k still run
-	f.neverClaimed(t, "b", 3*time.Second)
-	// When they are gone, b gets k
-	gone.Store(true)
-	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
+	// Then b does not get k while a's workloads of k still run, and once
+	// they are gone, b gets k
+	f.claimedOnlyOnceStopped(t, "b", 3*time.Second, func() { gone.Store(true) })
 }
 
 // A deletion pass that succeeded says Released (it acts for no key) before
@@ -288,29 +286,12 @@ func TestARecordWhoseReleaseFailedAfterItsDeletionPassSucceededGoesWhileTheObjec
 	f.aHoldsKAndBWaits(t)
 	// And the release of k fails once a said Released, and every status
 	// write of a is refused from then on
-	var saidReleased atomic.Bool
-	f.writes.failLeaseDeletes.Store(true)
-	f.writes.beforeStatus.Store(func(obj client.Object) {
-		if obj.GetName() != "a" {
-			return
-		}
-		if saidReleased.Load() {
-			f.writes.failStatusOf.Store("a")
-			f.writes.failLeaseDeletes.Store(false)
-			return
-		}
-		w := obj.(*testcrd.Widget)
-		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c != nil && c.Reason == string(conditions.ReasonReleased) {
-			saidReleased.Store(true)
-		}
-	})
+	f.releaseFailsOnceItSays("a", func(c metav1.Condition) bool { return c.Reason == string(conditions.ReasonReleased) })
 	// When a is deleted
 	f.deleteWidgetAsync(t, "a")
 	// Then b gets k, and a goes
 	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
-	if f.writes.failedStatus.Load() == 0 {
-		t.Fatal("a's status writes were never refused: the test did not reach the failure it is about")
-	}
+	f.statusWritesWereRefused(t, "a")
 	eventually(t, wakeWithin, func() (bool, string) {
 		_, err := f.widget(t, "a")
 		return apierrors.IsNotFound(err), fmt.Sprintf("a is still there: %v", err)
@@ -318,6 +299,40 @@ func TestARecordWhoseReleaseFailedAfterItsDeletionPassSucceededGoesWhileTheObjec
 	// And a's deletion pass was given k once: the pass that succeeded
 	if n := len(slices.DeleteFunc(deletionCalls(f, "a"), func(s claimmw.State) bool { return len(s.Grants) == 0 })); n != 1 {
 		t.Errorf("a's deletion passes given k: %d, want 1", n)
+	}
+}
+
+// releaseFailsOnceItSays makes every release fail until name writes a
+// claim condition that says accepts; from name's next status write on,
+// every status write of name is refused and releases succeed again. So
+// name's release failed after it said it no longer acts for a key, and it
+// cannot say so again to be told that record once more.
+func (f *fixture) releaseFailsOnceItSays(name string, says func(metav1.Condition) bool) {
+	var said atomic.Bool
+	f.writes.failLeaseDeletes.Store(true)
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		if obj.GetName() != name {
+			return
+		}
+		if said.Load() {
+			f.writes.failStatusOf.Store(name)
+			f.writes.failLeaseDeletes.Store(false)
+			return
+		}
+		w := obj.(*testcrd.Widget)
+		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c != nil && says(*c) {
+			said.Store(true)
+		}
+	})
+}
+
+// statusWritesWereRefused fails t unless the fixture refused a status
+// write, as releaseFailsOnceItSays has it refuse name's: else the test did
+// not reach the failure it is about.
+func (f *fixture) statusWritesWereRefused(t *testing.T, name string) {
+	t.Helper()
+	if f.writes.failedStatus.Load() == 0 {
+		t.Fatalf("%s's status writes were never refused: the test did not reach the failure it is about", name)
 	}
 }
 
@@ -359,10 +374,7 @@ func TestADeletionPassWhoseCacheStillShowsItMayActSaysSoInTheAPIServerBeforeItAc
 	// Given alpha held k while bravo waited, and the cache's view of alpha
 	// then is kept
 	f.holdsAndWaits(t, "alpha", "k", "bravo")
-	claimedThen, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
+	claimedThen := f.widgetNow(t, "alpha")
 	// And alpha's keys became unknown: it keeps k's record, its told pass
 	// succeeded, and the API server says it acts for nothing
 	f.setKeys(t, "alpha", "k", failKeysFuncKey)
@@ -442,10 +454,7 @@ func TestADeletionPassWhoseCacheStillShowsItParkedKeepsTheFinalizerWhileItAsksTo
 	// alpha then is kept
 	f.createAndWait(t, "zulu", conditions.ReasonClaimed, "k")
 	f.createAndWait(t, "alpha", conditions.ReasonParked, "k")
-	parkedThen, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
+	parkedThen := f.widgetNow(t, "alpha")
 	// And alpha then got k and acts for it, and bravo waits for k
 	f.setKeys(t, "zulu")
 	f.waitForReason(t, "alpha", conditions.ReasonClaimed, wakeWithin)
@@ -541,10 +550,7 @@ func TestDeletingAHolderReleasesItsKeyWithoutAConsistentListOfItsRecords(t *test
 	f := start(t, setup{config: lists.config()})
 	// Given alpha holds k and bravo waits for it
 	f.holdsAndWaits(t, "alpha", "k", "bravo")
-	alpha, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
+	alpha := f.widgetNow(t, "alpha")
 	// When alpha is deleted
 	start := time.Now()
 	if err := direct(t).Delete(context.Background(), alpha); err != nil {
@@ -576,10 +582,7 @@ func TestTheDeletionPathFindsRecordsWrittenForTheObjectJustBeforeItsDeletion(t *
 		t.Fatal(err)
 	}
 	for name, key := range map[string]string{"alpha": "extra-a", "bravo": "extra-b"} {
-		w, err := f.widget(t, name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := f.widgetNow(t, name)
 		h, err := other.HolderOf(w)
 		if err != nil {
 			t.Fatal(err)
@@ -590,10 +593,7 @@ func TestTheDeletionPathFindsRecordsWrittenForTheObjectJustBeforeItsDeletion(t *
 	}
 	// When both are deleted
 	for _, name := range []string{"alpha", "bravo"} {
-		w, err := f.widget(t, name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := f.widgetNow(t, name)
 		if err := direct(t).Delete(context.Background(), w); err != nil {
 			t.Fatal(err)
 		}

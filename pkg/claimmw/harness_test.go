@@ -486,6 +486,17 @@ func (f *fixture) widget(t *testing.T, name string) (*testcrd.Widget, error) {
 	return w, err
 }
 
+// widgetNow is widget for a step that needs Widget name to exist: t fails
+// at once if it cannot be read.
+func (f *fixture) widgetNow(t *testing.T, name string) *testcrd.Widget {
+	t.Helper()
+	w, err := f.widget(t, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // claimed returns the Widget's claim condition, or a zero condition.
 func (f *fixture) claimed(t *testing.T, name string) metav1.Condition {
 	t.Helper()
@@ -560,10 +571,7 @@ func (f *fixture) deleteSeenStale(t *testing.T, name string, then *testcrd.Widge
 	t.Helper()
 	release = f.holdBackPasses(name)
 	f.deleteWidgetAsync(t, name)
-	deleting, err := f.widget(t, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	deleting := f.widgetNow(t, name)
 	stale := deleting.DeepCopy()
 	stale.Status = then.Status
 	f.writes.staleWidget.Store(stale)
@@ -845,10 +853,7 @@ func (f *fixture) tokenOf(t *testing.T, key string) claim.Token {
 // what it read; deleteWidget waits until the Widget is gone too.
 func (f *fixture) deleteWidgetAsync(t *testing.T, name string) *testcrd.Widget {
 	t.Helper()
-	w, err := f.widget(t, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := f.widgetNow(t, name)
 	if err := direct(t).Delete(context.Background(), w); err != nil {
 		t.Fatal(err)
 	}

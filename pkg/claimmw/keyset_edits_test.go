@@ -165,11 +165,8 @@ func TestAKeyAGrantedPassGivesUpIsNotReleasedWhileThatPassAsksToRunAgain(t *test
 	f.setKeys(t, "alpha", "m")
 	f.waitForInnerCall(t, "alpha", "a pass told to give k up", func(s claimmw.State) bool { return len(s.Releasing) > 0 })
 	// Then bravo is not granted k while alpha's passes that give it up ask
-	// to run again
-	f.neverClaimed(t, "bravo", 3*time.Second)
-	// And once one returns a zero Result, bravo gets k
-	gaveUp.Store(true)
-	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+	// to run again, and once one returns a zero Result, bravo gets k
+	f.claimedOnlyOnceStopped(t, "bravo", 3*time.Second, func() { gaveUp.Store(true) })
 }
 
 // A granted pass whose Grants do not name a key the object acted for is told
@@ -298,29 +295,12 @@ func TestAKeyAGrantedObjectStoppedNamingIsReleasedAfterAFailedReleaseWhileItsSta
 	// And the release of k fails once alpha said it acts for j alone, and
 	// every status write of alpha is refused from then on
 	onlyJ := conditions.ForKeys(conditions.Claimed, []string{"j"}, 0).Message
-	var saidOnlyJ atomic.Bool
-	f.writes.failLeaseDeletes.Store(true)
-	f.writes.beforeStatus.Store(func(obj client.Object) {
-		if obj.GetName() != "alpha" {
-			return
-		}
-		if saidOnlyJ.Load() {
-			f.writes.failStatusOf.Store("alpha")
-			f.writes.failLeaseDeletes.Store(false)
-			return
-		}
-		w := obj.(*testcrd.Widget)
-		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c != nil && c.Message == onlyJ {
-			saidOnlyJ.Store(true)
-		}
-	})
+	f.releaseFailsOnceItSays("alpha", func(c metav1.Condition) bool { return c.Message == onlyJ })
 	// When alpha stops naming k
 	f.setKeys(t, "alpha", "j")
 	// Then k's record is released, and bravo gets k
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
-	if f.writes.failedStatus.Load() == 0 {
-		t.Fatal("alpha's status writes were never refused: the test did not reach the failure it is about")
-	}
+	f.statusWritesWereRefused(t, "alpha")
 	// And alpha, refused its writes, says what it said: Claimed for j alone
 	if c := f.claimed(t, "alpha"); c.Message != onlyJ {
 		t.Errorf("alpha's condition %+v: want Claimed for j alone", c)
@@ -366,10 +346,7 @@ func TestAnObjectThatStopsNamingAKeyItActsForIsToldBeforeItsReleaseWhileItsStatu
 	// Given z holds j, and x (naming a and j) was parked on j keeping a
 	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
 	f.parksKeepingItsFirstKey(t, "x", "a", "j")
-	parked, err := f.widget(t, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
+	parked := f.widgetNow(t, "x")
 	// And then z stopped naming j, so that x holds a and j and acts for them
 	f.setKeys(t, "z")
 	f.waitForReason(t, "x", conditions.ReasonClaimed, wakeWithin)
@@ -384,10 +361,7 @@ func TestAnObjectThatStopsNamingAKeyItActsForIsToldBeforeItsReleaseWhileItsStatu
 	// parked
 	stop()
 	f.setKeys(t, "x", "c", "j")
-	edited, err := f.widget(t, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
+	edited := f.widgetNow(t, "x")
 	stale := edited.DeepCopy()
 	stale.Status = parked.Status
 	gate := make(chan struct{})

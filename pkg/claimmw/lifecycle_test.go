@@ -31,10 +31,7 @@ func TestDeletingTheHolderWakesTheParkedWidgetBeforeItsRequeue(t *testing.T) {
 	// Given a holds k and b is parked on it, with a parked requeue of an hour
 	f.aHoldsKAndBWaits(t)
 	// When a is deleted
-	a, err := f.widget(t, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.widgetNow(t, "a")
 	deleted := time.Now()
 	if err := direct(t).Delete(ctx, a); err != nil {
 		t.Fatal(err)
@@ -135,10 +132,7 @@ func TestChangingTheKeyReleasesTheOldClaimOnlyAfterTheInnerPassSucceeded(t *test
 		return nil
 	})
 	// When a changes its key to k2
-	a, err := f.widget(t, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.widgetNow(t, "a")
 	a.Spec.Keys = []string{"k2"}
 	if err := direct(t).Update(ctx, a); err != nil {
 		t.Fatal(err)
@@ -211,10 +205,7 @@ func TestASteadyPassOfAHolderWritesNothing(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // let the echo of its own status write pass too
 	before, calls := f.writes.snapshot(), len(f.inner.callsOf("a"))
 	// When a is reconciled again with nothing changed (a label edit triggers it)
-	a, err := f.widget(t, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.widgetNow(t, "a")
 	a.Labels = map[string]string{"touched": "yes"}
 	if err := direct(t).Update(ctx, a); err != nil {
 		t.Fatal(err)

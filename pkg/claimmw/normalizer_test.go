@@ -32,10 +32,7 @@ func TestAPlannedHandoverWorksWithANonIdempotentNormalizer(t *testing.T) {
 		return c.Reason == string(conditions.ReasonClaimed),
 			fmt.Sprintf("b: %+v; a: %+v; record of k: %+v", c, f.claimed(t, "a"), f.record(t, "k"))
 	})
-	b, err := f.widget(t, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := f.widgetNow(t, "b")
 	if rec := f.record(t, "k"); !rec.Ours() || rec.Holder.UID != b.UID {
 		t.Errorf("record of k = %+v, want held by b", rec)
 	}

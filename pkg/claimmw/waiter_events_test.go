@@ -110,17 +110,11 @@ func TestUnderDiscloseNoneAWaitersStatusIsNotWrittenWhenTheHolderItWaitsBehindCh
 	}
 	time.Sleep(500 * time.Millisecond) // the passes their creation caused are over
 	for _, name := range []string{"bravo", "charlie"} {
-		w, err := f.widget(t, name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := f.widgetNow(t, name)
 		versions[name] = w.ResourceVersion
 	}
 	// When alpha is deleted
-	alpha, err := f.widget(t, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
+	alpha := f.widgetNow(t, "alpha")
 	if err := direct(t).Delete(context.Background(), alpha); err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +134,7 @@ func TestUnderDiscloseNoneAWaitersStatusIsNotWrittenWhenTheHolderItWaitsBehindCh
 	})
 	// And the other, which waits for k all along, was never written
 	time.Sleep(time.Second)
-	w, err := f.widget(t, waiter)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := f.widgetNow(t, waiter)
 	if w.ResourceVersion != versions[waiter] {
 		t.Errorf("%s, which waited for k all along, was written (resourceVersion %s -> %s): %+v", waiter, versions[waiter], w.ResourceVersion, f.claimed(t, waiter))
 	}

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -94,22 +93,11 @@ func (f *fixture) reconcile(t *testing.T, obj client.Object) (reconcile.Result, 
 	if _, ok := obj.(*portapi.Backup); ok {
 		mw = f.backups
 	}
-	res, err := mw.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
-	if err != nil {
-		t.Fatalf("reconciling %s: %v", obj.GetName(), err)
+	res := porttest.Pass(t, mw, obj)
+	cond, exists := porttest.ClaimCondition(t, env.APIReader, obj)
+	if !exists {
+		t.Fatalf("%s is gone", obj.GetName())
 	}
-	got := obj.DeepCopyObject().(client.Object)
-	if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(obj), got); err != nil {
-		t.Fatal(err)
-	}
-	var conds []metav1.Condition
-	switch o := got.(type) {
-	case *portapi.Backup:
-		conds = o.Status.Conditions
-	case *portapi.Restore:
-		conds = o.Status.Conditions
-	}
-	cond := meta.FindStatusCondition(conds, string(conditions.Claimed))
 	if cond == nil {
 		t.Fatalf("%s has no claim condition", obj.GetName())
 	}

@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -129,17 +128,15 @@ func (f *fixture) edit(t *testing.T, p *portapi.IdentityPlane, spec portapi.Iden
 
 func (f *fixture) reconcile(t *testing.T, p *portapi.IdentityPlane) metav1.Condition {
 	t.Helper()
-	if _, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
-		t.Fatalf("reconciling %s: %v", p.Name, err)
+	porttest.Pass(t, f.r, p)
+	cond, exists := porttest.ClaimCondition(t, env.APIReader, p)
+	if !exists {
+		t.Fatalf("%s is gone", p.Name)
 	}
-	var got portapi.IdentityPlane
-	if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(p), &got); err != nil {
-		t.Fatal(err)
+	if cond == nil {
+		return metav1.Condition{}
 	}
-	if c := meta.FindStatusCondition(got.Status.Conditions, string(conditions.Claimed)); c != nil {
-		return *c
-	}
-	return metav1.Condition{}
+	return *cond
 }
 
 func (f *fixture) lease(t *testing.T, url, realm string) (*coordinationv1.Lease, bool) {

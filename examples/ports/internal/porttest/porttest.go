@@ -1,21 +1,25 @@
 // Package porttest is the harness the ports' tests share: a control plane
-// serving the ports' test kinds, the Lease a port stored for a key, and the
-// check of the claim condition a pass wrote.
+// serving the ports' test kinds, one pass of a port and the claim condition
+// it left, the Lease a port stored for a key, and the check of the claim
+// condition a pass wrote.
 package porttest
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/ports/internal/portapi"
@@ -32,6 +36,50 @@ func Main(m *testing.M, env **envtest.Env, crds ...*apiextensionsv1.CustomResour
 		AddToScheme: []func(*runtime.Scheme) error{portapi.AddToScheme},
 		CRDs:        crds,
 	})
+}
+
+// Pass runs one pass of r for obj, as the port's controller would, and
+// returns its result. An error of the pass fails t.
+func Pass(t testing.TB, r reconcile.Reconciler, obj client.Object) reconcile.Result {
+	t.Helper()
+	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+	if err != nil {
+		t.Fatalf("reconciling %s: %v", obj.GetName(), err)
+	}
+	return res
+}
+
+// ClaimCondition returns the claim condition of obj as the API server has
+// it now, read through r: nil when obj carries none, and exists false when
+// obj is gone. It reads status.conditions of any of portapi's kinds, so
+// that a fixture of several kinds needs no switch on them. Any other error
+// fails t.
+func ClaimCondition(t testing.TB, r client.Reader, obj client.Object) (cond *metav1.Condition, exists bool) {
+	t.Helper()
+	got, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		t.Fatalf("a copy of %s is no client.Object", obj.GetName())
+	}
+	if err := r.Get(context.Background(), client.ObjectKeyFromObject(obj), got); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false
+		}
+		t.Fatal(err)
+	}
+	// Every portapi kind serializes its conditions at status.conditions.
+	raw, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status struct {
+		Status struct {
+			Conditions []metav1.Condition `json:"conditions"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(raw, &status); err != nil {
+		t.Fatal(err)
+	}
+	return meta.FindStatusCondition(status.Status.Conditions, string(conditions.Claimed)), true
 }
 
 // Lease returns the Lease a port stores key in, named prefix and the key's
