@@ -58,15 +58,9 @@ func TestAKeyAStoppingObjectIsToldToReleaseIsNotGrantedToAWaiterWhenTheWriteNami
 		return reconcile.Result{}, nil
 	})
 	// When xray is edited to name b and z: it holds b (free) without acting
-	// for it and parks on z, Stopping for a alone
-	f.setKeys(t, "xray", "b", "z")
-	stopping := f.waitForReason(t, "xray", conditions.ReasonStopping, wakeWithin)
-	f.waitForInnerCall(t, "xray", "a told pass", func(s claimmw.State) bool { return !s.Granted })
-	if !f.leaseExists(t, "b") {
-		t.Fatalf("the parked xray does not keep b, the first of its keys (xray: %+v)", stopping)
-	}
-	// And whiskey, naming b, waits for it
-	f.createAndWait(t, "whiskey", conditions.ReasonParked, "b")
+	// for it and parks on z, Stopping for a alone; and whiskey, naming b,
+	// waits for it
+	f.xrayKeepsBStoppingForAWhileWhiskeyWaits(t)
 	// And the first write of xray's condition once its spec names z alone
 	// (the write that says it acts for b, before its pass is told to
 	// release b) meets an edit of xray's spec made just before it (another
@@ -150,15 +144,9 @@ func TestAKeyAWaiterActsForIsNotGivenToTheCleanupOfAStoppingObjectThatKeptItsRec
 		return reconcile.Result{}, nil
 	})
 	// When xray is edited to name b and z: it holds b (free) without acting
-	// for it and parks on z, Stopping for a alone
-	f.setKeys(t, "xray", "b", "z")
-	stopping := f.waitForReason(t, "xray", conditions.ReasonStopping, wakeWithin)
-	f.waitForInnerCall(t, "xray", "a told pass", func(s claimmw.State) bool { return !s.Granted })
-	if !f.leaseExists(t, "b") {
-		t.Fatalf("the parked xray does not keep b, the first of its keys (xray: %+v)", stopping)
-	}
-	// And whiskey, naming b, waits for it
-	f.createAndWait(t, "whiskey", conditions.ReasonParked, "b")
+	// for it and parks on z, Stopping for a alone; and whiskey, naming b,
+	// waits for it
+	f.xrayKeepsBStoppingForAWhileWhiskeyWaits(t)
 	// And xray then stops naming b; just before its pass writes the
 	// condition that names b, a person deletes b's record, and whiskey,
 	// which reads xray's condition before that write, takes b
@@ -187,4 +175,19 @@ func TestAKeyAWaiterActsForIsNotGivenToTheCleanupOfAStoppingObjectThatKeptItsRec
 			t.Fatalf("a pass of xray was told to release b (cleaning up for it) while whiskey acts for b: xray %+v; whiskey %+v", f.claimed(t, "xray"), f.claimed(t, "whiskey"))
 		}
 	}
+}
+
+// xrayKeepsBStoppingForAWhileWhiskeyWaits edits xray, which acted for a
+// and whose told passes fail, to name b and z (z held by another): it
+// keeps b, the first of its keys, without acting for it, and is Stopping
+// for a alone; then whiskey, naming b, is created and waits for it.
+func (f *fixture) xrayKeepsBStoppingForAWhileWhiskeyWaits(t *testing.T) {
+	t.Helper()
+	f.setKeys(t, "xray", "b", "z")
+	stopping := f.waitForReason(t, "xray", conditions.ReasonStopping, wakeWithin)
+	f.waitForInnerCall(t, "xray", "a told pass", func(s claimmw.State) bool { return !s.Granted })
+	if !f.leaseExists(t, "b") {
+		t.Fatalf("the parked xray does not keep b, the first of its keys (xray: %+v)", stopping)
+	}
+	f.createAndWait(t, "whiskey", conditions.ReasonParked, "b")
 }
