@@ -7,12 +7,14 @@ package claimmw_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -190,4 +192,113 @@ func (f *fixture) xrayKeepsBStoppingForAWhileWhiskeyWaits(t *testing.T) {
 		t.Fatalf("the parked xray does not keep b, the first of its keys (xray: %+v)", stopping)
 	}
 	f.createAndWait(t, "whiskey", conditions.ReasonParked, "b")
+}
+
+// An object Stopping for the keys it acted for, told to release their
+// records, has a told pass that succeeds: it says Parked (it acts for no
+// key), and the release of the records then fails. Its next pass reads a
+// cache that has not yet shown that Parked write, which still says Stopping
+// for those keys: it must not be told to release the records (acting for
+// their keys) on the word of that cache while the API server says it acts
+// for no key. A person who deletes one of those records meanwhile lets a
+// waiter, which reads the API server, act for the key beside the object's
+// told pass.
+func TestAKeyIsNotGrantedToAWaiterWhileAPassJudgedFromACacheThatStillShowsItsObjectStoppingIsToldToReleaseItsRecord(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	// Given charlie holds z
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "z")
+	// And xray holds a and acts for it
+	f.createAndWait(t, "xray", conditions.ReasonClaimed, "a")
+	f.waitForGrantedPass(t, "xray", "a")
+	// And xray's passes that are told to stop fail for now
+	failing := f.failToldPassesOf("xray")
+	// And xray is edited to name b and z: it holds b (free) without acting
+	// for it and parks on z, Stopping for a
+	f.setKeys(t, "xray", "b", "z")
+	f.waitForReason(t, "xray", conditions.ReasonStopping, wakeWithin)
+	f.waitForInnerCall(t, "xray", "a told pass", func(s claimmw.State) bool { return !s.Granted })
+	if !f.leaseExists(t, "b") {
+		t.Fatalf("the parked xray does not keep b, the first of its keys (xray: %+v)", f.claimed(t, "xray"))
+	}
+	// And whiskey, naming b, waits for it
+	f.createAndWait(t, "whiskey", conditions.ReasonParked, "b")
+	// And xray then stops naming b: its told passes (which fail) are told to
+	// release the records of a and b, and its condition names both
+	f.setKeys(t, "xray", "z")
+	f.waitForInnerCall(t, "xray", "a pass told to release b", func(s claimmw.State) bool { return namesKey(s.Releasing, "b") })
+	if keys, ok := claimmw.ActsFor(f.claimed(t, "xray")); !ok || !slices.Contains(keys, "b") {
+		t.Fatalf("xray, told to release b's record, does not say it acts for b: %+v", f.claimed(t, "xray"))
+	}
+	// And the release of Leases fails for a while; when xray's told pass
+	// succeeds and it writes Parked, the manager's cache goes on showing it
+	// as it was just before (Stopping for a and b)
+	f.writes.failLeaseDeletes.Store(true)
+	var lagging atomic.Bool
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		w, ok := obj.(*testcrd.Widget)
+		if !ok || w.Name != "xray" || lagging.Load() {
+			return
+		}
+		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c == nil || c.Reason != string(conditions.ReasonParked) {
+			return
+		}
+		before := &testcrd.Widget{}
+		if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(w), before); err != nil {
+			t.Errorf("reading xray: %v", err)
+			return
+		}
+		f.writes.staleWidget.Store(before)
+		lagging.Store(true)
+	})
+	t.Cleanup(func() {
+		f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+		f.writes.failLeaseDeletes.Store(false)
+	})
+	// And while a pass of xray judged from that cache is told to release
+	// b's record, a person deletes that record
+	var whiskeyActs, toldBWhileWhiskeyActs, reached atomic.Bool
+	var xrayThen atomic.Value
+	judged := make(chan struct{})
+	var once sync.Once
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+		switch name {
+		case "whiskey":
+			if c.state.Granted && namesKey(c.state.Grants, "b") {
+				whiskeyActs.Store(true)
+			}
+		case "xray":
+			if lagging.Load() && namesKey(c.state.Releasing, "b") {
+				once.Do(func() {
+					defer close(judged)
+					reached.Store(true)
+					if err := f.deleteRecordOf(ctx, "b"); err != nil {
+						t.Errorf("deleting b's record: %v", err)
+						return
+					}
+					for end := time.Now().Add(3 * time.Second); time.Now().Before(end) && !whiskeyActs.Load(); time.Sleep(10 * time.Millisecond) {
+					}
+					if whiskeyActs.Load() {
+						xrayThen.Store(f.claimed(t, "xray"))
+						toldBWhileWhiskeyActs.Store(true)
+					}
+				})
+			}
+		}
+		return reconcile.Result{}, nil
+	})
+	failing.Store(false)
+	eventually(t, wakeWithin, func() (bool, string) {
+		return reached.Load(), fmt.Sprintf("no pass of xray judged from the lagging cache was told to release b (xray %+v)", f.claimed(t, "xray"))
+	})
+	// Then whiskey does not act for b while that pass of xray, told to
+	// release b, runs
+	<-judged
+	if toldBWhileWhiskeyActs.Load() {
+		t.Fatalf("whiskey acted for b while a pass of xray told to release b ran (judged from a cache still showing xray Stopping; xray in the API server meanwhile: %+v); whiskey %+v", xrayThen.Load(), f.claimed(t, "whiskey"))
+	}
+	// And once the cache caught up and Leases can be deleted, whiskey gets b
+	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+	f.writes.failLeaseDeletes.Store(false)
+	f.waitForReason(t, "whiskey", conditions.ReasonClaimed, 10*time.Second)
 }
