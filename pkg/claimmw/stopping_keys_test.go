@@ -302,3 +302,96 @@ func TestAKeyIsNotGrantedToAWaiterWhileAPassJudgedFromACacheThatStillShowsItsObj
 	f.writes.failLeaseDeletes.Store(false)
 	f.waitForReason(t, "whiskey", conditions.ReasonClaimed, 10*time.Second)
 }
+
+// A holder of b and c loses b (taken over for charlie) and parks on it,
+// keeping c, the key after it, without acting: its told pass succeeds, it
+// writes Parked, and the release of c's record then fails. Its next pass
+// reads a cache that has not yet shown that Parked write and still shows it
+// Claimed for b and c, which this process knows (its last write said
+// otherwise): that pass must not be told to release c's record (acting for
+// c) on the word of that cache while the API server says it acts for no
+// key. A person who deletes c's record meanwhile lets a waiter, which reads
+// the API server, act for c beside the holder's told pass.
+func TestAKeyIsNotGrantedToAWaiterWhileAPassJudgedFromACacheThatStillShowsItsObjectClaimedIsToldToReleaseItsRecord(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	// Given xray holds b and c and acts for them, and the cache's view of it
+	// then is kept
+	f.createAndWait(t, "xray", conditions.ReasonClaimed, "b", "c")
+	f.waitForGrantedPass(t, "xray", "c")
+	claimedThen, err := f.widget(t, "xray")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And whiskey, naming c, waits for it
+	f.createAndWait(t, "whiskey", conditions.ReasonParked, "c")
+	// And the release of Leases fails for a while; when xray's told pass
+	// succeeds and it writes Parked, the manager's cache goes on showing it
+	// Claimed for b and c
+	f.writes.failLeaseDeletes.Store(true)
+	var lagging atomic.Bool
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		w, ok := obj.(*testcrd.Widget)
+		if !ok || w.Name != "xray" || lagging.Load() {
+			return
+		}
+		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c == nil || c.Reason != string(conditions.ReasonParked) {
+			return
+		}
+		f.writes.staleWidget.Store(claimedThen)
+		lagging.Store(true)
+	})
+	t.Cleanup(func() {
+		f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+		f.writes.failLeaseDeletes.Store(false)
+	})
+	// And while a pass of xray judged from that cache is told to release
+	// c's record, a person deletes that record
+	var whiskeyActs, toldCWhileWhiskeyActs, reached atomic.Bool
+	var xrayThen atomic.Value
+	judged := make(chan struct{})
+	var once sync.Once
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+		switch name {
+		case "whiskey":
+			if c.state.Granted && namesKey(c.state.Grants, "c") {
+				whiskeyActs.Store(true)
+			}
+		case "xray":
+			if lagging.Load() && namesKey(c.state.Releasing, "c") {
+				once.Do(func() {
+					defer close(judged)
+					reached.Store(true)
+					if err := f.deleteRecordOf(ctx, "c"); err != nil {
+						t.Errorf("deleting c's record: %v", err)
+						return
+					}
+					for end := time.Now().Add(3 * time.Second); time.Now().Before(end) && !whiskeyActs.Load(); time.Sleep(10 * time.Millisecond) {
+					}
+					if whiskeyActs.Load() {
+						xrayThen.Store(f.claimed(t, "xray"))
+						toldCWhileWhiskeyActs.Store(true)
+					}
+				})
+			}
+		}
+		return reconcile.Result{}, nil
+	})
+	// When b is taken over for charlie, which names it: xray parks on b and
+	// is told to stop, and to release c
+	f.createAndWait(t, "charlie", conditions.ReasonParked, "b")
+	f.takeOverFor(t, "b", "charlie")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return reached.Load(), fmt.Sprintf("no pass of xray judged from the lagging cache was told to release c (xray %+v)", f.claimed(t, "xray"))
+	})
+	// Then whiskey does not act for c while that pass of xray, told to
+	// release c, runs
+	<-judged
+	if toldCWhileWhiskeyActs.Load() {
+		t.Fatalf("whiskey acted for c while a pass of xray told to release c ran (judged from a cache still showing xray Claimed; xray in the API server meanwhile: %+v); whiskey %+v", xrayThen.Load(), f.claimed(t, "whiskey"))
+	}
+	// And once the cache caught up and Leases can be deleted, whiskey gets c
+	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+	f.writes.failLeaseDeletes.Store(false)
+	f.waitForReason(t, "whiskey", conditions.ReasonClaimed, 10*time.Second)
+}
