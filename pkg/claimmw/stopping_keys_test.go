@@ -214,15 +214,9 @@ func TestAKeyIsNotGrantedToAWaiterWhileAPassJudgedFromACacheThatStillShowsItsObj
 	// And xray's passes that are told to stop fail for now
 	failing := f.failToldPassesOf("xray")
 	// And xray is edited to name b and z: it holds b (free) without acting
-	// for it and parks on z, Stopping for a
-	f.setKeys(t, "xray", "b", "z")
-	f.waitForReason(t, "xray", conditions.ReasonStopping, wakeWithin)
-	f.waitForInnerCall(t, "xray", "a told pass", func(s claimmw.State) bool { return !s.Granted })
-	if !f.leaseExists(t, "b") {
-		t.Fatalf("the parked xray does not keep b, the first of its keys (xray: %+v)", f.claimed(t, "xray"))
-	}
-	// And whiskey, naming b, waits for it
-	f.createAndWait(t, "whiskey", conditions.ReasonParked, "b")
+	// for it and parks on z, Stopping for a; and whiskey, naming b, waits
+	// for it
+	f.xrayKeepsBStoppingForAWhileWhiskeyWaits(t)
 	// And xray then stops naming b: its told passes (which fail) are told to
 	// release the records of a and b, and its condition names both
 	f.setKeys(t, "xray", "z")
@@ -233,74 +227,18 @@ func TestAKeyIsNotGrantedToAWaiterWhileAPassJudgedFromACacheThatStillShowsItsObj
 	// And the release of Leases fails for a while; when xray's told pass
 	// succeeds and it writes Parked, the manager's cache goes on showing it
 	// as it was just before (Stopping for a and b)
-	f.writes.failLeaseDeletes.Store(true)
-	var lagging atomic.Bool
-	f.writes.beforeStatus.Store(func(obj client.Object) {
-		w, ok := obj.(*testcrd.Widget)
-		if !ok || w.Name != "xray" || lagging.Load() {
-			return
-		}
-		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c == nil || c.Reason != string(conditions.ReasonParked) {
-			return
-		}
-		before := &testcrd.Widget{}
-		if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(w), before); err != nil {
-			t.Errorf("reading xray: %v", err)
-			return
-		}
-		f.writes.staleWidget.Store(before)
-		lagging.Store(true)
-	})
-	t.Cleanup(func() {
-		f.writes.staleWidget.Store((*testcrd.Widget)(nil))
-		f.writes.failLeaseDeletes.Store(false)
-	})
+	lagging := f.xraysCacheLagsFromItsParkedWrite(t, nil)
 	// And while a pass of xray judged from that cache is told to release
 	// b's record, a person deletes that record
-	var whiskeyActs, toldBWhileWhiskeyActs, reached atomic.Bool
-	var xrayThen atomic.Value
-	judged := make(chan struct{})
-	var once sync.Once
-	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
-		switch name {
-		case "whiskey":
-			if c.state.Granted && namesKey(c.state.Grants, "b") {
-				whiskeyActs.Store(true)
-			}
-		case "xray":
-			if lagging.Load() && namesKey(c.state.Releasing, "b") {
-				once.Do(func() {
-					defer close(judged)
-					reached.Store(true)
-					if err := f.deleteRecordOf(ctx, "b"); err != nil {
-						t.Errorf("deleting b's record: %v", err)
-						return
-					}
-					for end := time.Now().Add(3 * time.Second); time.Now().Before(end) && !whiskeyActs.Load(); time.Sleep(10 * time.Millisecond) {
-					}
-					if whiskeyActs.Load() {
-						xrayThen.Store(f.claimed(t, "xray"))
-						toldBWhileWhiskeyActs.Store(true)
-					}
-				})
-			}
-		}
-		return reconcile.Result{}, nil
-	})
+	told := f.recordDeletedWhileToldFromTheLaggingCache(t, "b", lagging)
 	failing.Store(false)
 	eventually(t, wakeWithin, func() (bool, string) {
-		return reached.Load(), fmt.Sprintf("no pass of xray judged from the lagging cache was told to release b (xray %+v)", f.claimed(t, "xray"))
+		return told.reached.Load(), fmt.Sprintf("no pass of xray judged from the lagging cache was told to release b (xray %+v)", f.claimed(t, "xray"))
 	})
 	// Then whiskey does not act for b while that pass of xray, told to
-	// release b, runs
-	<-judged
-	if toldBWhileWhiskeyActs.Load() {
-		t.Fatalf("whiskey acted for b while a pass of xray told to release b ran (judged from a cache still showing xray Stopping; xray in the API server meanwhile: %+v); whiskey %+v", xrayThen.Load(), f.claimed(t, "whiskey"))
-	}
-	// And once the cache caught up and Leases can be deleted, whiskey gets b
-	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
-	f.writes.failLeaseDeletes.Store(false)
-	f.waitForReason(t, "whiskey", conditions.ReasonClaimed, 10*time.Second)
+	// release b, runs; and once the cache caught up and Leases can be
+	// deleted, whiskey gets b
+	told.whiskeyDidNotActMeanwhile(t, f, "Stopping")
 }
 
 // A holder of b and c loses b (taken over for charlie) and parks on it,
@@ -328,6 +266,29 @@ func TestAKeyIsNotGrantedToAWaiterWhileAPassJudgedFromACacheThatStillShowsItsObj
 	// And the release of Leases fails for a while; when xray's told pass
 	// succeeds and it writes Parked, the manager's cache goes on showing it
 	// Claimed for b and c
+	lagging := f.xraysCacheLagsFromItsParkedWrite(t, claimedThen)
+	// And while a pass of xray judged from that cache is told to release
+	// c's record, a person deletes that record
+	told := f.recordDeletedWhileToldFromTheLaggingCache(t, "c", lagging)
+	// When b is taken over for charlie, which names it: xray parks on b and
+	// is told to stop, and to release c
+	f.createAndWait(t, "charlie", conditions.ReasonParked, "b")
+	f.takeOverFor(t, "b", "charlie")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return told.reached.Load(), fmt.Sprintf("no pass of xray judged from the lagging cache was told to release c (xray %+v)", f.claimed(t, "xray"))
+	})
+	// Then whiskey does not act for c while that pass of xray, told to
+	// release c, runs; and once the cache caught up and Leases can be
+	// deleted, whiskey gets c
+	told.whiskeyDidNotActMeanwhile(t, f, "Claimed")
+}
+
+// xraysCacheLagsFromItsParkedWrite has Lease deletes fail and, from xray's
+// first write of Parked on, the manager's cache show xray as view (nil: as
+// the API server had it just before that write) until the test resets it.
+// The flag returned says whether the cache lags.
+func (f *fixture) xraysCacheLagsFromItsParkedWrite(t *testing.T, view *testcrd.Widget) *atomic.Bool {
+	t.Helper()
 	f.writes.failLeaseDeletes.Store(true)
 	var lagging atomic.Bool
 	f.writes.beforeStatus.Store(func(obj client.Object) {
@@ -338,59 +299,86 @@ func TestAKeyIsNotGrantedToAWaiterWhileAPassJudgedFromACacheThatStillShowsItsObj
 		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c == nil || c.Reason != string(conditions.ReasonParked) {
 			return
 		}
-		f.writes.staleWidget.Store(claimedThen)
+		shown := view
+		if shown == nil {
+			shown = &testcrd.Widget{}
+			if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(w), shown); err != nil {
+				t.Errorf("reading xray: %v", err)
+				return
+			}
+		}
+		f.writes.staleWidget.Store(shown)
 		lagging.Store(true)
 	})
 	t.Cleanup(func() {
 		f.writes.staleWidget.Store((*testcrd.Widget)(nil))
 		f.writes.failLeaseDeletes.Store(false)
 	})
-	// And while a pass of xray judged from that cache is told to release
-	// c's record, a person deletes that record
-	var whiskeyActs, toldCWhileWhiskeyActs, reached atomic.Bool
-	var xrayThen atomic.Value
-	judged := make(chan struct{})
+	return &lagging
+}
+
+// toldFromTheLaggingCache is what happened in the first pass of xray told,
+// while its cache lagged, to release the record of key.
+type toldFromTheLaggingCache struct {
+	key string
+	// reached: such a pass ran; judged is closed once it ended.
+	reached atomic.Bool
+	judged  chan struct{}
+	// whiskeyActed: whiskey acted for key during that pass; xrayThen is
+	// xray's condition in the API server then.
+	whiskeyActed atomic.Bool
+	xrayThen     atomic.Value
+}
+
+// recordDeletedWhileToldFromTheLaggingCache has a person delete key's record
+// during the first pass of xray told to release it while lagging is set,
+// and that pass wait up to 3 s for whiskey to act for key (its cleanup
+// still runs).
+func (f *fixture) recordDeletedWhileToldFromTheLaggingCache(t *testing.T, key string, lagging *atomic.Bool) *toldFromTheLaggingCache {
+	t.Helper()
+	told := &toldFromTheLaggingCache{key: key, judged: make(chan struct{})}
+	var whiskeyActs atomic.Bool
 	var once sync.Once
 	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
 		switch name {
 		case "whiskey":
-			if c.state.Granted && namesKey(c.state.Grants, "c") {
+			if c.state.Granted && namesKey(c.state.Grants, key) {
 				whiskeyActs.Store(true)
 			}
 		case "xray":
-			if lagging.Load() && namesKey(c.state.Releasing, "c") {
+			if lagging.Load() && namesKey(c.state.Releasing, key) {
 				once.Do(func() {
-					defer close(judged)
-					reached.Store(true)
-					if err := f.deleteRecordOf(ctx, "c"); err != nil {
-						t.Errorf("deleting c's record: %v", err)
+					defer close(told.judged)
+					told.reached.Store(true)
+					if err := f.deleteRecordOf(ctx, key); err != nil {
+						t.Errorf("deleting %s's record: %v", key, err)
 						return
 					}
 					for end := time.Now().Add(3 * time.Second); time.Now().Before(end) && !whiskeyActs.Load(); time.Sleep(10 * time.Millisecond) {
 					}
 					if whiskeyActs.Load() {
-						xrayThen.Store(f.claimed(t, "xray"))
-						toldCWhileWhiskeyActs.Store(true)
+						told.xrayThen.Store(f.claimed(t, "xray"))
+						told.whiskeyActed.Store(true)
 					}
 				})
 			}
 		}
 		return reconcile.Result{}, nil
 	})
-	// When b is taken over for charlie, which names it: xray parks on b and
-	// is told to stop, and to release c
-	f.createAndWait(t, "charlie", conditions.ReasonParked, "b")
-	f.takeOverFor(t, "b", "charlie")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		return reached.Load(), fmt.Sprintf("no pass of xray judged from the lagging cache was told to release c (xray %+v)", f.claimed(t, "xray"))
-	})
-	// Then whiskey does not act for c while that pass of xray, told to
-	// release c, runs
-	<-judged
-	if toldCWhileWhiskeyActs.Load() {
-		t.Fatalf("whiskey acted for c while a pass of xray told to release c ran (judged from a cache still showing xray Claimed; xray in the API server meanwhile: %+v); whiskey %+v", xrayThen.Load(), f.claimed(t, "whiskey"))
+	return told
+}
+
+// whiskeyDidNotActMeanwhile asserts the Then "whiskey did not act for the
+// key while the pass of xray told to release it from the cache (showing
+// xray cached) ran, and once the cache caught up and Leases can be
+// deleted, whiskey gets it".
+func (told *toldFromTheLaggingCache) whiskeyDidNotActMeanwhile(t *testing.T, f *fixture, cached string) {
+	t.Helper()
+	<-told.judged
+	if told.whiskeyActed.Load() {
+		t.Fatalf("whiskey acted for %s while a pass of xray told to release %s ran (judged from a cache still showing xray %s; xray in the API server meanwhile: %+v); whiskey %+v",
+			told.key, told.key, cached, told.xrayThen.Load(), f.claimed(t, "whiskey"))
 	}
-	// And once the cache caught up and Leases can be deleted, whiskey gets c
 	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
 	f.writes.failLeaseDeletes.Store(false)
 	f.waitForReason(t, "whiskey", conditions.ReasonClaimed, 10*time.Second)
