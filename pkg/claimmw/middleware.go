@@ -2270,7 +2270,10 @@ func (m *Middleware) setCondition(ctx context.Context, obj client.Object, cond m
 // judges as if the object did not act yet. One that shows it acting for
 // nothing after a Claimed write here has not caught up either: the pass
 // tells it to stop before it may say so. Memory that only makes a pass check
-// or tell more, never less; a restarted process starts from a synced cache.
+// or tell more, never less. A parked pass told to release records reads
+// its condition uncached unless the cache shows the condition last written
+// (or read) here: a restarted process's cache may not show the previous
+// process's last write yet (lags).
 type writtenConditions struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]written
@@ -2305,14 +2308,16 @@ func (w *writtenConditions) note(obj types.NamespacedName, cond metav1.Condition
 }
 
 // lags reports whether cached, the condition a cache shows for obj, may be
-// older than what obj says in the API server by the conditions written
-// here (or read uncached): it is not the last of them, or the answer to a
-// later write is not known. False when nothing was written here.
+// older than what obj says in the API server: nothing was written here (or
+// read uncached) since this process started, so nothing shows the cache
+// caught up (a restarted process's cache may not show the previous one's
+// last write yet), or cached is not the last of those, or the answer to a
+// later write is not known.
 func (w *writtenConditions) lags(obj types.NamespacedName, cached metav1.Condition) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	v, ok := w.m[obj]
-	return ok && (!v.known || !sameJudgement(v.last, cached))
+	return !ok || !v.known || !sameJudgement(v.last, cached)
 }
 
 // attempt records a write of cond whose answer is not known yet: obj may

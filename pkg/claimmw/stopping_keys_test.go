@@ -206,24 +206,11 @@ func (f *fixture) xrayKeepsBStoppingForAWhileWhiskeyWaits(t *testing.T) {
 func TestAKeyIsNotGrantedToAWaiterWhileAPassJudgedFromACacheThatStillShowsItsObjectStoppingIsToldToReleaseItsRecord(t *testing.T) {
 	t.Parallel()
 	f := start(t, setup{workers: 2})
-	// Given charlie holds z
-	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "z")
-	// And xray holds a and acts for it
-	f.createAndWait(t, "xray", conditions.ReasonClaimed, "a")
-	f.waitForGrantedPass(t, "xray", "a")
-	// And xray's passes that are told to stop fail for now
-	failing := f.failToldPassesOf("xray")
-	// And xray is edited to name b and z: it holds b (free) without acting
-	// for it and parks on z, Stopping for a; and whiskey, naming b, waits
-	// for it
-	f.xrayKeepsBStoppingForAWhileWhiskeyWaits(t)
-	// And xray then stops naming b: its told passes (which fail) are told to
-	// release the records of a and b, and its condition names both
-	f.setKeys(t, "xray", "z")
-	f.waitForInnerCall(t, "xray", "a pass told to release b", func(s claimmw.State) bool { return namesKey(s.Releasing, "b") })
-	if keys, ok := claimmw.ActsFor(f.claimed(t, "xray")); !ok || !slices.Contains(keys, "b") {
-		t.Fatalf("xray, told to release b's record, does not say it acts for b: %+v", f.claimed(t, "xray"))
-	}
+	// Given charlie holds z, and xray, which acted for a and kept b without
+	// acting for it, stops naming b: its told passes, which fail for now,
+	// are told to release the records of a and b, and its condition names
+	// both; whiskey, naming b, waits for it
+	failing := f.xrayIsToldToReleaseAAndBWhileWhiskeyWaits(t)
 	// And the release of Leases fails for a while; when xray's told pass
 	// succeeds and it writes Parked, the manager's cache goes on showing it
 	// as it was just before (Stopping for a and b)
@@ -382,4 +369,134 @@ func (told *toldFromTheLaggingCache) whiskeyDidNotActMeanwhile(t *testing.T, f *
 	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
 	f.writes.failLeaseDeletes.Store(false)
 	f.waitForReason(t, "whiskey", conditions.ReasonClaimed, 10*time.Second)
+}
+
+// As above, but the operator restarts between the told pass that succeeded
+// (and wrote Parked) and the next pass: the new process wrote nothing for
+// the object, and its cache, behind the API server (an API server replica
+// whose watch cache lags serves its first List), still shows the object
+// Stopping for the keys whose records it is told to release. That pass must
+// not be told to release them (acting for their keys) on the word of that
+// cache while the API server says the object acts for no key.
+func TestAKeyIsNotGrantedToAWaiterWhileAPassOfARestartedOperatorJudgedFromACacheThatStillShowsItsObjectStoppingIsToldToReleaseItsRecord(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	f, stop := startIn(t, ns, setup{workers: 2})
+	// Given charlie holds z, and xray, which acted for a and kept b without
+	// acting for it, stops naming b: its told passes, which fail for now,
+	// are told to release the records of a and b, and its condition names
+	// both; whiskey, naming b, waits for it
+	failing := f.xrayIsToldToReleaseAAndBWhileWhiskeyWaits(t)
+	// And the release of Leases fails; a told pass of xray succeeds and
+	// writes Parked, and the release of its records then fails
+	stoppingThen, stopHeld := f.xrayWritesParkedAndItsReleaseFails(t, failing, stop)
+	// When the operator restarts, and the new process's cache shows xray as
+	// it was just before its Parked write (Stopping for a and b)
+	stopHeld()
+	gate := make(chan struct{})
+	var open sync.Once
+	letGo := func() { open.Do(func() { close(gate) }) }
+	t.Cleanup(letGo)
+	f, _ = startIn(t, ns, setup{workers: 2, beforeWidgetGet: func(key client.ObjectKey) {
+		if key.Name == "xray" {
+			<-gate
+		}
+	}})
+	f.writes.staleWidget.Store(stoppingThen)
+	// And while the new process's first pass of xray, judged from that
+	// cache, is told to release b's record, a person deletes that record
+	var lagging atomic.Bool
+	lagging.Store(true)
+	told := f.recordDeletedWhileToldFromTheLaggingCache(t, "b", &lagging)
+	letGo()
+	eventually(t, wakeWithin, func() (bool, string) {
+		return told.reached.Load(), fmt.Sprintf("no pass of xray in the new process was told to release b (xray %+v)", f.claimed(t, "xray"))
+	})
+	// Then whiskey does not act for b while that pass of xray, told to
+	// release b, runs; and once the cache caught up, whiskey gets b
+	told.whiskeyDidNotActMeanwhile(t, f, "Stopping")
+}
+
+// xrayWritesParkedAndItsReleaseFails has Lease deletes fail and the told
+// passes of xray succeed (failing cleared); it waits until xray's pass wrote
+// Parked and its release failed, holds every later pass of xray in this
+// process at its first read, and returns xray as the API server had it just
+// before the Parked write, and what stops the process (stop) and lets the
+// held pass end.
+func (f *fixture) xrayWritesParkedAndItsReleaseFails(t *testing.T, failing *atomic.Bool, stop func()) (*testcrd.Widget, func()) {
+	t.Helper()
+	f.writes.failLeaseDeletes.Store(true)
+	var then atomic.Pointer[testcrd.Widget]
+	held := make(chan struct{})
+	var heldOnce sync.Once
+	stopped := make(chan struct{})
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		w, ok := obj.(*testcrd.Widget)
+		if !ok || w.Name != "xray" || then.Load() != nil {
+			return
+		}
+		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c == nil || c.Reason != string(conditions.ReasonParked) {
+			return
+		}
+		cur := &testcrd.Widget{}
+		if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(w), cur); err != nil {
+			t.Errorf("reading xray: %v", err)
+			return
+		}
+		then.Store(cur)
+		f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
+			if key.Name != "xray" {
+				return
+			}
+			heldOnce.Do(func() { close(held) })
+			select {
+			case <-stopped:
+			case <-time.After(15 * time.Second):
+			}
+		})
+	})
+	failing.Store(false)
+	eventually(t, wakeWithin, func() (bool, string) {
+		select {
+		case <-held:
+			return true, ""
+		default:
+			return false, fmt.Sprintf("xray's pass after its Parked write never began (xray %+v)", f.claimed(t, "xray"))
+		}
+	})
+	if c := f.claimed(t, "xray"); c.Reason != string(conditions.ReasonParked) {
+		t.Fatalf("xray says %s (%s), want Parked after its told pass succeeded", c.Reason, c.Message)
+	}
+	if !f.leaseExists(t, "a") || !f.leaseExists(t, "b") {
+		t.Fatal("xray's records were released: the test did not reach the failed release it is about")
+	}
+	// The process's stop waits for its workers: the held pass is let go
+	// once the manager's context is cancelled, and ends at its first request.
+	return then.Load(), func() {
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			close(stopped)
+		}()
+		stop()
+	}
+}
+
+// xrayIsToldToReleaseAAndBWhileWhiskeyWaits makes charlie hold z and xray
+// act for a; xray's told passes fail until the returned flag is cleared;
+// xray then names b and z (keeping b without acting, Stopping for a, while
+// whiskey waits for b) and then z alone: its told passes are told to
+// release a and b, and its condition names both.
+func (f *fixture) xrayIsToldToReleaseAAndBWhileWhiskeyWaits(t *testing.T) (failing *atomic.Bool) {
+	t.Helper()
+	f.createAndWait(t, "charlie", conditions.ReasonClaimed, "z")
+	f.createAndWait(t, "xray", conditions.ReasonClaimed, "a")
+	f.waitForGrantedPass(t, "xray", "a")
+	failing = f.failToldPassesOf("xray")
+	f.xrayKeepsBStoppingForAWhileWhiskeyWaits(t)
+	f.setKeys(t, "xray", "z")
+	f.waitForInnerCall(t, "xray", "a pass told to release b", func(s claimmw.State) bool { return namesKey(s.Releasing, "b") })
+	if keys, ok := claimmw.ActsFor(f.claimed(t, "xray")); !ok || !slices.Contains(keys, "b") {
+		t.Fatalf("xray, told to release b's record, does not say it acts for b: %+v", f.claimed(t, "xray"))
+	}
+	return failing
 }
