@@ -981,37 +981,32 @@ func TestAKeyDeletedFromOutsideIsNotGrantedWhileAParkedObjectsDeletionPassGivenI
 }
 
 // A deletion pass that is given a record again, after an earlier one
-// succeeded but the release failed, reopens the object's window for that
-// key: it acts for State.Grants. Until that pass succeeded too, a waiter that
-// finds the record deleted from outside must wait, though the object's
-// condition already said Released.
+// succeeded but the release failed (in a process restarted since: the one
+// that saw the release fail releases the record untold), reopens the
+// object's window for that key: it acts for State.Grants. Until that pass
+// succeeded too, a waiter that finds the record deleted from outside must
+// wait, though the object's condition already said Released.
 func TestAKeyDeletedFromOutsideIsNotGrantedWhileALaterDeletionPassGivenItAgainHasNotSucceeded(t *testing.T) {
-	f := start(t, setup{})
-	f.holderHoldsAAndWaiterWaits(t)
-
-	// Its first deletion pass succeeds, the release fails, and every later
-	// deletion pass fails.
-	f.writes.failLeaseDeletes.Store(true)
+	// The holder's first deletion pass succeeds, and every later one fails
 	var deletionPasses atomic.Int32
-	f.inner.setFail(func(n string, c call) error {
+	s := setup{innerFail: func(n string, c call) error {
 		if n == "holder" && c.state.Deleting && deletionPasses.Add(1) > 1 {
 			return errNotStopped
 		}
 		return nil
-	})
+	}}
+	f, stop := startIn(t, env.Namespace(t), s)
+	f.holderHoldsAAndWaiterWaits(t)
+	// Its first deletion pass succeeds (it says Released), the release of a
+	// fails, and the operator restarts
+	f.writes.failLeaseDeletes.Store(true)
 	f.deleteWidgetAsync(t, "holder")
-	// Its first deletion pass succeeded (the condition said Released, which
-	// the next pass, given a again, replaces at once) and a later one is
-	// given a again
-	eventually(t, wakeWithin, func() (bool, string) {
-		n := 0
-		for _, c := range f.inner.callsOf("holder") {
-			if c.state.Deleting && namesKey(c.state.Grants, "a") {
-				n++
-			}
-		}
-		return n >= 2, fmt.Sprintf("holder ran %d deletion passes given a, want 2", n)
-	})
+	f.releaseFailedOnceItSaid(t, "holder", func(c metav1.Condition) bool { return c.Reason == string(conditions.ReasonReleased) })
+	stop()
+	f, _ = startIn(t, f.ns, s)
+	// A later deletion pass is given a again (the condition said Released,
+	// which that pass replaces at once)
+	f.waitForDeletionPassGiven(t, "holder", "a")
 	if got := f.claimed(t, "holder").Reason; got == string(conditions.ReasonReleased) {
 		t.Fatalf("holder acts again for a in its deletion pass while its condition says %s", got)
 	}
@@ -1146,9 +1141,13 @@ func TestAnObjectBeingDeletedCountsForAKeyItStillHoldsButNoLongerNamesAfterARest
 	f.holdsAndWaits(t, "alpha", "k", "bravo")
 	f.writes.failLeaseDeletes.Store(true)
 	f.setKeys(t, "alpha")
-	f.waitForReason(t, "alpha", conditions.ReasonNoKeys, wakeWithin)
-	// When alpha is deleted and its deletion pass, given k, fails
+	f.releaseFailedOnceItSaid(t, "alpha", func(c metav1.Condition) bool { return c.Reason == string(conditions.ReasonNoKeys) })
+	// When alpha is deleted while the operator is stopped (the process that
+	// saw the release fail releases k untold; a restarted one gives it to
+	// the deletion pass once more), and its deletion pass, given k, fails
+	stop()
 	f.deleteWidgetAsync(t, "alpha")
+	f, stop = startIn(t, ns, s)
 	f.waitForDeletionPassGiven(t, "alpha", "k")
 	// And the operator stops, a person deletes k's record meanwhile, and
 	// the operator starts again (it never saw alpha hold k)

@@ -283,21 +283,26 @@ func TestAKeyAParkedObjectKeptIsReleasedWhenItStopsNamingItWhileItsStatusWritesA
 // A granted object whose told pass succeeded says it acts for exactly the
 // keys it names; when the release of a record it stopped naming then fails,
 // and its status writes are refused from then on (an admission policy,
-// missing RBAC), it cannot say it acts for that key again to be told once
-// more: the record goes untold, so the key it stopped acting for does not
-// stay held from its waiter while the object exists.
+// missing RBAC), a process that would tell it of the record once more (one
+// restarted since: the process that saw the release fail releases it
+// untold) cannot say it acts for that key again first: the record goes
+// untold, so the key it stopped acting for does not stay held from its
+// waiter while the object exists.
 func TestAKeyAGrantedObjectStoppedNamingIsReleasedAfterAFailedReleaseWhileItsStatusWritesAreRefused(t *testing.T) {
 	t.Parallel()
-	f := start(t, setup{})
+	f, stop := startIn(t, env.Namespace(t), setup{})
 	// Given alpha holds j and k, and bravo waits for k
 	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "j", "k")
 	f.createAndWait(t, "bravo", conditions.ReasonParked, "k")
-	// And the release of k fails once alpha said it acts for j alone, and
-	// every status write of alpha is refused from then on
+	// And alpha stopped naming k: its told pass succeeded and it said it
+	// acts for j alone, and the release of k failed
 	onlyJ := conditions.ForKeys(conditions.Claimed, []string{"j"}, 0).Message
-	f.releaseFailsOnceItSays("alpha", func(c metav1.Condition) bool { return c.Message == onlyJ })
-	// When alpha stops naming k
+	f.writes.failLeaseDeletes.Store(true)
 	f.setKeys(t, "alpha", "j")
+	f.releaseFailedOnceItSaid(t, "alpha", func(c metav1.Condition) bool { return c.Message == onlyJ })
+	// When the operator restarts, and every status write of alpha is refused
+	stop()
+	f, _ = startIn(t, f.ns, setup{failStatusOf: "alpha"})
 	// Then k's record is released, and bravo gets k
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 	f.statusWritesWereRefused(t, "alpha")

@@ -108,6 +108,9 @@ type Middleware struct {
 	// confirmed remembers the objects a pass of this process saw confirmed
 	// before they acted.
 	confirmed confirmedGrants
+	// failed remembers the records whose release failed after a pass
+	// that knew they go succeeded; see [failedReleases].
+	failed failedReleases
 	// pending are the holders whose commit of a handover this process
 	// refused, by successor; see [pendingCommits].
 	pending pendingCommits
@@ -1292,6 +1295,7 @@ func (m *Middleware) release(ctx context.Context, p *pass, res reconcile.Result,
 		res = soonest(res, m.cfg.waitRequeue)
 	}
 	released, rerr := m.claimer.ReleaseRecords(ctx, p.self, free...)
+	m.releasedOrFailed(client.ObjectKeyFromObject(p.obj), free, released, rerr)
 	for _, k := range released {
 		m.renew.stop(client.ObjectKeyFromObject(p.obj), k)
 	}
@@ -1303,6 +1307,16 @@ func (m *Middleware) release(ctx context.Context, p *pass, res reconcile.Result,
 		return res, fmt.Errorf("releasing claims of %s: %w", client.ObjectKeyFromObject(p.obj), err)
 	}
 	return res, nil
+}
+
+// releasedOrFailed notes what a release of recs, after a pass that knew
+// they go succeeded, came to: the keys released, and, when it failed, the
+// records it did not release.
+func (m *Middleware) releasedOrFailed(name types.NamespacedName, recs []claim.Record, released []string, err error) {
+	m.failed.released(name, released)
+	if err != nil {
+		m.failed.failed(name, recs, released)
+	}
 }
 
 // gated splits recs into those the handover gate lets self free now and
@@ -1648,6 +1662,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 			keys, kerr := m.keysOf(ctx, current)
 			if closed := m.closedWindows(m.conditionOf(current), keys, holdings); kerr == nil && current.GetUID() == obj.GetUID() && len(closed) > 0 {
 				released, rerr := m.claimer.ReleaseRecords(ctx, self, closed...)
+				m.releasedOrFailed(req.NamespacedName, closed, released, rerr)
 				for _, k := range released {
 					m.renew.stop(req.NamespacedName, k)
 				}
@@ -1711,6 +1726,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	holdings = append(holdings, untold...)
 	if len(holdings) > 0 {
 		released, err := m.claimer.ReleaseRecords(ctx, self, holdings...)
+		m.releasedOrFailed(req.NamespacedName, holdings, released, err)
 		for _, k := range released {
 			m.renew.stop(req.NamespacedName, k)
 		}
@@ -2048,8 +2064,10 @@ func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, se
 
 // untoldOf returns the keys of recs that are released without telling the
 // inner pass: those whose keys the object's condition says it does not act
-// for (closedWindows) and that another object may act for (othersActFor).
-// cached is the condition as the cache shows it; before any key is
+// for (closedWindows) and that another object may act for (othersActFor),
+// or whose release failed after a pass that knew they go succeeded
+// (failedReleases: telling the object again would only cost it two status
+// writes per pass while the release fails). cached is the condition as the cache shows it; before any key is
 // released untold, the condition is read again uncached, as a cache that
 // lags may show an older Claimed for the keys the object names now, though
 // it acted for more since; the keys it names are computed again from that
@@ -2059,9 +2077,17 @@ func (m *Middleware) untoldOf(ctx context.Context, obj client.Object, cached met
 	if len(closed) == 0 {
 		return nil, nil
 	}
-	keys, err := m.othersActFor(ctx, self, closed)
-	if err != nil || len(keys) == 0 {
+	retried := m.failed.retried(client.ObjectKeyFromObject(obj), closed)
+	rest := slices.DeleteFunc(slices.Clone(closed), func(r claim.Record) bool {
+		return slices.ContainsFunc(retried, func(t claim.Record) bool { return t.Key == r.Key })
+	})
+	keys, err := m.othersActFor(ctx, self, rest)
+	if err != nil {
 		return nil, err
+	}
+	keys = append(keysOf(retried), keys...)
+	if len(keys) == 0 {
+		return nil, nil
 	}
 	fresh := newObject(m.cfg.prototype)
 	if err := m.cfg.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
@@ -2161,6 +2187,7 @@ func (m *Middleware) forgetKept(req reconcile.Request) {
 	m.renew.stopExcept(req.NamespacedName)
 	m.written.forget(req.NamespacedName)
 	m.confirmed.forget(req.NamespacedName)
+	m.failed.forget(req.NamespacedName)
 	m.metrics.setHeld(req.NamespacedName, 0)
 }
 

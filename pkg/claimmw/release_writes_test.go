@@ -1,0 +1,105 @@
+package claimmw_test
+
+import (
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/conditions"
+)
+
+// A release that keeps failing (the operator lost the right to delete
+// Leases, say) after a pass that knew the record goes succeeded leaves the
+// object's condition as that pass left it: while nothing else changes, the
+// status writes stop and the passes back off, rather than each pass saying
+// the object acts for the key again, being told of it once more, and saying
+// it stopped, its own two writes waking it at once for the next. Once the
+// release succeeds, the record goes.
+
+// writesWhileReleasesFail waits until a release was tried after Lease
+// deletes started failing, lets a second pass, then fails t when more than
+// two status writes of Widgets happen in the next 3 s.
+func (f *fixture) writesWhileReleasesFail(t *testing.T, name, key string) {
+	t.Helper()
+	eventually(t, wakeWithin, func() (bool, string) {
+		return f.writes.snapshot()["delete Lease"] >= 1, name + "'s release of " + key + " was never tried"
+	})
+	time.Sleep(time.Second)
+	before := f.writes.snapshot()
+	time.Sleep(3 * time.Second)
+	after := f.writes.snapshot()
+	if writes := after["patch/status Widget"] - before["patch/status Widget"]; writes > 2 {
+		t.Errorf("%d status writes in 3 s while %s's release of %s keeps failing (%d failed Lease deletes, %d inner passes of %s so far); %s now %+v",
+			writes, name, key, after["delete Lease"]-before["delete Lease"], len(f.inner.callsOf(name)), name, name, f.claimed(t, name))
+	}
+	if !f.leaseExists(t, key) {
+		t.Fatalf("%s's record of %s was released although Lease deletes fail", name, key)
+	}
+}
+
+func TestAHolderWhoseReleaseKeepsFailingStopsWritingItsCondition(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given x holds a and b and acts for them
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "a", "b")
+	f.waitForGrantedPass(t, "x", "b")
+	// And deleting Leases fails from now on
+	f.writes.failLeaseDeletes.Store(true)
+	// When x stops naming b, and its pass told to release b succeeds
+	f.setKeys(t, "x", "a")
+	// Then the status writes stop while the release of b fails
+	f.writesWhileReleasesFail(t, "x", "b")
+	// And once Leases can be deleted again, b's record goes and x says it
+	// holds a alone
+	f.writes.failLeaseDeletes.Store(false)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !f.leaseExists(t, "b"), "b's record outlives x's told pass once Leases can be deleted"
+	})
+	if c := f.waitForReason(t, "x", conditions.ReasonClaimed, wakeWithin); c.Message != `Holds key "a".` {
+		t.Errorf("x says %q once b was released, want that it holds a", c.Message)
+	}
+}
+
+func TestAParkedObjectWhoseReleaseOfAKeptRecordKeepsFailingStopsWritingItsCondition(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given z holds j, and x (naming a and j) is parked on j keeping a
+	f.createAndWait(t, "z", conditions.ReasonClaimed, "j")
+	f.parksKeepingItsFirstKey(t, "x", "a", "j")
+	// And deleting Leases fails from now on
+	f.writes.failLeaseDeletes.Store(true)
+	// When x stops naming a, and its pass told to release a succeeds
+	f.setKeys(t, "x", "j")
+	f.waitForInnerCall(t, "x", "a pass told to release a", func(s claimmw.State) bool { return namesKey(s.Releasing, "a") })
+	// Then the status writes stop while the release of a fails
+	f.writesWhileReleasesFail(t, "x", "a")
+	// And once Leases can be deleted again, a's record goes, and x is
+	// parked on j
+	f.writes.failLeaseDeletes.Store(false)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !f.leaseExists(t, "a"), "a's record outlives x's told pass once Leases can be deleted"
+	})
+	f.waitForReason(t, "x", conditions.ReasonParked, wakeWithin)
+}
+
+func TestADeletedObjectWhoseReleaseKeepsFailingStopsWritingItsCondition(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given a holds k and b waits for it
+	f.aHoldsKAndBWaits(t)
+	// And deleting Leases fails from now on
+	f.writes.failLeaseDeletes.Store(true)
+	// When a is deleted, and its deletion pass given k succeeds
+	f.deleteWidgetAsync(t, "a")
+	// Then the status writes stop while the release of k fails
+	f.writesWhileReleasesFail(t, "a", "k")
+	// And once Leases can be deleted again, b gets k, and a goes
+	f.writes.failLeaseDeletes.Store(false)
+	f.waitForReason(t, "b", conditions.ReasonClaimed, 10*time.Second)
+	eventually(t, wakeWithin, func() (bool, string) {
+		_, err := f.widget(t, "a")
+		return apierrors.IsNotFound(err), "a is still there"
+	})
+}
