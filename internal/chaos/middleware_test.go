@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
@@ -216,13 +217,14 @@ func claimantKeys(_ context.Context, obj client.Object) ([]string, error) {
 // (an admission policy or RBAC on /status refusing it). claimWritten is called
 // after each Lease create or update that applied, before its answer
 // returns: where a crash falls between the claim write and the status write.
-func faultyWrites(c client.WithWatch, s *chaos.Schedule, deleting func(context.Context, []client.DeleteOption), statusFails func(obj client.Object) bool, claimWritten func(client.Object)) client.WithWatch {
+func faultyWrites(c client.WithWatch, s *chaos.Schedule, deleting func(context.Context, []client.DeleteOption), statusFails func(obj client.Object) bool, claimWritten func(client.Object), rr *releasesRefused) client.WithWatch {
 	f := chaos.Wrap(c, s)
 	return interceptor.NewClient(c, interceptor.Funcs{
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 			if statusFails(obj) {
 				return apierrors.NewForbidden(schema.GroupResource{Group: "chaos.ocf.dev", Resource: "claimants/status"}, obj.GetName(), errors.New("chaos: the status write was refused"))
 			}
+			rr.statusWrites.Add(1)
 			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 		},
 		Create: func(ctx context.Context, _ client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
@@ -244,11 +246,25 @@ func faultyWrites(c client.WithWatch, s *chaos.Schedule, deleting func(context.C
 		},
 		Delete: func(ctx context.Context, _ client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			if _, isLease := obj.(*coordinationv1.Lease); isLease {
+				if rr.on.Load() {
+					rr.refused.Add(1)
+					return apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, obj.GetName(), errors.New("chaos: the operator may not delete Leases"))
+				}
 				deleting(ctx, opts)
 			}
 			return f.Delete(ctx, obj, opts...)
 		},
 	})
+}
+
+// releasesRefused is the fault of the run's last move (while on, every
+// Lease delete is refused before it applies, as when the operator lost the
+// right to delete Leases) and what it counts: the deletes refused, and the
+// status writes sent (not refused by statusFails) all run long.
+type releasesRefused struct {
+	on           atomic.Bool
+	refused      atomic.Int64
+	statusWrites atomic.Int64
 }
 
 // mwWorld is what happens to the objects and records from outside the

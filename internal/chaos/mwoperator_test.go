@@ -395,6 +395,8 @@ type fleet struct {
 	// afterClaimWrite counts the crashes between a claim write and the
 	// status write.
 	afterClaimWrite int
+	// refusal is the fault of the last move (writesWhileReleasesFail).
+	refusal releasesRefused
 }
 
 // start builds and starts one operator process, working shard.
@@ -468,7 +470,7 @@ func (fl *fleet) start(shard int) (*operator, error) {
 				fl.mu.Unlock()
 				op.crash()
 			}
-		})
+		}, &fl.refusal)
 	})
 	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), mopts)
 	if err != nil {
@@ -1213,6 +1215,9 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 			}
 		}
 	}
+	if len(final) == 0 {
+		final = fl.writesWhileReleasesFail(ctx, t, w, rec)
+	}
 	objs, leases := w.state(ctx, t)
 	state := describe(objs, leases)
 	fl.stopAll()
@@ -1251,6 +1256,72 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 
 // quietFor is how long the settled state must go without a claim write.
 const quietFor = 1500 * time.Millisecond
+
+// writesWhileReleasesFail is the run's last move, on the settled state:
+// with every Lease delete refused (the operator lost the right to delete
+// Leases), a holder stops naming a key it holds and another holder is
+// deleted. Once a release was refused, a whole quiet interval must pass
+// within r.quiet without a status write or a claim write: a pass that
+// keeps failing to release a record after the pass that knew it goes
+// succeeded backs off, rather than write (and so wake itself) in each.
+// Then deletes work again, and the state must settle as before; it
+// returns the violations of both.
+func (fl *fleet) writesWhileReleasesFail(ctx context.Context, t *testing.T, w *mwWorld, rec *recorder) []error {
+	t.Helper()
+	fl.refusal.on.Store(true)
+	w.touched = map[types.UID]bool{}
+	w.drop(ctx, t)
+	if claimed := w.claimed(ctx, t); len(claimed) > 0 {
+		var names []string
+		for uid, obj := range claimed {
+			if !w.touched[uid] {
+				names = append(names, obj.Name)
+			}
+		}
+		if len(names) > 0 {
+			slices.Sort(names)
+			w.deleteObject(ctx, t, names[w.rng.IntN(len(names))])
+		}
+	}
+	var out []error
+	for end := time.Now().Add(10 * time.Second); fl.refusal.refused.Load() == 0 && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if fl.refusal.refused.Load() == 0 {
+		t.Logf("seed %d: writesWhileReleasesFail: no release was refused within 10s (no holder to drop a key or delete)", fl.seed)
+	} else {
+		start := time.Now()
+		defer func() {
+			t.Logf("seed %d: writesWhileReleasesFail: %d deletes refused; judged %s after the first", fl.seed, fl.refusal.refused.Load(), time.Since(start).Round(time.Millisecond))
+		}()
+		for {
+			from, statusBefore := time.Now(), fl.refusal.statusWrites.Load()
+			time.Sleep(quietFor)
+			status, claims := fl.refusal.statusWrites.Load()-statusBefore, rec.countSince(from)
+			if status == 0 && claims == 0 {
+				break
+			}
+			if time.Since(start) > fl.r.quiet {
+				out = append(out, violate(errWritesGoOn, "", "while every release is refused (%d refused): %d status writes and %d claim writes in the last %s, and no quiet interval in the %s since a release was first refused",
+					fl.refusal.refused.Load(), status, claims, quietFor, time.Since(start).Round(time.Millisecond)))
+				break
+			}
+		}
+	}
+	fl.refusal.on.Store(false)
+	// The passes that failed to release retry after the controller's
+	// backoff, which grew while they failed: the state has twice as long
+	// to settle.
+	quietStart := time.Now()
+	for {
+		objs, leases := w.state(ctx, t)
+		final := checkQuiescent(objs, leases, fl.f.normalize())
+		if len(final) == 0 || time.Since(quietStart) > 2*fl.r.quiet {
+			return append(out, final...)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
 
 // goneRecorder notes when each object disappeared from the API server.
 type goneRecorder struct {

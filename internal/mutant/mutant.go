@@ -141,6 +141,12 @@ const (
 	// said it acts for the others only (the key's release failed), has it
 	// clean up for the key while the API server says it does not act for it.
 	LaggingConditionTrusted Name = "LaggingConditionTrusted"
+	// FailedReleaseToldAgain: a record whose release failed after the pass
+	// that knew it goes succeeded is told again in every later pass, so
+	// that while the release keeps failing each pass says the object acts
+	// for the key, runs its cleanup and says it stopped: two status writes
+	// per pass, each waking the object past the error backoff.
+	FailedReleaseToldAgain Name = "FailedReleaseToldAgain"
 )
 
 // All lists every mutant, in the order make chaos-mutants runs them.
@@ -150,7 +156,7 @@ var All = []Name{
 	EmptyKeySetNotActing, CachedConditionTrusted, FreshCacheAssumed, DeletionCachedConditionTrusted,
 	RequeuedStopTakenAsDone, InvalidSpecNeverTold, RawKeyCompared, UnseenHolderForgotten,
 	PartialCacheTrusted, UnseenPredecessorNotPolled, UnconfirmedClaimTrusted, StoppingNamesCurrentKeys,
-	LaggingConditionTrusted,
+	LaggingConditionTrusted, FailedReleaseToldAgain,
 }
 
 // Env is the environment variable that switches a mutant on.
