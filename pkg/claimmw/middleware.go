@@ -890,6 +890,7 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	m.failed.acted(req.NamespacedName, append(keysOf(p.told()), norms...))
 	innerCtx, stop := guard(userCtx, holds)
 	state := State{Granted: true, Grants: grants, Releasing: grantsOf(p.told()), Handovers: handovers, Condition: cond}
 	mutant.Do(mutant.ReleaseBeforeInner, func() { _, _ = m.release(ctx, p, reconcile.Result{}, "before its inner pass") })
@@ -1183,6 +1184,7 @@ func (m *Middleware) parked(ctx, userCtx context.Context, req reconcile.Request,
 	// told to stop, or it has not acted since a told pass succeeded.
 	stopped := true
 	if tell || m.cfg.parkedMode == RunInnerWhileParked {
+		m.failed.acted(req.NamespacedName, keysOf(p.told()))
 		state := State{Releasing: grantsOf(p.told()), Condition: shown}
 		inner, err := m.inner.Reconcile(m.innerContext(userCtx, state), req)
 		if err != nil {
@@ -1295,13 +1297,16 @@ func (m *Middleware) release(ctx context.Context, p *pass, res reconcile.Result,
 		res = soonest(res, m.cfg.waitRequeue)
 	}
 	released, rerr := m.claimer.ReleaseRecords(ctx, p.self, free...)
-	m.releasedOrFailed(client.ObjectKeyFromObject(p.obj), free, released, rerr)
+	retry := m.releasedOrFailed(client.ObjectKeyFromObject(p.obj), free, released, rerr)
 	for _, k := range released {
 		m.renew.stop(client.ObjectKeyFromObject(p.obj), k)
 	}
 	m.lastHolders.forget(p.self.UID, released...)
 	if len(released) > 0 {
 		m.event(p.obj, corev1.EventTypeNormal, EventReleased, ActionRelease, boundNote("Released "+quoteKeys(released)+", "+why+"."))
+	}
+	if err == nil && rerr != nil {
+		return retryRelease(ctx, res, retry, fmt.Errorf("releasing claims of %s: %w", client.ObjectKeyFromObject(p.obj), rerr))
 	}
 	if err = errors.Join(err, rerr); err != nil {
 		return res, fmt.Errorf("releasing claims of %s: %w", client.ObjectKeyFromObject(p.obj), err)
@@ -1311,12 +1316,24 @@ func (m *Middleware) release(ctx context.Context, p *pass, res reconcile.Result,
 
 // releasedOrFailed notes what a release of recs, after a pass that knew
 // they go succeeded, came to: the keys released, and, when it failed, the
-// records it did not release.
-func (m *Middleware) releasedOrFailed(name types.NamespacedName, recs []claim.Record, released []string, err error) {
-	m.failed.released(name, released)
-	if err != nil {
-		m.failed.failed(name, recs, released)
+// records it did not release. It returns how long to wait before a release
+// that failed is tried again.
+func (m *Middleware) releasedOrFailed(name types.NamespacedName, recs []claim.Record, released []string, err error) time.Duration {
+	m.failed.acted(name, released)
+	if err == nil {
+		return 0
 	}
+	return m.failed.failed(name, recs, released)
+}
+
+// retryRelease ends a pass whose release failed after the pass that knew
+// the records go succeeded: the error is logged, and the pass is run again
+// after retry rather than after the controller's error backoff, which its
+// passes, writing nothing while the release fails, would let grow for as
+// long as it does.
+func retryRelease(ctx context.Context, res reconcile.Result, retry time.Duration, err error) (reconcile.Result, error) {
+	log.FromContext(ctx).Error(err, "releasing claims the object gave up; trying again", "after", retry)
+	return soonest(res, retry), nil
 }
 
 // gated splits recs into those the handover gate lets self free now and
@@ -1691,6 +1708,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
 		}
 	}
+	m.failed.acted(req.NamespacedName, keysOf(holdings))
 	innerCtx, stop := guard(userCtx, holds)
 	res, err := m.inner.Reconcile(m.innerContext(innerCtx, State{Deleting: true, Grants: grantsOf(holdings), Condition: was}), req)
 	stop()
@@ -1726,7 +1744,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	holdings = append(holdings, untold...)
 	if len(holdings) > 0 {
 		released, err := m.claimer.ReleaseRecords(ctx, self, holdings...)
-		m.releasedOrFailed(req.NamespacedName, holdings, released, err)
+		retry := m.releasedOrFailed(req.NamespacedName, holdings, released, err)
 		for _, k := range released {
 			m.renew.stop(req.NamespacedName, k)
 		}
@@ -1734,7 +1752,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 			m.event(obj, corev1.EventTypeNormal, EventReleased, ActionRelease, boundNote("Released "+quoteKeys(released)+" before deletion."))
 		}
 		if err != nil {
-			return reconcile.Result{}, fmt.Errorf("releasing the claims of %s before its deletion: %w", req.NamespacedName, err)
+			return retryRelease(ctx, reconcile.Result{}, retry, fmt.Errorf("releasing the claims of %s before its deletion: %w", req.NamespacedName, err))
 		}
 		// The objects waiting for these keys are woken by their release.
 		// The pass that lists nothing and removes the finalizer follows,

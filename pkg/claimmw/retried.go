@@ -3,6 +3,7 @@ package claimmw
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -10,9 +11,22 @@ import (
 	"github.com/ocf-claim/claim/pkg/claim"
 )
 
+// Bounds of the delay before a release that failed is tried again: it
+// doubles from releaseRetryBase with each failure of the object's releases
+// in a row, up to releaseRetryMax. The passes that retry write nothing, so
+// nothing else wakes the object: the controller's error backoff, which
+// grows for as long as the releases fail (to 1000 s by default), would
+// keep a waiter from the key long after they work again.
+const (
+	releaseRetryBase = 50 * time.Millisecond
+	releaseRetryMax  = 5 * time.Second
+)
+
 // failedReleases remembers, per object, the records whose release failed
 // after a pass that knew they go had succeeded (told of them, or releasing
-// them untold): by key, the grant (its fencing token) the record carried.
+// them untold) and that no pass acted for since: by key, the grant (its
+// fencing token) the record carried; and how many releases of the object
+// failed in a row.
 //
 // It decides cost, never safety. A later pass that finds such a record
 // still held, while the object's condition as the API server has it says
@@ -21,34 +35,47 @@ import (
 // writes per pass, each waking the object past the error backoff, for as
 // long as the release fails. Untold is safe there whatever this memory
 // says, since the condition is written before the object acts; what the
-// memory spares is only a cleanup the reconciler already ran. A restarted
-// process tells each such record once more.
+// memory spares is only a cleanup the reconciler already ran, which is why
+// a pass that acts for the key again (granted it, told of it, or given it
+// in a deletion pass) forgets it. A restarted process tells each such
+// record once more.
 type failedReleases struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]map[string]claim.Token
+	mu    sync.Mutex
+	m     map[types.NamespacedName]map[string]claim.Token
+	tries map[types.NamespacedName]int
 }
 
 // failed notes that the release of recs, of the object name, failed,
-// except the records of the keys in released.
-func (f *failedReleases) failed(name types.NamespacedName, recs []claim.Record, released []string) {
+// except the records of the keys in released, and returns how long to wait
+// before it is tried again.
+func (f *failedReleases) failed(name types.NamespacedName, recs []claim.Record, released []string) time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[types.NamespacedName]map[string]claim.Token{}
+		f.tries = map[types.NamespacedName]int{}
+	}
 	for _, r := range recs {
 		if slices.Contains(released, r.Key) {
 			continue
-		}
-		if f.m == nil {
-			f.m = map[types.NamespacedName]map[string]claim.Token{}
 		}
 		if f.m[name] == nil {
 			f.m[name] = map[string]claim.Token{}
 		}
 		f.m[name][r.Key] = r.Token
 	}
+	f.tries[name]++
+	d := releaseRetryBase
+	for i := 1; i < f.tries[name] && d < releaseRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, releaseRetryMax)
 }
 
-// released forgets the records of keys, released for the object name.
-func (f *failedReleases) released(name types.NamespacedName, keys []string) {
+// acted forgets the records of keys, of the object name: released, or
+// acted for by a pass (whose success, if their release then fails, is
+// noted again).
+func (f *failedReleases) acted(name types.NamespacedName, keys []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, k := range keys {
@@ -56,12 +83,13 @@ func (f *failedReleases) released(name types.NamespacedName, keys []string) {
 	}
 	if len(f.m[name]) == 0 {
 		delete(f.m, name)
+		delete(f.tries, name)
 	}
 }
 
 // retried returns the records of recs whose release failed for the object
-// name after a pass that knew they go succeeded: the same key, of the same
-// grant.
+// name after a pass that knew they go succeeded, and that no pass acted for
+// since: the same key, of the same grant.
 func (f *failedReleases) retried(name types.NamespacedName, recs []claim.Record) []claim.Record {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -79,4 +107,5 @@ func (f *failedReleases) forget(name types.NamespacedName) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.m, name)
+	delete(f.tries, name)
 }

@@ -1,6 +1,7 @@
 package claimmw_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -102,4 +103,91 @@ func TestADeletedObjectWhoseReleaseKeepsFailingStopsWritingItsCondition(t *testi
 		_, err := f.widget(t, "a")
 		return apierrors.IsNotFound(err), "a is still there"
 	})
+}
+
+// Releases that fail for a while (the operator lost the right to delete
+// Leases, and a person restores it half a minute later): once Leases can be
+// deleted again, the record of the key the object stopped naming goes within
+// seconds (a failed release is tried again at most 5 s apart), and the
+// object waiting for that key gets it, rather than after an error backoff
+// that grew for as long as the outage lasted (up to the controller's
+// 1000 s cap).
+func TestAKeyAnObjectStoppedNamingGoesSoonOnceReleasesWorkAgainAfterAnOutage(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given x holds a and b, and w waits for b
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "a", "b")
+	f.waitForGrantedPass(t, "x", "b")
+	f.createAndWait(t, "w", conditions.ReasonParked, "b")
+	// And deleting Leases fails from now on
+	f.writes.failLeaseDeletes.Store(true)
+	// When x stops naming b, its pass told to release b succeeds, and
+	// Leases cannot be deleted for 30 s
+	f.setKeys(t, "x", "a")
+	f.waitForInnerCall(t, "x", "a pass told to release b", func(s claimmw.State) bool { return namesKey(s.Releasing, "b") })
+	time.Sleep(30 * time.Second)
+	if !f.leaseExists(t, "b") {
+		t.Fatal("b's record was released although Lease deletes fail")
+	}
+	// Then once Leases can be deleted again, w gets b within seconds
+	f.writes.failLeaseDeletes.Store(false)
+	eventually(t, 8*time.Second, func() (bool, string) {
+		c := f.claimed(t, "w")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("w still waits for b after Lease deletes work again: %s; b's record still there: %v", c.Message, f.leaseExists(t, "b"))
+	})
+}
+
+// A key whose release failed after the object was told to release it, that
+// the object then named again and acted for (its record, never released,
+// was granted to it once more), is given up again later: the object is told
+// to release it (State.Releasing, where its reconciler drops what it keeps
+// for the key) before the record goes, as it acted for the key since it was
+// last told. Here it stops acting for the key first in a pass told to stop
+// while its spec is invalid (its records are kept), and then its fixed spec
+// no longer names the key.
+func TestAKeyActedForAgainAfterItsReleaseFailedIsToldAgainBeforeItGoes(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given x holds a and b and acts for them
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "a", "b")
+	f.waitForGrantedPass(t, "x", "b")
+	// And deleting Leases fails
+	f.writes.failLeaseDeletes.Store(true)
+	// And x stops naming b, its pass told to release b succeeds, and the
+	// release of b fails
+	f.setKeys(t, "x", "a")
+	f.writesWhileReleasesFail(t, "x", "b")
+	// And x names b again, is granted its record once more and acts for b
+	n := len(f.inner.callsOf("x"))
+	f.setKeys(t, "x", "a", "b")
+	eventually(t, wakeWithin, func() (bool, string) {
+		for _, c := range f.inner.callsOf("x")[n:] {
+			if c.state.Granted && grants(c.state, "b") {
+				return true, ""
+			}
+		}
+		return false, "x never acted for b again"
+	})
+	acted := len(f.inner.callsOf("x"))
+	// And its spec turns invalid: it is told to stop, and keeps its records
+	f.setKeys(t, "x", "a", "b", failKeysFuncKey)
+	f.waitForReason(t, "x", conditions.ReasonInvalidKey, wakeWithin)
+	// When Leases can be deleted again and x's fixed spec names a alone
+	f.writes.failLeaseDeletes.Store(false)
+	f.setKeys(t, "x", "a")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !f.leaseExists(t, "b"), "b's record outlives x's spec that no longer names it"
+	})
+	// Then a pass of x after it acted for b again was told to release b
+	told := false
+	var states []string
+	for _, c := range f.inner.callsOf("x")[acted:] {
+		states = append(states, fmt.Sprintf("{Granted:%v Grants:%v Releasing:%v}", c.state.Granted, c.state.Grants, c.state.Releasing))
+		if namesKey(c.state.Releasing, "b") {
+			told = true
+		}
+	}
+	if !told {
+		t.Errorf("b's record went without x being told to release it, though x acted for b since it was last told; x's passes since: %v; x now %+v", states, f.claimed(t, "x"))
+	}
 }
