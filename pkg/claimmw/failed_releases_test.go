@@ -1,12 +1,15 @@
 package claimmw_test
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
@@ -190,4 +193,65 @@ func TestAKeyActedForAgainAfterItsReleaseFailedIsToldAgainBeforeItGoes(t *testin
 	if !told {
 		t.Errorf("b's record went without x being told to release it, though x acted for b since it was last told; x's passes since: %v; x now %+v", states, f.claimed(t, "x"))
 	}
+}
+
+// A failed release is tried again after a delay that doubles from 50 ms up
+// to 5 s, whatever else the object's passes do: while the
+// release keeps failing (the operator lost the right to delete Leases), the
+// object's passes slow down, rather than run its reconciler, read the
+// record and try the delete, and log an error, twenty times a second for
+// as long as the outage lasts.
+//
+// Here the object gives up two keys in one key-set edit: the handover gate
+// lets one go (its workloads of it are gone) and keeps the other (its
+// workloads of that one still run). The release of the one the gate lets
+// go fails, and keeps failing.
+func TestAFailedReleaseIsTriedAgainLessOftenWhileTheGateKeepsAnotherKeyTheObjectGaveUp(t *testing.T) {
+	t.Parallel()
+	var keepC atomic.Bool
+	gate := claim.GateFunc(func(_ context.Context, key string, _ claim.Holder) (bool, string, error) {
+		if key == "c" && keepC.Load() {
+			return false, "a workload of c still runs", nil
+		}
+		return true, "", nil
+	})
+	f := start(t, setup{claimOpts: []claim.Option{claim.WithHandoverGate(gate)}})
+	// Given x holds a, b and c and acts for them
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "a", "b", "c")
+	f.waitForGrantedPass(t, "x", "c")
+	// And x's workloads of c still run (the gate keeps c), and deleting
+	// Leases fails from now on
+	keepC.Store(true)
+	f.writes.failLeaseDeletes.Store(true)
+	// When x stops naming b and c, and its pass told to release them
+	// succeeds
+	f.setKeys(t, "x", "a")
+	f.waitForInnerCall(t, "x", "a pass told to release b and c", func(s claimmw.State) bool {
+		return namesKey(s.Releasing, "b") && namesKey(s.Releasing, "c")
+	})
+	eventually(t, wakeWithin, func() (bool, string) {
+		return f.writes.snapshot()["delete Lease"] >= 1, "x's release of b was never tried"
+	})
+	// Then, once the delay had a second to grow, b's release is tried
+	// again at most a few times in the next 3 s (50 ms doubling: by then
+	// at least 800 ms apart), and x's reconciler is not run at that pace
+	time.Sleep(time.Second)
+	before, calls := f.writes.snapshot(), len(f.inner.callsOf("x"))
+	time.Sleep(3 * time.Second)
+	after, callsAfter := f.writes.snapshot(), len(f.inner.callsOf("x"))
+	deletes := after["delete Lease"] - before["delete Lease"]
+	if deletes > 8 {
+		t.Errorf("%d Lease deletes tried in 3 s while b's release keeps failing (and %d passes of x's reconciler, each told to release b and c again), a failed release being tried again after a delay that doubles from 50 ms; %d status writes meanwhile; x now %+v",
+			deletes, callsAfter-calls, after["patch/status Widget"]-before["patch/status Widget"], f.claimed(t, "x"))
+	}
+	if !f.leaseExists(t, "b") || !f.leaseExists(t, "c") {
+		t.Fatal("a record was released although Lease deletes fail")
+	}
+	// And once Leases can be deleted again and x's workloads of c are gone,
+	// both records go
+	f.writes.failLeaseDeletes.Store(false)
+	keepC.Store(false)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !f.leaseExists(t, "b") && !f.leaseExists(t, "c"), "b's or c's record outlives x's told pass once Leases can be deleted and the gate opened"
+	})
 }

@@ -1319,10 +1319,11 @@ func (m *Middleware) release(ctx context.Context, p *pass, res reconcile.Result,
 // records it did not release. It returns how long to wait before a release
 // that failed is tried again.
 func (m *Middleware) releasedOrFailed(name types.NamespacedName, recs []claim.Record, released []string, err error) time.Duration {
-	m.failed.acted(name, released)
 	if err == nil {
+		m.failed.succeeded(name, released)
 		return 0
 	}
+	m.failed.acted(name, released)
 	return m.failed.failed(name, recs, released)
 }
 

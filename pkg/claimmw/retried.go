@@ -74,7 +74,9 @@ func (f *failedReleases) failed(name types.NamespacedName, recs []claim.Record, 
 
 // acted forgets the records of keys, of the object name: released, or
 // acted for by a pass (whose success, if their release then fails, is
-// noted again).
+// noted again). The count of failures in a row stays: a key told again
+// (its condition still says the object acts for it, a gate keeping
+// another record the pass was told of) is no release that worked.
 func (f *failedReleases) acted(name types.NamespacedName, keys []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -83,8 +85,16 @@ func (f *failedReleases) acted(name types.NamespacedName, keys []string) {
 	}
 	if len(f.m[name]) == 0 {
 		delete(f.m, name)
-		delete(f.tries, name)
 	}
+}
+
+// succeeded notes that a release of the object name, of the records of
+// keys, worked: they are forgotten, and so is the count of failures.
+func (f *failedReleases) succeeded(name types.NamespacedName, keys []string) {
+	f.acted(name, keys)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.tries, name)
 }
 
 // retried returns the records of recs whose release failed for the object
