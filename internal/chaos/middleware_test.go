@@ -225,6 +225,7 @@ func faultyWrites(c client.WithWatch, s *chaos.Schedule, deleting func(context.C
 				return apierrors.NewForbidden(schema.GroupResource{Group: "chaos.ocf.dev", Resource: "claimants/status"}, obj.GetName(), errors.New("chaos: the status write was refused"))
 			}
 			rr.statusWrites.Add(1)
+			rr.wrote(obj)
 			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 		},
 		Create: func(ctx context.Context, _ client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
@@ -265,6 +266,57 @@ type releasesRefused struct {
 	on           atomic.Bool
 	refused      atomic.Int64
 	statusWrites atomic.Int64
+
+	mu sync.Mutex
+	// writers counts, while on, the status writes sent per object, and
+	// the reason of the claim condition each wrote last.
+	writers map[string]int
+	said    map[string]string
+	// total counts them for the whole time the fault was on.
+	total map[string]int
+}
+
+// wrote notes a status write of obj sent while the fault is on.
+func (rr *releasesRefused) wrote(obj client.Object) {
+	if !rr.on.Load() {
+		return
+	}
+	reason := ""
+	if c, ok := obj.(*testclaimant.Claimant); ok {
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == string(conditions.Claimed) {
+				reason = cond.Reason + ": " + cond.Message
+			}
+		}
+	}
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if rr.writers == nil {
+		rr.writers = map[string]int{}
+	}
+	if rr.said == nil {
+		rr.said = map[string]string{}
+	}
+	if rr.total == nil {
+		rr.total = map[string]int{}
+	}
+	rr.writers[obj.GetName()]++
+	rr.total[obj.GetName()]++
+	rr.said[obj.GetName()] = reason
+}
+
+// writersSince describes the objects whose status writes were sent since
+// the counts were last reset, and resets them.
+func (rr *releasesRefused) writersSince() string {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	var out []string
+	for name, n := range rr.writers {
+		out = append(out, fmt.Sprintf("%s %d (last %q)", name, n, rr.said[name]))
+	}
+	slices.Sort(out)
+	rr.writers = nil
+	return strings.Join(out, "; ")
 }
 
 // mwWorld is what happens to the objects and records from outside the

@@ -512,6 +512,20 @@ const (
 
 // calm stops the inner failures, crashes and slow stops, for the quiescent
 // end.
+// holdCrashes stops told passes from crashing their operator midway
+// until the returned func is called.
+func (a *actor) holdCrashes() (restore func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	was := a.crashP
+	a.crashP = 0
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.crashP = was
+	}
+}
+
 func (a *actor) calm() {
 	a.mu.Lock()
 	a.fail, a.crashP, a.slowStop = 0, 0, 0

@@ -2,15 +2,25 @@ package claimmw_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
@@ -254,4 +264,149 @@ func TestAFailedReleaseIsTriedAgainLessOftenWhileTheGateKeepsAnotherKeyTheObject
 	eventually(t, 10*time.Second, func() (bool, string) {
 		return !f.leaseExists(t, "b") && !f.leaseExists(t, "c"), "b's or c's record outlives x's told pass once Leases can be deleted and the gate opened"
 	})
+}
+
+// releaseRefusingWriter is the Claimer's writer with every ConfigMap patch
+// refused while refuse is set, as a lost "patch" right on the claimed kind
+// would: on the annotation backend a release is such a patch.
+type releaseRefusingWriter struct {
+	client.Client
+	refuse  *atomic.Bool
+	refused *atomic.Int32
+}
+
+func (w releaseRefusingWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if _, ok := obj.(*corev1.ConfigMap); ok && w.refuse.Load() {
+		w.refused.Add(1)
+		return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, obj.GetName(), errors.New("injected: patch refused"))
+	}
+	return w.Client.Patch(ctx, obj, patch, opts...)
+}
+
+// refusingReleases is onStorageObjects whose writer refuses the patches of
+// the storage objects while refuse is set.
+func refusingReleases(ns *string, refuse *atomic.Bool, refused *atomic.Int32) backends.Factory {
+	inner := onStorageObjects(ns)
+	return func(r client.Reader, w client.Client, cfg backends.Config) (backends.Backend, error) {
+		return inner(r, releaseRefusingWriter{Client: w, refuse: refuse, refused: refused}, cfg)
+	}
+}
+
+// On the annotation backend the record of a key lives on the claimed object
+// itself, and the holder's cleanup of the key (its pass told to release it)
+// naturally writes that object: it undoes what it configured there. A
+// release that keeps failing after that told pass succeeded must still stop
+// the status writes (docs/middleware.md, the key-set edit row: the record is
+// released untold in later passes while the condition says the object does
+// not act for the key), rather than have the object say it acts for the key
+// again, be told once more, write the claimed object once more and say it
+// stopped, two status writes per pass for as long as the release fails.
+func TestAHolderWhoseReleaseOfAnAnnotationRecordKeepsFailingStopsWritingItsConditionThoughItsCleanupWritesTheClaimedObject(t *testing.T) {
+	t.Parallel()
+	var ns string
+	var refuse atomic.Bool
+	var refused atomic.Int32
+	f := start(t, setup{claimOpts: []claim.Option{claim.WithBackend(refusingReleases(&ns, &refuse, &refused))}})
+	ns = f.ns
+	c := direct(t)
+	for _, k := range []string{"a", "b"} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-" + k}}
+		if err := c.Create(context.Background(), cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// x's reconciler, told to release b, cleans up what it configured on
+	// b's claimed object
+	var cleanups atomic.Int32
+	f.inner.setHook(func(_ context.Context, name string, cl call) (reconcile.Result, error) {
+		if name != "x" || !namesKey(cl.state.Releasing, "b") {
+			return reconcile.Result{}, nil
+		}
+		n := cleanups.Add(1)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "storage-b"}}
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"data":{"cleanup":"%d"}}`, n))
+		return reconcile.Result{}, c.Patch(context.Background(), cm, patch)
+	})
+	// Given x holds a and b and acts for them
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "a", "b")
+	f.waitForGrantedPass(t, "x", "b")
+	// And patching the claimed objects fails from now on
+	refuse.Store(true)
+	// When x stops naming b, and its pass told to release b succeeds
+	f.setKeys(t, "x", "a")
+	eventually(t, wakeWithin, func() (bool, string) {
+		return refused.Load() >= 1, "x's release of b was never tried"
+	})
+	// Then the status writes stop while the release of b fails
+	time.Sleep(time.Second)
+	before, told := f.writes.snapshot(), cleanups.Load()
+	time.Sleep(3 * time.Second)
+	after, toldAfter := f.writes.snapshot(), cleanups.Load()
+	if writes := after["patch/status Widget"] - before["patch/status Widget"]; writes > 2 {
+		t.Errorf("%d status writes in 3 s while x's release of b keeps failing; x was told to release b %d times meanwhile (%d in all, each writing b's claimed object), %d refused release patches in all; x now %+v",
+			writes, toldAfter-told, toldAfter, refused.Load(), f.claimed(t, "x"))
+	}
+	if rec := f.record(t, "b"); !rec.Exists {
+		t.Fatal("x's record of b was released although patches of the claimed objects fail")
+	}
+	// And once the claimed objects can be patched again, b's record goes and
+	// x says it holds a alone
+	refuse.Store(false)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !f.record(t, "b").Exists, "b's record outlives x's told pass once the claimed objects can be patched"
+	})
+	if cond := f.waitForReason(t, "x", conditions.ReasonClaimed, wakeWithin); cond.Message != `Holds key "a".` {
+		t.Errorf("x says %q once b was released, want that it holds a", cond.Message)
+	}
+}
+
+// A cache that lags behind the object's own writes may still show the
+// condition that said it acts for the key whose release failed (written
+// before its told pass), while the API server says it stopped: the record
+// is judged from the API server all the same, and released untold, rather
+// than have each pass, judged from that cache, say again that the object
+// acts for the key and write twice.
+func TestAHolderWhoseReleaseKeepsFailingStopsWritingItsConditionWhileItsCacheLags(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{})
+	// Given x holds a and b and acts for them
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "a", "b")
+	f.waitForGrantedPass(t, "x", "b")
+	// And deleting Leases fails from now on, and from x's write that says
+	// it holds a alone on, the manager's cache shows x as it was just
+	// before that write (saying it also acts for b)
+	f.writes.failLeaseDeletes.Store(true)
+	onlyA := conditions.ForKeys(conditions.Claimed, []string{"a"}, 0).Message
+	var lagging atomic.Bool
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		w, ok := obj.(*testcrd.Widget)
+		if !ok || w.Name != "x" || lagging.Load() {
+			return
+		}
+		if c := meta.FindStatusCondition(w.Status.Conditions, string(conditions.Claimed)); c == nil || c.Message != onlyA {
+			return
+		}
+		shown := &testcrd.Widget{}
+		if err := env.APIReader.Get(context.Background(), client.ObjectKeyFromObject(w), shown); err != nil {
+			t.Errorf("reading x: %v", err)
+			return
+		}
+		f.writes.staleWidget.Store(shown)
+		lagging.Store(true)
+	})
+	// When x stops naming b, and its pass told to release b succeeds
+	f.setKeys(t, "x", "a")
+	eventually(t, wakeWithin, func() (bool, string) { return lagging.Load(), "x never said it holds a alone" })
+	// Then the status writes stop while the release of b fails
+	f.writesWhileReleasesFail(t, "x", "b")
+	// And once the cache caught up and Leases can be deleted again, b's
+	// record goes and x says it holds a alone
+	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
+	f.writes.failLeaseDeletes.Store(false)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !f.leaseExists(t, "b"), "b's record outlives x's told pass once Leases can be deleted"
+	})
+	if c := f.waitForReason(t, "x", conditions.ReasonClaimed, wakeWithin); c.Message != onlyA {
+		t.Errorf("x says %q once b was released, want that it holds a", c.Message)
+	}
 }

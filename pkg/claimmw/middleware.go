@@ -2092,15 +2092,15 @@ func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, se
 // it acted for more since; the keys it names are computed again from that
 // read too.
 func (m *Middleware) untoldOf(ctx context.Context, obj client.Object, cached metav1.Condition, named []namedKey, recs []claim.Record, self claim.Holder) ([]string, error) {
-	closed := m.closedWindows(cached, named, recs)
-	if len(closed) == 0 {
-		return nil, nil
-	}
-	retried := m.failed.retried(client.ObjectKeyFromObject(obj), closed)
-	rest := slices.DeleteFunc(slices.Clone(closed), func(r claim.Record) bool {
+	// Records whose release failed are judged from the API server whatever
+	// the cache shows: a cache behind the pass's own writes (the condition
+	// that said the object acts for the key, before it said it stopped)
+	// would have it told again, and write twice, in every pass.
+	retried := m.failed.retried(client.ObjectKeyFromObject(obj), recs)
+	closed := slices.DeleteFunc(m.closedWindows(cached, named, recs), func(r claim.Record) bool {
 		return slices.ContainsFunc(retried, func(t claim.Record) bool { return t.Key == r.Key })
 	})
-	keys, err := m.othersActFor(ctx, self, rest)
+	keys, err := m.othersActFor(ctx, self, closed)
 	if err != nil {
 		return nil, err
 	}
@@ -2108,6 +2108,7 @@ func (m *Middleware) untoldOf(ctx context.Context, obj client.Object, cached met
 	if len(keys) == 0 {
 		return nil, nil
 	}
+	closed = append(closed, retried...)
 	fresh := newObject(m.cfg.prototype)
 	if err := m.cfg.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
 		return nil, fmt.Errorf("reading %s before it releases claims untold: %w", client.ObjectKeyFromObject(obj), err)

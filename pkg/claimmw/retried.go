@@ -22,11 +22,13 @@ const (
 	releaseRetryMax  = 5 * time.Second
 )
 
-// failedReleases remembers, per object, the records whose release failed
-// after a pass that knew they go had succeeded (told of them, or releasing
-// them untold) and that no pass acted for since: by key, the grant (its
-// fencing token) the record carried; and how many releases of the object
-// failed in a row.
+// failedReleases remembers, per object, the keys whose record's release
+// failed after a pass that knew it goes had succeeded (told of it, or
+// releasing it untold) and that no pass acted for since; and how many
+// releases of the object failed in a row. A key, not a grant: the object
+// did not act for the key since, whatever record of it it holds now (the
+// annotation backend's token rises with every write of the claimed object,
+// which the cleanup itself may make).
 //
 // It decides cost, never safety. A later pass that finds such a record
 // still held, while the object's condition as the API server has it says
@@ -41,7 +43,7 @@ const (
 // record once more.
 type failedReleases struct {
 	mu    sync.Mutex
-	m     map[types.NamespacedName]map[string]claim.Token
+	m     map[types.NamespacedName]map[string]bool
 	tries map[types.NamespacedName]int
 }
 
@@ -52,7 +54,7 @@ func (f *failedReleases) failed(name types.NamespacedName, recs []claim.Record, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.m == nil {
-		f.m = map[types.NamespacedName]map[string]claim.Token{}
+		f.m = map[types.NamespacedName]map[string]bool{}
 		f.tries = map[types.NamespacedName]int{}
 	}
 	for _, r := range recs {
@@ -60,9 +62,9 @@ func (f *failedReleases) failed(name types.NamespacedName, recs []claim.Record, 
 			continue
 		}
 		if f.m[name] == nil {
-			f.m[name] = map[string]claim.Token{}
+			f.m[name] = map[string]bool{}
 		}
-		f.m[name][r.Key] = r.Token
+		f.m[name][r.Key] = true
 	}
 	f.tries[name]++
 	d := releaseRetryBase
@@ -97,15 +99,15 @@ func (f *failedReleases) succeeded(name types.NamespacedName, keys []string) {
 	delete(f.tries, name)
 }
 
-// retried returns the records of recs whose release failed for the object
-// name after a pass that knew they go succeeded, and that no pass acted for
-// since: the same key, of the same grant.
+// retried returns the records of recs whose key's release failed for the
+// object name after a pass that knew it goes succeeded, and that no pass
+// acted for since.
 func (f *failedReleases) retried(name types.NamespacedName, recs []claim.Record) []claim.Record {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []claim.Record
 	for _, r := range recs {
-		if tok, ok := f.m[name][r.Key]; ok && tok == r.Token {
+		if f.m[name][r.Key] {
 			out = append(out, r)
 		}
 	}
