@@ -624,27 +624,30 @@ func (fl *fleet) start(shard int) (*operator, error) {
 // calmWhile runs f with the operators' faults and crashes held off, as
 // settle turns them off, and turns them on again after it.
 func (fl *fleet) calmWhile(f func()) {
-	set := func(calm bool) {
-		fl.mu.Lock()
-		fl.calm = calm
-		var ops []*operator
-		for op := range fl.live {
-			ops = append(ops, op)
-		}
-		fl.mu.Unlock()
-		for _, op := range ops {
-			for _, s := range op.scheds {
-				s.SetEnabled(!calm)
-			}
-		}
-	}
 	restore := fl.a.holdCrashes()
-	set(true)
+	fl.setCalm(true)
 	defer func() {
-		set(false)
+		fl.setCalm(false)
 		restore()
 	}()
 	f()
+}
+
+// setCalm turns the operators' faults off (calm) or on again: the
+// processes started from now on start so, and the live ones follow.
+func (fl *fleet) setCalm(calm bool) {
+	fl.mu.Lock()
+	fl.calm = calm
+	var ops []*operator
+	for op := range fl.live {
+		ops = append(ops, op)
+	}
+	fl.mu.Unlock()
+	for _, op := range ops {
+		for _, s := range op.scheds {
+			s.SetEnabled(!calm)
+		}
+	}
 }
 
 // quiet reports whether the faults stopped.
@@ -839,19 +842,8 @@ func (fl *fleet) restartAround(shard int, between func()) bool {
 // settle turns every fault off, waits for pending restarts, and leaves one
 // process running (one per shard).
 func (fl *fleet) settle() {
-	fl.mu.Lock()
-	fl.calm = true
-	var ops []*operator
-	for op := range fl.live {
-		ops = append(ops, op)
-	}
-	fl.mu.Unlock()
+	fl.setCalm(true)
 	fl.a.calm()
-	for _, op := range ops {
-		for _, s := range op.scheds {
-			s.SetEnabled(false)
-		}
-	}
 	fl.waitReplacements()
 	fl.mu.Lock()
 	for op := range fl.live {

@@ -53,18 +53,26 @@ func (f *fixture) writesWhileReleasesFail(t *testing.T, name, key string) {
 	}
 }
 
+// xStopsNamingBWhileReleasesFail is the Given "x holds a and b and acts
+// for them; deleting Leases fails from then on; x stops naming b, and its
+// pass told to release b succeeds", with the Then of writesWhileReleasesFail.
+func (f *fixture) xStopsNamingBWhileReleasesFail(t *testing.T) {
+	t.Helper()
+	f.createAndWait(t, "x", conditions.ReasonClaimed, "a", "b")
+	f.waitForGrantedPass(t, "x", "b")
+	f.writes.failLeaseDeletes.Store(true)
+	f.setKeys(t, "x", "a")
+	f.writesWhileReleasesFail(t, "x", "b")
+}
+
 func TestAHolderWhoseReleaseKeepsFailingStopsWritingItsCondition(t *testing.T) {
 	t.Parallel()
 	f := start(t, setup{})
-	// Given x holds a and b and acts for them
-	f.createAndWait(t, "x", conditions.ReasonClaimed, "a", "b")
-	f.waitForGrantedPass(t, "x", "b")
-	// And deleting Leases fails from now on
-	f.writes.failLeaseDeletes.Store(true)
+	// Given x holds a and b and acts for them, and deleting Leases fails
+	// from now on
 	// When x stops naming b, and its pass told to release b succeeds
-	f.setKeys(t, "x", "a")
 	// Then the status writes stop while the release of b fails
-	f.writesWhileReleasesFail(t, "x", "b")
+	f.xStopsNamingBWhileReleasesFail(t)
 	// And once Leases can be deleted again, b's record goes and x says it
 	// holds a alone
 	f.writes.failLeaseDeletes.Store(false)
@@ -161,15 +169,10 @@ func TestAKeyAnObjectStoppedNamingGoesSoonOnceReleasesWorkAgainAfterAnOutage(t *
 func TestAKeyActedForAgainAfterItsReleaseFailedIsToldAgainBeforeItGoes(t *testing.T) {
 	t.Parallel()
 	f := start(t, setup{})
-	// Given x holds a and b and acts for them
-	f.createAndWait(t, "x", conditions.ReasonClaimed, "a", "b")
-	f.waitForGrantedPass(t, "x", "b")
-	// And deleting Leases fails
-	f.writes.failLeaseDeletes.Store(true)
-	// And x stops naming b, its pass told to release b succeeds, and the
-	// release of b fails
-	f.setKeys(t, "x", "a")
-	f.writesWhileReleasesFail(t, "x", "b")
+	// Given x holds a and b and acts for them, deleting Leases fails, x
+	// stops naming b, its pass told to release b succeeds, and the release
+	// of b fails
+	f.xStopsNamingBWhileReleasesFail(t)
 	// And x names b again, is granted its record once more and acts for b
 	n := len(f.inner.callsOf("x"))
 	f.setKeys(t, "x", "a", "b")
