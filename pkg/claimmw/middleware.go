@@ -108,8 +108,8 @@ type Middleware struct {
 	// confirmed remembers the objects a pass of this process saw confirmed
 	// before they acted.
 	confirmed confirmedGrants
-	// failed remembers the records whose release failed after a pass
-	// that knew they go succeeded; see [failedReleases].
+	// failed remembers the keys whose record's release failed after a
+	// pass that knew it goes succeeded; see [failedReleases].
 	failed failedReleases
 	// pending are the holders whose commit of a handover this process
 	// refused, by successor; see [pendingCommits].
@@ -1320,7 +1320,9 @@ func (m *Middleware) release(ctx context.Context, p *pass, res reconcile.Result,
 // that failed is tried again.
 func (m *Middleware) releasedOrFailed(name types.NamespacedName, recs []claim.Record, released []string, err error) time.Duration {
 	if err == nil {
-		m.failed.succeeded(name, released)
+		if len(recs) > 0 {
+			m.failed.succeeded(name, released)
+		}
 		return 0
 	}
 	m.failed.acted(name, released)
@@ -2086,11 +2088,11 @@ func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, se
 // for (closedWindows) and that another object may act for (othersActFor),
 // or whose release failed after a pass that knew they go succeeded
 // (failedReleases: telling the object again would only cost it two status
-// writes per pass while the release fails). cached is the condition as the cache shows it; before any key is
-// released untold, the condition is read again uncached, as a cache that
-// lags may show an older Claimed for the keys the object names now, though
-// it acted for more since; the keys it names are computed again from that
-// read too.
+// writes per pass while the release fails). cached is the condition as the
+// cache shows it; before any key is released untold, the condition is read
+// again uncached, as a cache that lags may show an older Claimed for the
+// keys the object names now, though it acted for more since; the keys it
+// names are computed again from that read too.
 func (m *Middleware) untoldOf(ctx context.Context, obj client.Object, cached metav1.Condition, named []namedKey, recs []claim.Record, self claim.Holder) ([]string, error) {
 	// Records whose release failed are judged from the API server whatever
 	// the cache shows: a cache behind the pass's own writes (the condition
