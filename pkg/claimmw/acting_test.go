@@ -1729,12 +1729,14 @@ func TestAHandoverIsNotCommittedByAPassThatWasNotToldToStopBecauseItsCacheShowed
 	}
 	f.waitForReason(t, "yankee", conditions.ReasonParked, wakeWithin)
 	parkedThen := f.widgetNow(t, "yankee")
+	// And yankee's passes are not done moving off j yet (a parked pass of
+	// a holder keeping a key commits its handover too)
+	w.setRequeue("yankee", time.Hour)
 	// And xray names j and waits for it
 	f.createWidget(t, "xray", "j")
 	f.waitForReason(t, "xray", conditions.ReasonParked, wakeWithin)
-	// And yankee then gets k and acts for j and k; its passes are not done
-	// moving off j yet, so the handover of j to xray, prepared, waits
-	w.setRequeue("yankee", time.Hour)
+	// And yankee then gets k and acts for j and k; the handover of j to
+	// xray, prepared, waits
 	f.setKeys(t, "zulu")
 	f.waitForReason(t, "yankee", conditions.ReasonClaimed, wakeWithin)
 	f.waitForReason(t, "xray", conditions.ReasonWaitingForHandover, wakeWithin)

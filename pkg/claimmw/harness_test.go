@@ -342,6 +342,7 @@ type setup struct {
 func newManager(t *testing.T, ns string, funcs *interceptor.Funcs) ctrl.Manager {
 	t.Helper()
 	opts := env.ManagerOptions(ns)
+	opts.Logger = envtest.TestLogger(t)
 	if funcs != nil {
 		opts.NewClient = intercepted(*funcs)
 	}
@@ -387,6 +388,7 @@ func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
 		cfg = s.config
 	}
 	mopts := env.ManagerOptions(f.ns)
+	mopts.Logger = envtest.TestLogger(t)
 	if s.leaseLabels != nil {
 		mopts.Cache.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(f.ns, s.leaseLabels)}
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -71,6 +72,7 @@ func (s shard) start(t *testing.T, ns string) (*fixture, func()) {
 		t.Fatal(err)
 	}
 	opts := env.ManagerOptions(ns)
+	opts.Logger = envtest.TestLogger(t)
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{&testcrd.Widget{}: {Label: labels.NewSelector().Add(*req)}}
 	f := &fixture{ns: ns, inner: &inner{hook: s.hook}, writes: &writes{}}
 	if s.prepare != nil {

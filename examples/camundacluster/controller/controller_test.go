@@ -46,6 +46,7 @@ func startOperator(t *testing.T) (ns string, c client.Client) {
 	t.Helper()
 	ns = env.Namespace(t)
 	opts := env.ManagerOptions(ns)
+	opts.Logger = envtest.TestLogger(t)
 	opts.Cache.ByObject = controller.CacheOptions(ns).ByObject
 	r := &controller.Reconciler{ClaimNamespace: ns, ParkedRequeue: time.Hour, WaitingRequeue: time.Hour}
 	env.StartManager(t, opts, r.SetupWithManager)

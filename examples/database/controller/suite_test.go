@@ -45,6 +45,7 @@ func startManager(t *testing.T, opts ...func(*ctrl.Options)) (string, client.Cli
 	t.Helper()
 	ns := env.Namespace(t)
 	o := env.ManagerOptions(ns)
+	o.Logger = envtest.TestLogger(t)
 	o.Cache.ByObject = controller.CacheOptions(ns).ByObject
 	for _, opt := range opts {
 		opt(&o)
