@@ -335,6 +335,8 @@ type setup struct {
 	// changes, as many operators filter their primary kind: a Widget's own
 	// status write does not reconcile it again.
 	statusChangesWakeNobody bool
+	// logs, when set, is where the manager logs, in place of a TestLogger.
+	logs *logLines
 }
 
 // newManager returns a manager for one test, its cache restricted to ns, its
@@ -389,6 +391,9 @@ func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
 	}
 	mopts := env.ManagerOptions(f.ns)
 	mopts.Logger = envtest.TestLogger(t)
+	if s.logs != nil {
+		mopts.Logger = s.logs.logger()
+	}
 	if s.leaseLabels != nil {
 		mopts.Cache.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(f.ns, s.leaseLabels)}
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -217,6 +218,13 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 //     are stamped by their holder's passes.
 func (m *Middleware) Start(ctx context.Context) error {
 	if m.cfg.manager != nil {
+		// A manager starts its runnables with a context that carries no
+		// logger: what the start logs would go to controller-runtime's
+		// global logger, which an operator that set only the manager's
+		// Options.Logger never sees.
+		if _, err := logr.FromContext(ctx); err != nil {
+			ctx = logr.NewContext(ctx, m.cfg.manager.GetLogger().WithValues("middleware", m.cfg.name))
+		}
 		go m.resume(ctx)
 	}
 	<-ctx.Done()

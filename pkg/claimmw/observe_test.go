@@ -327,3 +327,29 @@ func TestACleanStopLogsNoError(t *testing.T) {
 		t.Errorf("a clean stop logged errors: %q", lines)
 	}
 }
+
+// What the middleware logs when its manager starts (resuming the renewals
+// of what the objects hold, stamping records) goes to the manager's logger,
+// as the passes' lines do: an operator that sets only the manager's
+// Options.Logger, not controller-runtime's global one, sees it.
+func TestWhatTheStartLogsGoesToTheManagersLogger(t *testing.T) {
+	ns := env.Namespace(t)
+	s := shortRenewal(t)
+	f, stop := startIn(t, ns, s)
+	// Given a holds k on time-based liveness
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
+	a, _ := f.widget(t, "a")
+	// When the operator restarts, its manager logging to a logger of its
+	// own, and the renewals of a's record are refused
+	stop()
+	s.logs = &logLines{}
+	s.failRenewalsOf = a.UID
+	startIn(t, ns, s)
+	// Then the start's refused renewal is logged there, naming the middleware
+	eventually(t, wakeWithin, func() (bool, string) {
+		return s.logs.contain("renewing a claim the object still holds"), "the manager's logger has no line of the refused renewal:\n" + s.logs.all()
+	})
+	if !s.logs.contain(`"middleware"="widget"`) {
+		t.Errorf("the start's lines do not name the middleware:\n%s", s.logs.all())
+	}
+}
