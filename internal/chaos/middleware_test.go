@@ -118,14 +118,16 @@ type mwCounts struct {
 	// a stopping holder (stoppingTakenOver), invalidErased those by
 	// eraseInvalid, unseenErased those by eraseUnseen, unseenRestarted the
 	// deletions among them the waiter's process was restarted around
-	// (fleet.restartAround), unconfirmedErased those by eraseUnconfirmed,
+	// (fleet.restartAround), unseenFresh the times its finish restarted the
+	// waiter's process once the faults stopped and saw the waiter's first
+	// pass there end, unconfirmedErased those by eraseUnconfirmed,
 	// unconfirmedRestarted the restarts of the waiter's process after them.
 	// slowStops are the
 	// told passes that asked to run again, not done stopping (the actor's
 	// slowStop).
 	keptErased, freshErased, shardErased, loneErased   int
 	stoppingErased, stoppingTakenOver, invalidErased   int
-	unseenErased, unseenRestarted                      int
+	unseenErased, unseenRestarted, unseenFresh         int
 	unconfirmedErased, unconfirmedRestarted            int
 	passes, grantedPasses, grants, windows, failedTold int
 	slowStops                                          int
@@ -138,8 +140,8 @@ type mwCounts struct {
 }
 
 func (c mwCounts) String() string {
-	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d slow-stops=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d stopping-taken-over=%d invalid-erased=%d unseen-erased=%d unseen-restarted=%d unconfirmed-erased=%d unconfirmed-restarted=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d mixed-case-namings=%d named-twice=%d spelled-erased=%d",
-		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.slowStops, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.stoppingTakenOver, c.invalidErased, c.unseenErased, c.unseenRestarted, c.unconfirmedErased, c.unconfirmedRestarted, c.takeovers, c.handovers,
+	return fmt.Sprintf("passes=%d granted-passes=%d grants=%d windows=%d failed-told-passes=%d slow-stops=%d edits=%d deletions=%d creations=%d record-deletions=%d kept-erased=%d fresh-erased=%d shard-erased=%d lone-erased=%d stopping-erased=%d stopping-taken-over=%d invalid-erased=%d unseen-erased=%d unseen-restarted=%d unseen-fresh=%d unconfirmed-erased=%d unconfirmed-restarted=%d takeovers=%d handover-asks=%d restarts=%d overlapping-restarts=%d mid-pass-crashes=%d crashes-after-claim-write=%d mixed-case-namings=%d named-twice=%d spelled-erased=%d",
+		c.passes, c.grantedPasses, c.grants, c.windows, c.failedTold, c.slowStops, c.edits, c.deletions, c.creations, c.recordDeletions, c.keptErased, c.freshErased, c.shardErased, c.loneErased, c.stoppingErased, c.stoppingTakenOver, c.invalidErased, c.unseenErased, c.unseenRestarted, c.unseenFresh, c.unconfirmedErased, c.unconfirmedRestarted, c.takeovers, c.handovers,
 		c.restarts, c.overlaps, c.crashes, c.crashesAfterClaimWrite, c.mixedCase, c.namedTwice, c.spelledErased)
 }
 
@@ -157,6 +159,7 @@ func (c *mwCounts) add(o mwCounts) {
 	c.invalidErased += o.invalidErased
 	c.unseenErased += o.unseenErased
 	c.unseenRestarted += o.unseenRestarted
+	c.unseenFresh += o.unseenFresh
 	c.unconfirmedErased += o.unconfirmedErased
 	c.unconfirmedRestarted += o.unconfirmedRestarted
 	c.takeovers += o.takeovers
@@ -1112,13 +1115,17 @@ const (
 // saw a record name the holder: only an uncached listing of the kind finds
 // it (claimmw.WithPartialCache; mutant PartialCacheTrusted asks only the
 // cache and the process's memory, and the waiter acts beside the holder).
-// finish, called once the faults stopped (no failed pass of the waiter's
-// is retried then), has the holder name nothing, so that the waiter takes
-// the key and the world settles: no event of the holder reaches the
+// finish, called once the faults stopped, has the holder name nothing,
+// so that the waiter takes the key and the world settles. When the
+// holder's stop was held, it first restarts the waiter's process and
+// waits for the waiter's first pass there, which finds the holder still
+// acting, and for its shard to be quiet: no pass of the waiter that a
+// fault failed is then retried after its backoff, no late event of its own
+// writes and no object there that stops acting wakes it (any would find
+// the holder stopped by chance), and no event of the holder reaches the
 // waiter's process, which must ask again (mutant
-// UnseenPredecessorNotPolled). The move makes its own two objects and
-// key, so that
-// nothing else in the world wakes either of them.
+// UnseenPredecessorNotPolled). The move makes its own two objects
+// and key, so that nothing else in the world wakes either of them.
 func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) (finish func()) {
 	t.Helper()
 	gaveUp := func(why string) { t.Logf("eraseUnseen: not played further: %s", why) }
@@ -1126,6 +1133,23 @@ func (w *mwWorld) eraseUnseen(ctx context.Context, t *testing.T) (finish func())
 	stopLater := false
 	finish = func() {
 		if stopLater {
+			// Once the faults stopped, the waiter's process starts afresh:
+			// no pass of the waiter that a fault failed is retried after
+			// its backoff, and the waiter's first pass there finds the
+			// holder still acting. The holder is let go once no pass has
+			// begun in the waiter's shard for longer than its cache lags:
+			// the events of what the waiter wrote in that pass wake it
+			// (once), and an object there that stops acting wakes every
+			// object waiting in its process. Only asking again then tells
+			// the waiter that the holder stopped. (A waiter that asks
+			// again every second keeps its shard from being quiet: the
+			// wait ends at its bound.)
+			at := time.Now()
+			shard := shardOf(unseenWaiter)
+			if w.restartAround(shard, func() {}) && w.actor.passEnded(waiter.UID, at, unseenFreshWait) {
+				w.counts.unseenFresh++
+				w.actor.quietIn(shard, unseenQuiet, unseenQuietWait)
+			}
 			w.actor.letGo(h.UID)
 		}
 		w.namesNothing(ctx, t, h)
@@ -1287,6 +1311,16 @@ func (w *mwWorld) namesNothing(ctx context.Context, t *testing.T, h *testclaiman
 		w.setKeys(ctx, t, obj, nil)
 	}
 }
+
+// unseenFreshWait bounds how long eraseUnseen's finish waits for the
+// waiter's first pass in its restarted process; unseenQuietWait how long it
+// then waits for unseenQuiet, longer than the slow shard's cache lags
+// (slowCacheLag), without a pass in the waiter's shard.
+const (
+	unseenFreshWait = 5 * time.Second
+	unseenQuiet     = 2500 * time.Millisecond
+	unseenQuietWait = 8 * time.Second
+)
 
 // unseenTries bounds how often eraseUnseen deletes the holder's record.
 const unseenTries = 3

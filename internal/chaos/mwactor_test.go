@@ -236,6 +236,40 @@ func (a *actor) openFor(uid types.UID, key string, after time.Time) (window, boo
 	return window{}, false
 }
 
+// passEnded waits up to within for a call of uid's inner reconciler made
+// in a pass begun after after to end, and reports whether one did.
+func (a *actor) passEnded(uid types.UID, after time.Time, within time.Duration) bool {
+	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+		a.mu.Lock()
+		ended := slices.ContainsFunc(a.acts, func(x act) bool { return x.uid == uid && x.passStart.After(after) && !x.end.IsZero() })
+		a.mu.Unlock()
+		if ended || time.Now().After(deadline) {
+			return ended
+		}
+	}
+}
+
+// quietIn waits up to within for quiet to pass without a pass beginning
+// in a process of shard, and reports whether it did.
+func (a *actor) quietIn(shard int, quiet, within time.Duration) bool {
+	for deadline := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
+		var last time.Time
+		a.mu.Lock()
+		for n, at := range a.starts {
+			if op := a.ops[n]; op != nil && op.shard == shard && at.After(last) {
+				last = at
+			}
+		}
+		a.mu.Unlock()
+		if time.Since(last) >= quiet {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
 // wkey is one workload: an object (by UID) acting for a key.
 type wkey struct {
 	uid types.UID
