@@ -687,6 +687,13 @@ func (fl *fleet) replace(op *operator) {
 	}()
 }
 
+// clockTick is how often the renewal profile's clock moves (by ten times
+// as much). A tick taken more than two periods after the one before does
+// not move it, as a slow API server does not: the test process, in which
+// every operator process runs, was starved of CPU, and its renewals were
+// late too.
+const clockTick = 50 * time.Millisecond
+
 // apiStall is how long a read of the API server may take before the
 // renewal profile's clock stands still: on that clock a lease is one second
 // of real time and a holder has 400 ms between its renew deadline and its
@@ -1079,16 +1086,20 @@ func (r mwRun) play(t *testing.T, seed uint64) mwResult {
 	var stepped, stalled atomic.Int64 // the clock's ticks, moved and held back
 	if f.renewal {
 		go func() {
-			tick := time.NewTicker(50 * time.Millisecond)
+			tick := time.NewTicker(clockTick)
 			defer tick.Stop()
+			last := time.Now()
 			for {
 				select {
 				case <-ticking:
 					return
 				case <-tick.C:
+					now := time.Now()
+					late := now.Sub(last) > 2*clockTick
+					last = now
 					switch {
 					case fl.down():
-					case apiStalled(ctx, admin, ns):
+					case late || apiStalled(ctx, admin, ns):
 						stalled.Add(1)
 					default:
 						stepped.Add(1)
