@@ -249,10 +249,10 @@ func (a *actor) passEnded(uid types.UID, after time.Time, within time.Duration) 
 	}
 }
 
-// quietIn waits up to within for quiet to pass without a pass beginning
-// in a process of shard, and reports whether it did.
-func (a *actor) quietIn(shard int, quiet, within time.Duration) bool {
-	for deadline := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
+// quietIn waits until quiet has passed without a pass beginning in a
+// process of shard, or within has.
+func (a *actor) quietIn(shard int, quiet, within time.Duration) {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		var last time.Time
 		a.mu.Lock()
 		for n, at := range a.starts {
@@ -262,10 +262,7 @@ func (a *actor) quietIn(shard int, quiet, within time.Duration) bool {
 		}
 		a.mu.Unlock()
 		if time.Since(last) >= quiet {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
+			return
 		}
 	}
 }
