@@ -41,6 +41,7 @@ func TestBench(t *testing.T) {
 	t.Run("7-fan-out", func(t *testing.T) { fanOut(t, s, rep) })
 	t.Run("7b-churn", func(t *testing.T) { nonHolderChurn(t, s, rep) })
 	t.Run("8-loss", func(t *testing.T) { lossToParked(t, s, rep) })
+	t.Run("8b-erased", func(t *testing.T) { erasedHandover(t, s, rep) })
 	t.Run("a-leaderelection", func(t *testing.T) { leaderElection(t, s, rep) })
 	t.Run("b-handwritten", func(t *testing.T) { handwritten(t, s, rep, res) })
 	took := time.Since(start)

@@ -103,32 +103,67 @@ func sizesFromEnv(t *testing.T) sizes {
 // inner is the operator's own reconciler: it does nothing but note when
 // each object was first run with its keys granted, and when and how it was
 // run at all (the middleware runs it in every granted pass and, parked, in
-// the pass that finds a key lost).
+// the pass that finds a key lost). A pass told to stop using keys
+// (State.Releasing) takes stopTook, as scaling workloads down would, and
+// notes when it returned.
 type inner struct {
-	mu      sync.Mutex
-	granted map[string]time.Time
-	runs    map[string][]innerRun
+	mu       sync.Mutex
+	granted  map[string]time.Time
+	runs     map[string][]innerRun
+	stopTook time.Duration
+	stopped  map[string]time.Time
 }
 
 // innerRun is one call of the inner reconciler.
 type innerRun struct {
 	at      time.Time
 	granted bool
+	// releasing is true when the pass was told to stop using keys it holds.
+	releasing bool
 }
 
 func (r *inner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	s, _ := claimmw.StateFrom(ctx)
 	now := time.Now()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.runs == nil {
-		r.granted, r.runs = map[string]time.Time{}, map[string][]innerRun{}
+		r.granted, r.runs, r.stopped = map[string]time.Time{}, map[string][]innerRun{}, map[string]time.Time{}
 	}
-	r.runs[req.Name] = append(r.runs[req.Name], innerRun{at: now, granted: s.Granted})
+	releasing := len(s.Releasing) > 0
+	r.runs[req.Name] = append(r.runs[req.Name], innerRun{at: now, granted: s.Granted, releasing: releasing})
 	if _, seen := r.granted[req.Name]; s.Granted && !seen {
 		r.granted[req.Name] = now
 	}
+	took := r.stopTook
+	r.mu.Unlock()
+	if !releasing || took == 0 {
+		return reconcile.Result{}, nil
+	}
+	select {
+	case <-time.After(took):
+	case <-ctx.Done():
+		return reconcile.Result{}, ctx.Err()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped[req.Name] = time.Now()
 	return reconcile.Result{}, nil
+}
+
+// setStopTook makes every later pass told to stop using keys take d.
+func (r *inner) setStopTook(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopTook = d
+}
+
+// stoppedAt returns when name's last pass told to stop using keys
+// returned success.
+func (r *inner) stoppedAt(name string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.stopped[name]
+	return at, ok
 }
 
 // firstRunAfter returns name's first run of the inner reconciler at or after
@@ -156,9 +191,10 @@ func (r *inner) waitRunAfter(tb testing.TB, name string, t time.Time, match func
 	return run
 }
 
-// anyRun and parkedRun select runs of the inner reconciler.
-func anyRun(innerRun) bool      { return true }
-func parkedRun(r innerRun) bool { return !r.granted }
+// anyRun, parkedRun and releasingRun select runs of the inner reconciler.
+func anyRun(innerRun) bool         { return true }
+func parkedRun(r innerRun) bool    { return !r.granted }
+func releasingRun(r innerRun) bool { return r.releasing }
 
 func (r *inner) grantedAt(name string) (time.Time, bool) {
 	r.mu.Lock()

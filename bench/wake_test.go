@@ -11,6 +11,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -308,6 +309,114 @@ func lossToParked(t *testing.T, s sizes, rep *report) {
 	rep.add(row{scen, "Lease taken over by another replica's fenced Update → holder's told pass (loss to stopped)", takenOver.String(), "",
 		"p99 ≤ " + ms(lossTarget), lossVerdict(takenOver)})
 	rep.note("Loss to parked: a holder that still exists, names its key and may act for it claims it again when its record is deleted by hand; a waiter asks first whether an object naming the key may still act for it (docs/middleware.md, the acting window), so it never wins that race.")
+}
+
+// erasedStopTook is how long the holder's pass told to stop using a key
+// takes in the erased-key handover: long enough that the record is
+// deleted while it runs.
+const erasedStopTook = 300 * time.Millisecond
+
+// Given holders with a waiter each, when a holder gives its key up (its
+// spec no longer names it) and, while its told pass still stops the key's
+// workloads, another client deletes the key's record (a person, kubectl
+// claims release --force), then the waiter is granted the key only after
+// the told pass returned success, and soon after it.
+func erasedHandover(t *testing.T, s sizes, rep *report) {
+	ctx := context.Background()
+	n := s.lossRuns
+	r := newRig(t, env.Namespace(t), rigOptions{controller: true, wake: true})
+	pairs(t, r, n, s.workers)
+	r.inner.setStopTook(erasedStopTook)
+	dc := env.TestClient(t)
+
+	var fromDelete, fromStopped latencies
+	early := 0
+	for i := range n {
+		holder, successor, key := fmt.Sprintf("holder-%d", i), fmt.Sprintf("successor-%d", i), fmt.Sprintf("key-%d", i)
+		h := &testclaimant.Claimant{}
+		if err := dc.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: holder}, h); err != nil {
+			t.Fatal(err)
+		}
+		h.Spec.Keys = nil
+		edited := time.Now()
+		if err := dc.Update(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+		told := r.inner.waitRunAfter(t, holder, edited, releasingRun, 30*time.Second)
+		deleted, gone := deleteRecord(t, dc, r, key)
+		if gone {
+			early++
+			t.Errorf("%s: the record was gone before its holder's told pass returned", key)
+			continue
+		}
+		granted := r.inner.waitGranted(t, successor, 30*time.Second)
+		stopped, ok := r.inner.stoppedAt(holder)
+		if !ok || stopped.Before(told.at) {
+			early++
+			t.Errorf("%s: %s was granted %s while its holder's told pass had not returned", key, successor, ms(granted.Sub(deleted)))
+			continue
+		}
+		if deleted.After(stopped) {
+			t.Fatalf("%s: the record was deleted %s after the told pass returned; the run does not measure what it says", key, ms(deleted.Sub(stopped)))
+		}
+		if granted.Before(stopped) {
+			early++
+			t.Errorf("%s: %s was granted %s before its holder's told pass returned", key, successor, ms(stopped.Sub(granted)))
+			continue
+		}
+		fromDelete = append(fromDelete, granted.Sub(deleted))
+		fromStopped = append(fromStopped, granted.Sub(stopped))
+	}
+
+	scen := fmt.Sprintf("8 Loss to parked, %d runs each", n)
+	rep.add(row{scen, fmt.Sprintf("erased-key handover: Lease deleted by another client while its holder's told pass (%s) stops the key it gave up → successor granted; told pass returned → successor granted", ms(erasedStopTook)),
+		fmt.Sprintf("%s; %s; key freed (granted, or its record gone) before the told pass returned in %d of %d runs", fromDelete, fromStopped, early, n), "",
+		"never before the told pass returned; then p99 ≤ " + ms(erasedGrantTarget),
+		erasedVerdict(early, n, fromStopped)})
+	rep.note("Erased-key handover: a waiter woken by the record's deletion while the holder's told pass runs stays parked, since the holder may still act for the key (docs/middleware.md, the acting window); the holder's successful told pass wakes it.")
+}
+
+// deleteRecord deletes key's Lease as kubectl claims release --force does:
+// read, then delete fenced on that read's UID and version, again when the
+// record changed in between. It returns when the Delete that succeeded was
+// sent, or gone when no record was there to delete.
+func deleteRecord(t *testing.T, dc client.Client, r *rig, key string) (at time.Time, gone bool) {
+	t.Helper()
+	ctx := context.Background()
+	for range 10 {
+		l := &coordinationv1.Lease{}
+		if err := dc.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: recordName(t, r, key)}, l); apierrors.IsNotFound(err) {
+			return time.Time{}, true
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		at = time.Now()
+		err := dc.Delete(ctx, l, client.Preconditions{UID: ptr.To(l.UID), ResourceVersion: ptr.To(l.ResourceVersion)})
+		switch {
+		case err == nil:
+			return at, false
+		case apierrors.IsNotFound(err):
+			return time.Time{}, true
+		case !apierrors.IsConflict(err):
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("%s: the record changed under every one of 10 fenced Deletes", key)
+	return time.Time{}, false
+}
+
+// erasedGrantTarget bounds the time from the holder's told pass returning
+// until its waiter is granted an erased key, as for a handover.
+const erasedGrantTarget = 100 * time.Millisecond
+
+func erasedVerdict(early, n int, fromStopped latencies) string {
+	if early > 0 {
+		return verdict(false, fmt.Sprintf("freed early in %d of %d", early, n))
+	}
+	if len(fromStopped) == 0 {
+		return "not measured"
+	}
+	return verdict(fromStopped.pct(99) <= erasedGrantTarget, fmt.Sprintf("p99 %s", ms(fromStopped.pct(99))))
 }
 
 func lossVerdict(l latencies) string {
