@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -337,6 +338,9 @@ type setup struct {
 	statusChangesWakeNobody bool
 	// logs, when set, is where the manager logs, in place of a TestLogger.
 	logs *logLines
+	// baseCtxLogs, when set, is a logger the manager's Options.BaseContext
+	// carries (the context its runnables start with).
+	baseCtxLogs *logLines
 }
 
 // newManager returns a manager for one test, its cache restricted to ns, its
@@ -393,6 +397,10 @@ func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
 	mopts.Logger = envtest.TestLogger(t)
 	if s.logs != nil {
 		mopts.Logger = s.logs.logger()
+	}
+	if s.baseCtxLogs != nil {
+		base := log.IntoContext(context.Background(), s.baseCtxLogs.logger())
+		mopts.BaseContext = func() context.Context { return base }
 	}
 	if s.leaseLabels != nil {
 		mopts.Cache.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: lease.CacheByObject(f.ns, s.leaseLabels)}

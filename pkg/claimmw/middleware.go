@@ -119,6 +119,10 @@ type Middleware struct {
 	// middleware of the manager wakes (Middleware.wakeWaiting): each
 	// middleware's objects go to its own controller's queue.
 	waiters chan event.GenericEvent
+	// indexLog is the logger the cache's index functions compute keys
+	// with (they are given no context): what the keys function logs goes
+	// to the manager's logger.
+	indexLog logr.Logger
 }
 
 var _ reconcile.Reconciler = (*Middleware)(nil)
@@ -147,6 +151,7 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 		return nil, fmt.Errorf("configuring claim middleware: %w", errors.Join(errs...))
 	}
 	m := &Middleware{inner: inner, cfg: c, claimer: c.claimer, waiters: make(chan event.GenericEvent, waitersBuffer)}
+	m.indexLog = log.FromContext(m.outsidePass(context.Background()))
 	if m.claimer == nil {
 		cfg := *c.claimCfg
 		if cfg.Set == "" {
@@ -218,14 +223,7 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 //     are stamped by their holder's passes.
 func (m *Middleware) Start(ctx context.Context) error {
 	if m.cfg.manager != nil {
-		// A manager starts its runnables with a context that carries no
-		// logger: what the start logs would go to controller-runtime's
-		// global logger, which an operator that set only the manager's
-		// Options.Logger never sees.
-		if _, err := logr.FromContext(ctx); err != nil {
-			ctx = logr.NewContext(ctx, m.cfg.manager.GetLogger().WithValues("middleware", m.cfg.name))
-		}
-		go m.resume(ctx)
+		go m.resume(m.outsidePass(ctx))
 	}
 	<-ctx.Done()
 	m.renew.close()

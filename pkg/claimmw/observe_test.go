@@ -10,20 +10,25 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	dto "github.com/prometheus/client_model/go"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/pkg/claimmw"
+	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
 	"github.com/ocf-claim/claim/pkg/conditions"
 )
 
@@ -351,5 +356,89 @@ func TestWhatTheStartLogsGoesToTheManagersLogger(t *testing.T) {
 	})
 	if !s.logs.contain(`"middleware"="widget"`) {
 		t.Errorf("the start's lines do not name the middleware:\n%s", s.logs.all())
+	}
+}
+
+// Given an operator whose manager's Options.BaseContext carries a logger
+// (the context the manager starts its runnables with), what the middleware
+// logs at start goes to that logger, naming the middleware, and not to the
+// manager's.
+func TestWhatTheStartLogsGoesToTheBaseContextsLoggerWhenItCarriesOne(t *testing.T) {
+	ns := env.Namespace(t)
+	s := shortRenewal(t)
+	f, stop := startIn(t, ns, s)
+	// Given a holds k on time-based liveness
+	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
+	a, _ := f.widget(t, "a")
+	// When the operator restarts, its manager logging to a logger of its
+	// own and its BaseContext carrying another, and the renewals of a's
+	// record are refused
+	stop()
+	s.logs, s.baseCtxLogs = &logLines{}, &logLines{}
+	s.failRenewalsOf = a.UID
+	startIn(t, ns, s)
+	// Then the start's refused renewal is logged through the base
+	// context's logger, naming the middleware
+	eventually(t, wakeWithin, func() (bool, string) {
+		return s.baseCtxLogs.contain("renewing a claim the object still holds"), "the base context's logger has no line of the refused renewal:\n" + s.baseCtxLogs.all()
+	})
+	if !s.baseCtxLogs.contain(`"middleware"="widget"`) {
+		t.Errorf("the start's lines do not name the middleware:\n%s", s.baseCtxLogs.all())
+	}
+	if s.logs.contain("renewing a claim the object still holds") {
+		t.Errorf("the start's lines went to the manager's logger too:\n%s", s.logs.all())
+	}
+}
+
+// Given a holds k, when the manager's cache refuses the listings by index
+// and another client deletes k's record, then the record event handler's
+// failed listing is logged through the manager's logger, naming the
+// middleware: the handlers run on a context that carries no logger, and
+// would otherwise log to controller-runtime's global logger, which an
+// operator that set only the manager's Options.Logger never sees.
+func TestWhatTheRecordEventsLogGoesToTheManagersLogger(t *testing.T) {
+	var refuse atomic.Bool
+	funcs := &interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			lo := &client.ListOptions{}
+			lo.ApplyOptions(opts)
+			if _, widgets := list.(*testcrd.WidgetList); widgets && refuse.Load() && lo.FieldSelector != nil && !lo.FieldSelector.Empty() {
+				return errors.New("injected: the cache refuses listings by index")
+			}
+			return c.List(ctx, list, opts...)
+		},
+	}
+	r := startTenantRig(t, true, funcs)
+	// Given a holds k
+	dc := direct(t)
+	if err := dc.Create(context.Background(), &testcrd.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: r.a, Name: "a"}, Spec: testcrd.WidgetSpec{Keys: []string{"k"}}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitReason(t, r.a, "a", conditions.ReasonClaimed)
+	// When the cache refuses listings by index and another client deletes
+	// k's record
+	refuse.Store(true)
+	leases := &coordinationv1.LeaseList{}
+	if err := dc.List(context.Background(), leases, client.InNamespace(r.claims)); err != nil {
+		t.Fatal(err)
+	}
+	if len(leases.Items) == 0 {
+		t.Fatal("no record of k")
+	}
+	for i := range leases.Items {
+		if err := dc.Delete(context.Background(), &leases.Items[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Then the handler's failed listing is in the manager's log, naming
+	// the middleware
+	eventually(t, wakeWithin, func() (bool, string) {
+		return r.logs.contain("listing the objects that name a claim key"),
+			"the manager's logger has no line of the record event handler's failed listing:\n" + r.logs.all()
+	})
+	for _, line := range strings.Split(r.logs.all(), "\n") {
+		if strings.Contains(line, "listing the objects that name a claim key") && !strings.Contains(line, `"middleware"=`) {
+			t.Errorf("the handler's line does not name the middleware: %s", line)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -182,7 +183,7 @@ func (m *Middleware) namedByAnother(ctx context.Context, obj client.Object, key 
 // indexKeys returns the normalized keys obj names; an object whose keys
 // cannot be computed names none.
 func (m *Middleware) indexKeys(obj client.Object) []string {
-	keys, err := m.keysOf(context.Background(), obj)
+	keys, err := m.keysOf(logr.NewContext(context.Background(), m.indexLog), obj)
 	if err != nil {
 		return nil
 	}
@@ -204,7 +205,7 @@ const unknownKeys = "\x00unknown"
 // indexKeyValues is the key index: the keys obj names, and unknownKeys when
 // it may act for others.
 func (m *Middleware) indexKeyValues(obj client.Object) []string {
-	named, err := m.keysOf(context.Background(), obj)
+	named, err := m.keysOf(logr.NewContext(context.Background(), m.indexLog), obj)
 	if err != nil {
 		return []string{unknownKeys}
 	}
@@ -346,6 +347,7 @@ func (m *Middleware) ClaimEvents() handler.EventHandler {
 // another set) wakes only the objects whose key's record it sits at (the
 // objects it blocks), never the key or holder its annotations name.
 func (m *Middleware) recordChanged(ctx context.Context, rec client.Object) []reconcile.Request {
+	ctx = m.outsidePass(ctx)
 	cfg := m.claimer.Config()
 	if m.recordsAreLeases() && rec.GetNamespace() != cfg.Namespace {
 		return nil
@@ -449,6 +451,7 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 	}
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			ctx = m.outsidePass(ctx)
 			was, is := m.conditionOf(e.ObjectOld), m.conditionOf(e.ObjectNew)
 			if !sameJudgement(was, is) || e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
 				// A successor's condition or spec changed: the holders whose
@@ -497,6 +500,7 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			ctx = m.outsidePass(ctx)
 			wake(ctx, e.Object, q)
 			// Records it still holds for keys its last spec did not name
 			// (its keys changed, or could not be computed, and it was
@@ -688,6 +692,7 @@ func goesBefore(a, b client.Object) bool {
 // woken.
 func (m *Middleware) HandoverEvents() handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		ctx = m.outsidePass(ctx)
 		list, err := m.newList()
 		if err != nil {
 			logError(ctx, err, "listing the objects waiting for a handover")
