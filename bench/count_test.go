@@ -106,6 +106,9 @@ type counter struct {
 	// deleted is when each object the process deleted was answered as
 	// deleted, by resource and name, for the phases of a handover.
 	deleted map[string]time.Time
+	// created is when each Create the process sent was answered as
+	// created, by resource.
+	created map[string][]time.Time
 }
 
 // wrap installs the counter on a copy of cfg.
@@ -119,6 +122,9 @@ func (c *counter) wrap(cfg *rest.Config) *rest.Config {
 			c.add(k, rejected)
 			if k.verb == verbDelete && !rejected {
 				c.noteDeleted(k.resource, path.Base(req.URL.Path))
+			}
+			if k.verb == verbCreate && !rejected {
+				c.noteCreated(k.resource)
 			}
 			return resp, err
 		})
@@ -138,6 +144,28 @@ func (c *counter) noteDeleted(resource, name string) {
 		c.deleted = map[string]time.Time{}
 	}
 	c.deleted[resource+"/"+name] = time.Now()
+}
+
+func (c *counter) noteCreated(resource string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.created == nil {
+		c.created = map[string][]time.Time{}
+	}
+	c.created[resource] = append(c.created[resource], time.Now())
+}
+
+// createdAfter returns when the process's first Create of resource answered
+// as created at or after t was answered.
+func (c *counter) createdAfter(resource string, t time.Time) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, at := range c.created[resource] {
+		if !at.Before(t) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // deletedAt returns when the process's Delete of resource/name was answered.
