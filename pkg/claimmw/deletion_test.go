@@ -495,6 +495,8 @@ func TestADeletionPassWhoseCacheStillShowsItParkedKeepsTheFinalizerWhileItAsksTo
 type leaseLists struct {
 	mu    sync.Mutex
 	lists []leaseList
+	// deletes are when the process sent each Delete of a Lease.
+	deletes []time.Time
 }
 
 type leaseList struct {
@@ -509,6 +511,11 @@ func (l *leaseLists) config() *rest.Config {
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
 			q := req.URL.Query()
+			if req.Method == http.MethodDelete && strings.Contains(req.URL.Path, "/leases/") {
+				l.mu.Lock()
+				l.deletes = append(l.deletes, time.Now())
+				l.mu.Unlock()
+			}
 			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/leases") && q.Get("watch") != "true" && q.Get("labelSelector") != "" {
 				l.mu.Lock()
 				l.lists = append(l.lists, leaseList{at: time.Now(), selector: q.Get("labelSelector"), resourceVersion: q.Get("resourceVersion")})
@@ -562,6 +569,61 @@ func TestDeletingAHolderReleasesItsKeyWithoutAConsistentListOfItsRecords(t *test
 	if got := lists.consistentSince(start, string(alpha.UID)); len(got) > 0 {
 		t.Errorf("alpha's deletion passes sent %d consistent Lists of its records: %+v", len(got), got)
 	}
+}
+
+// beforeDelete returns the listings sent at or after start and before the
+// first Delete of a Lease sent after start, and whether one was sent.
+func (l *leaseLists) beforeDelete(start time.Time) ([]leaseList, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := slices.IndexFunc(l.deletes, func(at time.Time) bool { return !at.Before(start) })
+	if i < 0 {
+		return nil, false
+	}
+	var out []leaseList
+	for _, x := range l.lists {
+		if !x.at.Before(start) && x.at.Before(l.deletes[i]) {
+			out = append(out, x)
+		}
+	}
+	return out, true
+}
+
+func TestDeletingAHolderReleasesItsKeyBeforeAnyListOfItsLeasesIsSent(t *testing.T) {
+	t.Parallel()
+	lists := &leaseLists{}
+	f := start(t, setup{config: lists.config()})
+	// Given alpha holds k and bravo waits for it
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
+	alpha := f.widgetNow(t, "alpha")
+	// When alpha is deleted
+	start := time.Now()
+	if err := direct(t).Delete(context.Background(), alpha); err != nil {
+		t.Fatal(err)
+	}
+	// Then bravo gets k, and alpha's record of k was deleted before any
+	// List of alpha's Leases was sent: alpha's first deletion pass reads its
+	// records from the manager's cache and by name (a List filters every
+	// Lease of the namespace, tens of milliseconds at ten thousand, while
+	// bravo waits)
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+	got, deleted := lists.beforeDelete(start)
+	if !deleted {
+		t.Fatal("no Lease was deleted after alpha's deletion")
+	}
+	for _, l := range got {
+		// Other objects' passes may list their own (bravo's first pass
+		// does while its cache shows no condition of it).
+		if strings.Contains(l.selector, string(alpha.UID)) {
+			t.Errorf("a List of alpha's Leases was sent %s after its deletion, before its record was deleted: selector %q, resourceVersion %q",
+				l.at.Sub(start), l.selector, l.resourceVersion)
+		}
+	}
+	// and alpha is gone
+	eventually(t, wakeWithin, func() (bool, string) {
+		_, err := f.widget(t, "alpha")
+		return err != nil, "alpha is still there"
+	})
 }
 
 func TestTheDeletionPathFindsRecordsWrittenForTheObjectJustBeforeItsDeletion(t *testing.T) {

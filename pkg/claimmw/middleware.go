@@ -119,6 +119,9 @@ type Middleware struct {
 	// middleware of the manager wakes (Middleware.wakeWaiting): each
 	// middleware's objects go to its own controller's queue.
 	waiters chan event.GenericEvent
+	// cachedRecords is set when the Claimer's CachedHoldings reads the
+	// manager's cache (the middleware built the Claimer on a manager).
+	cachedRecords bool
 	// indexLog is the logger the cache's index functions compute keys
 	// with (they are given no context): what the keys function logs goes
 	// to the manager's logger.
@@ -170,6 +173,7 @@ func Wrap(inner reconcile.Reconciler, opts ...Option) (*Middleware, error) {
 			if err != nil {
 				return nil, fmt.Errorf("configuring claim middleware: building a discovery client: %w", err)
 			}
+			m.cachedRecords = true
 			opts = append(opts, claim.WithServerVersion(dc), claim.WithCachedReader(c.manager.GetClient()),
 				// Its own kind is watched already: a waiter finds its holder
 				// alive without a request per pass.
@@ -1557,7 +1561,8 @@ func (m *Middleware) acquire(ctx context.Context, key string, self claim.Holder)
 // No pass waits for the API server's watch cache to catch up with etcd (a
 // consistent List, up to 100 ms after a write of another resource, which
 // the controller's worker would spend idle). A pass before the object says
-// Released lists from the watch cache as it is, and reads each key it names
+// Released lists as the records are (from the manager's cache, else the
+// API server's watch cache), and reads each key it names
 // by a Get (etcd): a record it misses is found by a later pass. Once it says
 // Released, written after such a pass listed, a pass lists at least as
 // fresh as the object itself: that includes every record written before the
@@ -1576,7 +1581,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	}
 	holdings, err := m.deletionHoldings(ctx, obj, self, fresh)
 	if err == nil && len(holdings) == 0 && fresh == "0" {
-		// A listing from the watch cache as it is may miss a record written
+		// A listing of the records as they are may miss a record written
 		// moments ago: no finalizer comes off on its word.
 		fresh = ""
 		holdings, err = m.deletionHoldings(ctx, obj, self, fresh)
@@ -2049,16 +2054,24 @@ func saysReleased(c metav1.Condition) bool {
 // deletionHoldings returns every record the object being deleted holds: the
 // listing of its records (by its selector labels, and the records that lost
 // them: Claimer.HoldingsNotOlderThan) at least as fresh as
-// resourceVersion ("": consistent, "0": the watch cache as it is), and one
+// resourceVersion ("": consistent, "0": as they are, from the manager's
+// cache when the middleware built its Claimer on one), and one
 // Get per key it still names, read from etcd, which also finds a record
 // whose labels another writer replaced (an annotation record on an object
 // others edit).
 func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, self claim.Holder, resourceVersion string) ([]claim.Record, error) {
 	var out []claim.Record
 	var err error
-	if resourceVersion == "" {
+	switch {
+	case resourceVersion == "":
 		out, err = m.claimer.Holdings(ctx, self)
-	} else {
+	case resourceVersion == "0" && m.cachedRecords:
+		// As the manager's cache shows them, which costs no request: a
+		// listing of the API server's watch cache as it is may miss a
+		// record too, and filters every Lease of the namespace (tens of
+		// milliseconds at ten thousand) while the successor waits.
+		out, err = m.claimer.CachedHoldings(ctx, self)
+	default:
 		out, err = m.claimer.HoldingsNotOlderThan(ctx, self, resourceVersion)
 	}
 	if err != nil {
