@@ -546,31 +546,6 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func TestDeletingAHolderReleasesItsKeyWithoutAConsistentListOfItsRecords(t *testing.T) {
-	t.Parallel()
-	lists := &leaseLists{}
-	f := start(t, setup{config: lists.config()})
-	// Given alpha holds k and bravo waits for it
-	f.holdsAndWaits(t, "alpha", "k", "bravo")
-	alpha := f.widgetNow(t, "alpha")
-	// When alpha is deleted
-	start := time.Now()
-	if err := direct(t).Delete(context.Background(), alpha); err != nil {
-		t.Fatal(err)
-	}
-	// Then bravo gets k, alpha is gone, and no deletion pass of alpha sent a
-	// consistent List of its records (each waits up to 100 ms for the
-	// watch cache after a write of another resource)
-	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
-	eventually(t, wakeWithin, func() (bool, string) {
-		_, err := f.widget(t, "alpha")
-		return err != nil, "alpha is still there"
-	})
-	if got := lists.consistentSince(start, string(alpha.UID)); len(got) > 0 {
-		t.Errorf("alpha's deletion passes sent %d consistent Lists of its records: %+v", len(got), got)
-	}
-}
-
 // beforeDelete returns the listings sent at or after start and before the
 // first Delete of a Lease sent after start, and whether one was sent.
 func (l *leaseLists) beforeDelete(start time.Time) ([]leaseList, bool) {
@@ -589,7 +564,7 @@ func (l *leaseLists) beforeDelete(start time.Time) ([]leaseList, bool) {
 	return out, true
 }
 
-func TestDeletingAHolderReleasesItsKeyBeforeAnyListOfItsLeasesIsSent(t *testing.T) {
+func TestDeletingAHolderReleasesItsKeyBeforeAnyListOfItsLeasesAndWithoutAConsistentOne(t *testing.T) {
 	t.Parallel()
 	lists := &leaseLists{}
 	f := start(t, setup{config: lists.config()})
@@ -601,12 +576,16 @@ func TestDeletingAHolderReleasesItsKeyBeforeAnyListOfItsLeasesIsSent(t *testing.
 	if err := direct(t).Delete(context.Background(), alpha); err != nil {
 		t.Fatal(err)
 	}
-	// Then bravo gets k, and alpha's record of k was deleted before any
-	// List of alpha's Leases was sent: alpha's first deletion pass reads its
-	// records from the manager's cache and by name (a List filters every
-	// Lease of the namespace, tens of milliseconds at ten thousand, while
-	// bravo waits)
+	// Then bravo gets k and alpha is gone
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+	eventually(t, wakeWithin, func() (bool, string) {
+		_, err := f.widget(t, "alpha")
+		return err != nil, "alpha is still there"
+	})
+	// and alpha's record of k was deleted before any List of alpha's
+	// Leases was sent: its first deletion pass reads its records from the
+	// manager's cache and by name (a List filters every Lease of the
+	// namespace, tens of milliseconds at ten thousand, while bravo waits)
 	got, deleted := lists.beforeDelete(start)
 	if !deleted {
 		t.Fatal("no Lease was deleted after alpha's deletion")
@@ -619,11 +598,12 @@ func TestDeletingAHolderReleasesItsKeyBeforeAnyListOfItsLeasesIsSent(t *testing.
 				l.at.Sub(start), l.selector, l.resourceVersion)
 		}
 	}
-	// and alpha is gone
-	eventually(t, wakeWithin, func() (bool, string) {
-		_, err := f.widget(t, "alpha")
-		return err != nil, "alpha is still there"
-	})
+	// and no deletion pass of alpha sent a consistent List of its records
+	// (each waits up to 100 ms for the watch cache after a write of
+	// another resource)
+	if got := lists.consistentSince(start, string(alpha.UID)); len(got) > 0 {
+		t.Errorf("alpha's deletion passes sent %d consistent Lists of its records: %+v", len(got), got)
+	}
 }
 
 func TestTheDeletionPathFindsRecordsWrittenForTheObjectJustBeforeItsDeletion(t *testing.T) {

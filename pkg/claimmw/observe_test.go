@@ -336,57 +336,49 @@ func TestACleanStopLogsNoError(t *testing.T) {
 // What the middleware logs when its manager starts (resuming the renewals
 // of what the objects hold, stamping records) goes to the manager's logger,
 // as the passes' lines do: an operator that sets only the manager's
-// Options.Logger, not controller-runtime's global one, sees it.
-func TestWhatTheStartLogsGoesToTheManagersLogger(t *testing.T) {
-	ns := env.Namespace(t)
-	s := shortRenewal(t)
-	f, stop := startIn(t, ns, s)
-	// Given a holds k on time-based liveness
-	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
-	a, _ := f.widget(t, "a")
-	// When the operator restarts, its manager logging to a logger of its
-	// own, and the renewals of a's record are refused
-	stop()
-	s.logs = &logLines{}
-	s.failRenewalsOf = a.UID
-	startIn(t, ns, s)
-	// Then the start's refused renewal is logged there, naming the middleware
-	eventually(t, wakeWithin, func() (bool, string) {
-		return s.logs.contain("renewing a claim the object still holds"), "the manager's logger has no line of the refused renewal:\n" + s.logs.all()
-	})
-	if !s.logs.contain(`"middleware"="widget"`) {
-		t.Errorf("the start's lines do not name the middleware:\n%s", s.logs.all())
-	}
-}
-
-// Given an operator whose manager's Options.BaseContext carries a logger
-// (the context the manager starts its runnables with), what the middleware
-// logs at start goes to that logger, naming the middleware, and not to the
-// manager's.
-func TestWhatTheStartLogsGoesToTheBaseContextsLoggerWhenItCarriesOne(t *testing.T) {
-	ns := env.Namespace(t)
-	s := shortRenewal(t)
-	f, stop := startIn(t, ns, s)
-	// Given a holds k on time-based liveness
-	f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
-	a, _ := f.widget(t, "a")
-	// When the operator restarts, its manager logging to a logger of its
-	// own and its BaseContext carrying another, and the renewals of a's
-	// record are refused
-	stop()
-	s.logs, s.baseCtxLogs = &logLines{}, &logLines{}
-	s.failRenewalsOf = a.UID
-	startIn(t, ns, s)
-	// Then the start's refused renewal is logged through the base
-	// context's logger, naming the middleware
-	eventually(t, wakeWithin, func() (bool, string) {
-		return s.baseCtxLogs.contain("renewing a claim the object still holds"), "the base context's logger has no line of the refused renewal:\n" + s.baseCtxLogs.all()
-	})
-	if !s.baseCtxLogs.contain(`"middleware"="widget"`) {
-		t.Errorf("the start's lines do not name the middleware:\n%s", s.baseCtxLogs.all())
-	}
-	if s.logs.contain("renewing a claim the object still holds") {
-		t.Errorf("the start's lines went to the manager's logger too:\n%s", s.logs.all())
+// Options.Logger, not controller-runtime's global one, sees it. When the
+// manager's Options.BaseContext (the context it starts its runnables with)
+// carries a logger, that one gets them instead. Either way they name the
+// middleware.
+func TestWhatTheStartLogsGoesToTheManagersLoggerOrTheBaseContexts(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		baseCtx bool
+	}{
+		{name: "the manager's logger"},
+		{name: "a logger in Options.BaseContext", baseCtx: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			s := shortRenewal(t)
+			f, stop := startIn(t, ns, s)
+			// Given a holds k on time-based liveness
+			f.createAndWait(t, "a", conditions.ReasonClaimed, "k")
+			a, _ := f.widget(t, "a")
+			// When the operator restarts, its manager logging to a logger
+			// of its own (and its BaseContext carrying another), and the
+			// renewals of a's record are refused
+			stop()
+			s.logs, s.failRenewalsOf = &logLines{}, a.UID
+			want, other := s.logs, (*logLines)(nil)
+			if tc.baseCtx {
+				s.baseCtxLogs = &logLines{}
+				want, other = s.baseCtxLogs, s.logs
+			}
+			startIn(t, ns, s)
+			// Then the start's refused renewal is logged there, naming
+			// the middleware, and only there
+			const line = "renewing a claim the object still holds"
+			eventually(t, wakeWithin, func() (bool, string) {
+				return want.contain(line), "the logger has no line of the refused renewal:\n" + want.all()
+			})
+			if !want.contain(`"middleware"="widget"`) {
+				t.Errorf("the start's lines do not name the middleware:\n%s", want.all())
+			}
+			if other != nil && other.contain(line) {
+				t.Errorf("the start's lines went to the manager's logger too:\n%s", other.all())
+			}
+		})
 	}
 }
 
