@@ -75,6 +75,9 @@ type sizes struct {
 	// many bystanders.
 	fanOutFew      int
 	bystandersMany int
+	// fanOutReleases is how many releases in a row scenario 7 times, the
+	// holder of each the successor of the one before.
+	fanOutReleases int
 	lossRuns       int // scenario 8, per way of losing the key
 	// quiet is how long no pass may start before scenario 7 counts the
 	// passes of a release as complete.
@@ -84,11 +87,11 @@ type sizes struct {
 func sizesFromEnv(t *testing.T) sizes {
 	s := sizes{passes: 2, opRuns: 2, handovers: 2, listProbes: 2, requeue: time.Second, rounds: 1, contenders: []int{2},
 		scale: 20, scaleBudget: time.Minute, probes: 3, workers: 8, leKeys: 1, window: 3 * time.Second,
-		fanOut: 20, bystanders: 5, fanOutFew: 5, bystandersMany: 20, lossRuns: 2, quiet: time.Second}
+		fanOut: 20, bystanders: 5, fanOutFew: 5, bystandersMany: 20, fanOutReleases: 2, lossRuns: 2, quiet: time.Second}
 	if os.Getenv(envFull) != "" {
 		s = sizes{full: true, passes: 1000, opRuns: 100, handovers: 100, listProbes: 20, requeue: time.Second, rounds: 5,
 			contenders: []int{2, 10, 50}, scale: 10000, scaleBudget: 4 * time.Minute, probes: 100, workers: 16, leKeys: 10, window: 20 * time.Second,
-			fanOut: 1000, bystanders: 100, fanOutFew: 100, bystandersMany: 10000, lossRuns: 50, quiet: 2 * time.Second}
+			fanOut: 1000, bystanders: 100, fanOutFew: 100, bystandersMany: 10000, fanOutReleases: 5, lossRuns: 50, quiet: 2 * time.Second}
 	}
 	if v := os.Getenv(envScale); v != "" {
 		n, err := strconv.Atoi(v)

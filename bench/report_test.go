@@ -198,7 +198,14 @@ const methods = `## How each figure is measured
   shows every other one Parked with a condition naming the new holder (polled every 20 ms, no request). "Changed"
   counts the objects whose condition the release must change: every parked one (it names the new holder), the
   successor and the holder; status writes and events are the operator process's requests. A bystander's pass
-  fails the run.
+  fails the run. Then the new holder is deleted, and so on: 5 releases in a row (the first is the one counted),
+  each timed from its Delete to its successor's grant once the one before has settled and no pass started for 2 s;
+  the target is on their p50, as one release is one sample.
+- **8b**: the controller of 4 with 4 workers; 50 pairs (holder, parked waiter), each holder's told pass taking
+  300 ms. A holder's spec is edited to name no key (even runs) or another key (odd runs); once its pass told to
+  stop using the key has started, the key's Lease is deleted as kubectl claims release does. The successor's record
+  written (its Create answered) or its first granted pass started before the told pass returned counts as a key freed
+  early, as does the record gone before the delete was sent while the told pass ran.
 - **8**: the controller of 4; 100 pairs (holder, parked waiter) on 100 keys. In the first 50 runs the holder's
   Lease is deleted as kubectl claims release does (fenced on the UID and resourceVersion it read), from a client of
   the bench's own; in the next 50 a second claim.Claimer with the middleware's configuration and a liveness that

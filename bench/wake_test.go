@@ -150,13 +150,31 @@ func fanOutRun(t *testing.T, rep *report, s sizes, parked, bystanders int, o rig
 		changed = 2
 	}
 
+	// The releases that follow, each of the holder granted by the one
+	// before, are timed to the successor's grant: one release is one
+	// sample, and its time varies with what the other waiters' passes do.
+	grants := latencies{granted.Sub(start)}
+	holder := winner
+	for i := 1; i < s.fanOutReleases && i < parked; i++ {
+		at := time.Now()
+		if err := dc.Delete(ctx, newClaimant(r.ns, holder)); err != nil {
+			t.Fatal(err)
+		}
+		next, g := waitAnyGranted(t, r, parked, at, 5*time.Minute)
+		grants = append(grants, g.Sub(at))
+		waitParkedBehind(t, r, parked-i, next, named, 5*time.Minute)
+		r.passes.waitQuiet(t, s.quiet, 5*time.Minute)
+		holder = next
+	}
+
 	scen := fmt.Sprintf("7 Fan-out, %d parked on one key, %d bystanders, %s", parked, bystanders, setting)
 	rep.add(row{scen, "reconciles caused by one release (holder deleted): total; the holder; the parked objects (per object)",
 		fmt.Sprintf("%d; %d; %d (%s)", total, holderPasses, parkedPasses, spread(per)), "", "", ""})
 	rep.add(row{scen, "reconciles of the bystanders (objects not naming the key)", fmt.Sprintf("%d of %d objects", bystanderPasses, bystanders), "", "0",
 		verdict(bystanderPasses == 0, fmt.Sprintf("%d passes", bystanderPasses))})
-	rep.add(row{scen, "Delete → one successor granted", ms(granted.Sub(start)), "", "≤ " + ms(fanOutGrantTarget),
-		verdict(granted.Sub(start) <= fanOutGrantTarget, ms(granted.Sub(start)))})
+	rep.add(row{scen, fmt.Sprintf("Delete → one successor granted, %d releases in a row (the first is the release above)", len(grants)),
+		fmt.Sprintf("%s; first %s", grants, ms(grants[0])), "", "p50 ≤ " + ms(fanOutGrantTarget),
+		verdict(grants.pct(50) <= fanOutGrantTarget, "p50 "+ms(grants.pct(50)))})
 	settleVerdict := "—"
 	if o.workers == recommendedWorkers && o.unlimited && !named {
 		settleVerdict = verdict(settled.Sub(start) <= fanOutSettleTarget, ms(settled.Sub(start)))
