@@ -201,11 +201,6 @@ const methods = `## How each figure is measured
   fails the run. Then the new holder is deleted, and so on: 5 releases in a row (the first is the one counted),
   each timed from its Delete to its successor's grant once the one before has settled and no pass started for 2 s;
   the target is on their p50, as one release is one sample.
-- **8b**: the controller of 4 with 4 workers; 50 pairs (holder, parked waiter), each holder's told pass taking
-  300 ms. A holder's spec is edited to name no key (even runs) or another key (odd runs); once its pass told to
-  stop using the key has started, the key's Lease is deleted as kubectl claims release does. The successor's record
-  written (its Create answered) or its first granted pass started before the told pass returned counts as a key freed
-  early, as does the record gone before the delete was sent while the told pass ran.
 - **8**: the controller of 4; 100 pairs (holder, parked waiter) on 100 keys. In the first 50 runs the holder's
   Lease is deleted as kubectl claims release does (fenced on the UID and resourceVersion it read), from a client of
   the bench's own; in the next 50 a second claim.Claimer with the middleware's configuration and a liveness that
@@ -213,6 +208,11 @@ const methods = `## How each figure is measured
   The latency runs from the Delete call, or from the Update request, to the holder's first run of its inner
   reconciler without the key (the middleware runs it in the pass that finds a key lost, after the condition was
   written False). A run counts as re-acquired when the record names the holder again after its first pass.
+- **8b**: the controller of 4 with 4 workers; 50 pairs (holder, parked waiter), each holder's told pass taking
+  300 ms. A holder's spec is edited to name no key (even runs) or another key (odd runs); once its pass told to
+  stop using the key has started, the key's Lease is deleted as kubectl claims release does. The successor's record
+  written (its Create answered) or its first granted pass started before the told pass returned counts as a key freed
+  early, as does the record gone before the delete was sent while the told pass ran.
 - **(a)** client-go leaderelection, one LeaseLock per key, LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s,
   counted over a 20 s window after every elector leads and extrapolated to a minute; our holders of as many keys
   are counted over the same window in the same process run.
