@@ -736,3 +736,151 @@ func TestAHolderThatActedIsGivenItsKeyInItsDeletionPassAfterARestartWhileAnObjec
 			deletionCalls(f2, "alpha"), f2.leaseExists(t, "k"), f2.claimed(t, "charlie"))
 	}
 }
+
+// A key the object stopped naming just before its deletion, whose record the
+// manager's Lease cache has not shown yet when the first deletion pass lists
+// (a cache that lags; the record was written long before), and whose record a
+// person deletes while that pass runs: the waiter must not act for the key
+// before a pass of the object told to stop using it succeeded, while the
+// object is still there (docs/middleware.md: a key is never in use by two
+// objects; an object acts for a key from its first granted pass until a pass
+// told to stop returned success, or until it is gone).
+func TestAWaiterDoesNotActForAKeyTheDeletedObjectStoppedNamingBeforeTheObjectWasToldToStopIt(t *testing.T) {
+	t.Parallel()
+	f := start(t, setup{workers: 2})
+	// The revision before alpha's records were written.
+	var before coordinationv1.LeaseList
+	if err := env.APIReader.List(context.Background(), &before, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	waiterActsOnlyAfterTheDeletedObjectWasTold(t, f, func() {
+		// the manager's Lease cache lags (it has not shown alpha's records yet)
+		f.writes.leaseListsAt.Store(before.ResourceVersion)
+		t.Cleanup(func() { f.writes.leaseListsAt.Store("") })
+	})
+}
+
+// The same with a Lease cache restricted by claim.Config.Labels
+// (lease.CacheByObject) and no lag: a person removed those labels from b's
+// record (its holder label is still there), so the cache does not hold it.
+func TestAWaiterDoesNotActForAKeyTheDeletedObjectStoppedNamingBeforeTheObjectWasToldToStopItWhenItsRecordLostTheClaimLabels(t *testing.T) {
+	t.Parallel()
+	s := labelledSetup()
+	s.workers = 2
+	f := start(t, s)
+	waiterActsOnlyAfterTheDeletedObjectWasTold(t, f, func() {
+		l := f.leaseOf(t, "b")
+		delete(l.Labels, "team")
+		if err := direct(t).Update(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+		// once the manager's cache has dropped it
+		eventually(t, 5*time.Second, func() (bool, string) {
+			err := f.client.Get(context.Background(), client.ObjectKeyFromObject(l), &coordinationv1.Lease{})
+			return apierrors.IsNotFound(err), fmt.Sprintf("the manager's cache still shows b's record: %v", err)
+		})
+	})
+}
+
+// waiterActsOnlyAfterTheDeletedObjectWasTold: alpha holds a and b, bravo
+// waits for b; alpha stops naming b and is deleted before its next pass,
+// after hide made b's record invisible to the manager's Lease cache; a
+// person deletes b's record while alpha's first deletion pass runs.
+func waiterActsOnlyAfterTheDeletedObjectWasTold(t *testing.T, f *fixture, hide func()) {
+	// Given alpha holds a and b, and bravo waits for b
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "a", "b")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "b")
+
+	var (
+		mu         sync.Mutex
+		alphaTold  bool // a pass of alpha told to stop using b succeeded
+		erased     bool
+		violations []string
+	)
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+		switch name {
+		case "alpha":
+			told := namesKey(c.state.Releasing, "b") || c.state.Deleting && namesKey(c.state.Grants, "b")
+			mu.Lock()
+			first := c.state.Deleting && !erased
+			later := c.state.Deleting && erased
+			if first {
+				erased = true
+			}
+			mu.Unlock()
+			if later {
+				// Alpha's later deletion passes take their time (its
+				// workloads stop slowly): bravo's passes, on the other
+				// worker, run meanwhile (bravo is edited: a requeue or any
+				// event of it would do).
+				f.touch(t, "bravo")
+				time.Sleep(1500 * time.Millisecond)
+			}
+			if first {
+				// A person deletes b's record while alpha's first deletion
+				// pass runs.
+				f.deleteLease(t, "b")
+
+			}
+			if told {
+				mu.Lock()
+				alphaTold = true
+				mu.Unlock()
+			}
+		case "bravo":
+			if c.state.Granted && namesKey(c.state.Grants, "b") {
+				_, err := f.widget(t, "alpha")
+				mu.Lock()
+				if err == nil && !alphaTold {
+					violations = append(violations, fmt.Sprintf("bravo acts for b (granted pass %+v) while alpha is still there and no pass of alpha told to stop using b has succeeded (alpha's passes: %s)", c.state, describe(f.inner.callsOf("alpha"))))
+				}
+				mu.Unlock()
+			}
+		}
+		return reconcile.Result{}, nil
+	})
+
+	// When alpha stops naming b and is deleted before its next pass, and the
+	// manager's Lease cache does not show b's record
+	release := f.holdBackPasses("alpha")
+	f.setKeys(t, "alpha", "a")
+	hide()
+	f.deleteWidgetAsync(t, "alpha")
+	release()
+
+	// Then alpha goes, and bravo acts for b only after alpha was told to stop
+	// using b (or was gone)
+	eventually(t, 20*time.Second, func() (bool, string) {
+		_, err := f.widget(t, "alpha")
+		return err != nil, "alpha is still there"
+	})
+	// (A record the cache does not hold wakes nobody when it goes: bravo is
+	// asked to run once alpha is gone. This does not decide the check below,
+	// which is made in bravo's passes themselves.)
+	f.touch(t, "bravo")
+	eventually(t, 20*time.Second, func() (bool, string) {
+		c := f.claimed(t, "bravo")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo: %+v", c)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, v := range violations {
+		t.Error(v)
+	}
+}
+
+func describe(calls []call) string {
+	var out []string
+	for _, c := range calls {
+		out = append(out, fmt.Sprintf("{Deleting:%v Granted:%v Grants:%v Releasing:%v}", c.state.Deleting, c.state.Granted, keysOfGrants(c.state.Grants), keysOfGrants(c.state.Releasing)))
+	}
+	return fmt.Sprint(out)
+}
+
+func keysOfGrants(gs []claimmw.Grant) []string {
+	var out []string
+	for _, g := range gs {
+		out = append(out, g.Key)
+	}
+	return out
+}

@@ -1575,17 +1575,7 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 	// it while another finalizer keeps the object): the inner pass cleans up
 	// only what the object holds.
 	was := m.conditionOf(obj)
-	fresh := "0"
-	if saysReleased(was) {
-		fresh = obj.GetResourceVersion()
-	}
-	holdings, err := m.deletionHoldings(ctx, obj, self, fresh)
-	if err == nil && len(holdings) == 0 && fresh == "0" {
-		// A listing of the records as they are may miss a record written
-		// moments ago: no finalizer comes off on its word.
-		fresh = ""
-		holdings, err = m.deletionHoldings(ctx, obj, self, fresh)
-	}
+	holdings, cached, err := m.deletionListing(ctx, obj, was, self)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
 	}
@@ -1615,6 +1605,14 @@ func (m *Middleware) finalize(ctx, userCtx context.Context, req reconcile.Reques
 			return reconcile.Result{RequeueAfter: staleReadRequeue}, nil
 		}
 		obj, was = current, m.conditionOf(current)
+		if cached && !m.cacheListsEnough(ctx, obj, was) {
+			// The cache lagged behind a condition that says the object
+			// may act for keys it does not name now: the records of those
+			// are listed from the API server.
+			if holdings, _, err = m.deletionListing(ctx, obj, was, self); err != nil {
+				return reconcile.Result{}, fmt.Errorf("reading the claims of %s before its deletion: %w", req.NamespacedName, err)
+			}
+		}
 	}
 	holds := m.renew.keep(ctx, req.NamespacedName, self, holdings)
 	m.renew.stopExcept(req.NamespacedName, keysOf(holdings)...)
@@ -2051,21 +2049,60 @@ func saysReleased(c metav1.Condition) bool {
 	return c.Reason == string(conditions.ReasonReleased)
 }
 
+// deletionListing returns the records a deletion pass of obj, whose claim
+// condition is was, is given, and whether they were listed from the
+// manager's cache. Until the object says Released, they are listed as they
+// are: from the manager's cache (no request) when that shows every record
+// the object may act for (cacheListsEnough), else from the API server's
+// watch cache; and, when that finds none, once more consistently, since a
+// listing of the records as they are may miss one written moments ago and
+// no finalizer comes off on its word. Once it says Released, at least as
+// fresh as the object.
+func (m *Middleware) deletionListing(ctx context.Context, obj client.Object, was metav1.Condition, self claim.Holder) ([]claim.Record, bool, error) {
+	fresh := "0"
+	if saysReleased(was) {
+		fresh = obj.GetResourceVersion()
+	}
+	cached := fresh == "0" && m.cachedRecords && m.cacheListsEnough(ctx, obj, was)
+	holdings, err := m.deletionHoldings(ctx, obj, self, fresh, cached)
+	if err == nil && len(holdings) == 0 && fresh == "0" {
+		holdings, err = m.deletionHoldings(ctx, obj, self, "", false)
+		cached = false
+	}
+	return holdings, cached, err
+}
+
+// cacheListsEnough reports whether a deletion pass may list obj's records
+// from the manager's cache: its condition (was) says it acts for nothing,
+// or for exactly the keys it names, whose records deletionHoldings reads
+// by name from etcd anyway. A record the cache misses then is one the
+// object does not act for, which a later pass, listing at least as fresh
+// as the object, finds and releases. A key it stopped naming while it may
+// still act for it (its told pass has not succeeded) is listed from the API
+// server: a pass not given it must not say Released, which would end its
+// acting window for that key untold.
+func (m *Middleware) cacheListsEnough(ctx context.Context, obj client.Object, was metav1.Condition) bool {
+	if !mayAct(was) {
+		return true
+	}
+	named, err := m.keysOf(ctx, obj)
+	return err == nil && m.claimedFor(was, named)
+}
+
 // deletionHoldings returns every record the object being deleted holds: the
 // listing of its records (by its selector labels, and the records that lost
 // them: Claimer.HoldingsNotOlderThan) at least as fresh as
-// resourceVersion ("": consistent, "0": as they are, from the manager's
-// cache when the middleware built its Claimer on one), and one
-// Get per key it still names, read from etcd, which also finds a record
+// resourceVersion ("": consistent, "0": as they are), or, when cached, as
+// the manager's cache shows them; and one Get per key it still names, read from etcd, which also finds a record
 // whose labels another writer replaced (an annotation record on an object
 // others edit).
-func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, self claim.Holder, resourceVersion string) ([]claim.Record, error) {
+func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, self claim.Holder, resourceVersion string, cached bool) ([]claim.Record, error) {
 	var out []claim.Record
 	var err error
 	switch {
 	case resourceVersion == "":
 		out, err = m.claimer.Holdings(ctx, self)
-	case resourceVersion == "0" && m.cachedRecords:
+	case cached:
 		// As the manager's cache shows them, which costs no request: a
 		// listing of the API server's watch cache as it is may miss a
 		// record too, and filters every Lease of the namespace (tens of
