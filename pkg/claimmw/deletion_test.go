@@ -8,8 +8,10 @@ package claimmw_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -883,4 +885,131 @@ func keysOfGrants(gs []claimmw.Grant) []string {
 		out = append(out, g.Key)
 	}
 	return out
+}
+
+// calledFrom reports whether fn is on the caller's stack.
+func calledFrom(fn string) bool {
+	pcs := make([]uintptr, 64)
+	n := runtime.Callers(2, pcs)
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		fr, more := frames.Next()
+		if strings.HasSuffix(fr.Function, fn) {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+// Alpha holds a and b and keeps naming both (its condition says Claimed for
+// exactly a and b, so its first deletion pass lists from the manager's
+// cache). b's record lost the claim labels, so a Lease cache restricted by
+// them does not hold it. The keys function (one that reads more than the
+// spec, e.g. a ConfigMap) fails once, transiently, while that first
+// deletion pass reads each named key by name: its result is ignored there,
+// so b's record is read neither from the cache nor by name, while the
+// checks before and after (cacheListsEnough, on the cached and the uncached
+// object) computed the keys fine. A person deletes b's record while that
+// pass runs. bravo, waiting for b, must not act for b before a pass of alpha
+// told to stop using b succeeded, while alpha is still there.
+func TestAWaiterDoesNotActForANamedKeyWhenTheKeysFunctionFailsOnceWhileTheDeletionPassReadsKeysByName(t *testing.T) {
+	t.Parallel()
+	var armed atomic.Bool
+	keys := func(ctx context.Context, obj client.Object) ([]string, error) {
+		w := obj.(*testcrd.Widget)
+		if w.Name == "alpha" && w.DeletionTimestamp != nil && calledFrom("claimmw.(*Middleware).deletionHoldings") && armed.CompareAndSwap(true, false) {
+			return nil, errors.New("reading the storage ConfigMap: etcdserver: request timed out")
+		}
+		return specKeys(ctx, obj)
+	}
+	s := labelledSetup()
+	s.workers = 2
+	s.opts = []claimmw.Option{claimmw.WithKeys(keys)}
+	f := start(t, s)
+
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "a", "b")
+	f.createAndWait(t, "bravo", conditions.ReasonParked, "b")
+
+	var (
+		mu         sync.Mutex
+		alphaTold  bool
+		erased     bool
+		firstGrant []string
+		violations []string
+	)
+	f.inner.setHook(func(ctx context.Context, name string, c call) (reconcile.Result, error) {
+		switch name {
+		case "alpha":
+			told := namesKey(c.state.Releasing, "b") || c.state.Deleting && namesKey(c.state.Grants, "b")
+			mu.Lock()
+			first := c.state.Deleting && !erased
+			later := c.state.Deleting && erased
+			if first {
+				erased = true
+				firstGrant = keysOfGrants(c.state.Grants)
+			}
+			mu.Unlock()
+			if later {
+				f.touch(t, "bravo")
+				time.Sleep(1500 * time.Millisecond)
+			}
+			if first {
+				f.deleteLease(t, "b")
+			}
+			if told {
+				mu.Lock()
+				alphaTold = true
+				mu.Unlock()
+			}
+		case "bravo":
+			if c.state.Granted && namesKey(c.state.Grants, "b") {
+				_, err := f.widget(t, "alpha")
+				mu.Lock()
+				if err == nil && !alphaTold {
+					violations = append(violations, fmt.Sprintf("bravo acts for b (granted pass %+v) while alpha is still there and no pass of alpha told to stop using b has succeeded (alpha's passes: %s)", c.state, describe(f.inner.callsOf("alpha"))))
+				}
+				mu.Unlock()
+			}
+		}
+		return reconcile.Result{}, nil
+	})
+
+	// b's record loses the claim labels (alpha's passes held back meanwhile,
+	// as in waiterActsOnlyAfterTheDeletedObjectWasTold); the manager's cache
+	// drops it.
+	release := f.holdBackPasses("alpha")
+	l := f.leaseOf(t, "b")
+	delete(l.Labels, "team")
+	if err := direct(t).Update(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() (bool, string) {
+		err := f.client.Get(context.Background(), client.ObjectKeyFromObject(l), &coordinationv1.Lease{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("the manager's cache still shows b's record: %v", err)
+	})
+
+	armed.Store(true)
+	f.deleteWidgetAsync(t, "alpha")
+	release()
+
+	eventually(t, 20*time.Second, func() (bool, string) {
+		_, err := f.widget(t, "alpha")
+		return err != nil, "alpha is still there"
+	})
+	f.touch(t, "bravo")
+	eventually(t, 20*time.Second, func() (bool, string) {
+		c := f.claimed(t, "bravo")
+		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo: %+v", c)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if armed.Load() {
+		t.Errorf("the keys function never failed in alpha's deletion pass (it was not called from deletionHoldings)")
+	}
+	t.Logf("alpha's first deletion pass was given %v", firstGrant)
+	for _, v := range violations {
+		t.Error(v)
+	}
 }

@@ -2122,7 +2122,13 @@ func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, se
 			return nil, err
 		}
 	}
-	keys, _ := m.keysOf(ctx, obj)
+	keys, err := m.keysOf(ctx, obj)
+	if err != nil && cached {
+		// The cache's listing counts on the keys it names being read by
+		// name: without them a record the cache misses, of a key it acts
+		// for, would not be given to this pass. The next pass lists again.
+		return nil, fmt.Errorf("computing the keys whose records a listing from the cache relies on: %w", err)
+	}
 	for _, k := range keys {
 		if slices.ContainsFunc(out, func(r claim.Record) bool { return r.Key == k.norm }) {
 			continue
