@@ -2097,6 +2097,13 @@ func (m *Middleware) cacheListsEnough(ctx context.Context, obj client.Object, wa
 // whose labels another writer replaced (an annotation record on an object
 // others edit).
 func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, self claim.Holder, resourceVersion string, cached bool) ([]claim.Record, error) {
+	keys, kerr := m.keysOf(ctx, obj)
+	if kerr != nil && cached {
+		// The cache's listing counts on the keys it names being read by
+		// name: without them a record the cache misses, of a key it acts
+		// for, would not be given to this pass. The API server lists.
+		cached, resourceVersion = false, "0"
+	}
 	var out []claim.Record
 	var err error
 	switch {
@@ -2121,13 +2128,6 @@ func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, se
 		if out, err = m.stillHeld(ctx, self, out); err != nil {
 			return nil, err
 		}
-	}
-	keys, err := m.keysOf(ctx, obj)
-	if err != nil && cached {
-		// The cache's listing counts on the keys it names being read by
-		// name: without them a record the cache misses, of a key it acts
-		// for, would not be given to this pass. The next pass lists again.
-		return nil, fmt.Errorf("computing the keys whose records a listing from the cache relies on: %w", err)
 	}
 	for _, k := range keys {
 		if slices.ContainsFunc(out, func(r claim.Record) bool { return r.Key == k.norm }) {
