@@ -770,17 +770,22 @@ func TestAWaiterDoesNotActForAKeyTheDeletedObjectStoppedNamingBeforeTheObjectWas
 	s := labelledSetup()
 	s.workers = 2
 	f := start(t, s)
-	waiterActsOnlyAfterTheDeletedObjectWasTold(t, f, true, func() {
-		l := f.leaseOf(t, "b")
-		delete(l.Labels, "team")
-		if err := direct(t).Update(context.Background(), l); err != nil {
-			t.Fatal(err)
-		}
-		// once the manager's cache has dropped it
-		eventually(t, 5*time.Second, func() (bool, string) {
-			err := f.client.Get(context.Background(), client.ObjectKeyFromObject(l), &coordinationv1.Lease{})
-			return apierrors.IsNotFound(err), fmt.Sprintf("the manager's cache still shows b's record: %v", err)
-		})
+	waiterActsOnlyAfterTheDeletedObjectWasTold(t, f, true, func() { f.dropClaimLabel(t, "b") })
+}
+
+// dropClaimLabel removes the claim label "team" (labelledSetup's) from
+// key's record, as a person might, and returns once the manager's Lease
+// cache, restricted by that label, no longer shows the record.
+func (f *fixture) dropClaimLabel(t *testing.T, key string) {
+	t.Helper()
+	l := f.leaseOf(t, key)
+	delete(l.Labels, "team")
+	if err := direct(t).Update(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() (bool, string) {
+		err := f.client.Get(context.Background(), client.ObjectKeyFromObject(l), &coordinationv1.Lease{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("the manager's cache still shows %s's record: %v", key, err)
 	})
 }
 
@@ -934,15 +939,7 @@ func TestAWaiterDoesNotActForANamedKeyWhenTheKeysFunctionFailsOnceWhileTheDeleti
 	waiterActsOnlyAfterTheDeletedObjectWasTold(t, f, false, func() {
 		// b's record loses the claim labels, and the manager's cache
 		// drops it; the keys function fails once in alpha's deletion pass
-		l := f.leaseOf(t, "b")
-		delete(l.Labels, "team")
-		if err := direct(t).Update(context.Background(), l); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 5*time.Second, func() (bool, string) {
-			err := f.client.Get(context.Background(), client.ObjectKeyFromObject(l), &coordinationv1.Lease{})
-			return apierrors.IsNotFound(err), fmt.Sprintf("the manager's cache still shows b's record: %v", err)
-		})
+		f.dropClaimLabel(t, "b")
 		armed.Store(true)
 	})
 	if armed.Load() {
