@@ -2093,9 +2093,9 @@ func (m *Middleware) cacheListsEnough(ctx context.Context, obj client.Object, wa
 // listing of its records (by its selector labels, and the records that lost
 // them: Claimer.HoldingsNotOlderThan) at least as fresh as
 // resourceVersion ("": consistent, "0": as they are), or, when cached, as
-// the manager's cache shows them; and one Get per key it still names, read from etcd, which also finds a record
-// whose labels another writer replaced (an annotation record on an object
-// others edit).
+// the manager's cache shows them; and one Get per key it still names, read
+// from etcd, which also finds a record whose labels another writer replaced
+// (an annotation record on an object others edit).
 func (m *Middleware) deletionHoldings(ctx context.Context, obj client.Object, self claim.Holder, resourceVersion string, cached bool) ([]claim.Record, error) {
 	keys, kerr := m.keysOf(ctx, obj)
 	if kerr != nil && cached {
