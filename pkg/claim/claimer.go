@@ -854,10 +854,12 @@ func (c *Claimer) holdings(ctx context.Context, b lister, self Holder) ([]Record
 
 // ReleaseRecords releases the claims of self on the keys of recs (as
 // [Claimer.Holdings] returned them), and nothing else: each key's record is
-// read again uncached, and deleted, fenced on that read's UID and version,
-// only while it is self's record in the Claimer's set. A record already gone
-// or held by someone else counts as released. It returns the keys whose
-// record it deleted; errors of several keys are joined.
+// deleted, fenced on the UID and version of the record as given when it is
+// self's in the Claimer's set, else (or when it changed since) of a record
+// read again uncached, and only while that read says it is self's. A record
+// already gone or held by someone else counts as released. It returns the
+// keys whose record it deleted, or found gone when it deleted the record as
+// given; errors of several keys are joined.
 func (c *Claimer) ReleaseRecords(ctx context.Context, self Holder, recs ...Record) ([]string, error) {
 	if err := validateHolder(self); err != nil {
 		return nil, fmt.Errorf("releasing claims: %w", err)
@@ -865,23 +867,46 @@ func (c *Claimer) ReleaseRecords(ctx context.Context, self Holder, recs ...Recor
 	var released []string
 	var errs []error
 	for _, r := range recs {
-		rec, err := c.backend.Get(ctx, r.Key)
+		deleted, err := c.releaseRecord(ctx, self, r)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("releasing claim %q of %s: reading record: %w", r.Key, self, err))
-			continue
-		}
-		mutant.Do(mutant.ReleaseWhateverRecord, func() { rec.Holder = self })
-		if !c.mine(rec, self) {
-			continue
-		}
-		if err := c.backend.Delete(ctx, rec); err != nil {
 			errs = append(errs, fmt.Errorf("releasing claim %q of %s: %w", r.Key, self, err))
 			continue
 		}
-		released = append(released, rec.Key)
-		log.FromContext(ctx).V(1).Info("released claim", "claimKey", rec.Key, "holder", self.String())
+		if deleted {
+			released = append(released, r.Key)
+			log.FromContext(ctx).V(1).Info("released claim", "claimKey", r.Key, "holder", self.String())
+		}
 	}
 	return released, errors.Join(errs...)
+}
+
+// releaseRecord deletes the record of r's key while it is self's, and
+// reports whether it did. The delete is fenced on r itself when r says it is
+// self's: the API server refuses it unless the record is still exactly r,
+// so no read is needed to know it deletes self's. Only a record changed
+// since r (or an r that is not self's, or carries no version) is read again.
+func (c *Claimer) releaseRecord(ctx context.Context, self Holder, r Record) (bool, error) {
+	if r.Version != "" && c.mine(r, self) {
+		err := c.backend.Delete(ctx, r)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, backends.ErrConflict) {
+			return false, err
+		}
+	}
+	rec, err := c.backend.Get(ctx, r.Key)
+	if err != nil {
+		return false, fmt.Errorf("reading record: %w", err)
+	}
+	mutant.Do(mutant.ReleaseWhateverRecord, func() { rec.Holder = self })
+	if !c.mine(rec, self) {
+		return false, nil
+	}
+	if err := c.backend.Delete(ctx, rec); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // RecordRef names the object of [Claimer.RecordType] that stores the record

@@ -10,7 +10,9 @@
 // refused with backends.ErrConflict, only a dead holder is taken over and only
 // once, a foreign record blocks and survives, the release sweep keeps what it
 // is told to and never touches another holder's claim nor a claim of another
-// claim set (Config.Set) of the same holder, a holder's listing finds its
+// claim set (Config.Set) of the same holder, a release by record deletes the
+// record as given (without a read) or, changed since, only while a fresh read
+// says it is still the holder's, a holder's listing finds its
 // record that lacks its selector label (an older HolderLabels wrote it),
 // and the fencing token
 // rises on every grant of a key. Races are made deterministic with barriers
@@ -123,6 +125,7 @@ func Cases() []Case {
 		{"ForeignRecordBlocksAndSurvives", foreignBlocks},
 		{"ReleaseSweepsAllButKept", sweepWithKeep},
 		{"ReleaseOfAnotherHoldersClaimIsANoOp", releaseOthersNoOp},
+		{"ReleaseByRecordIsFencedOnTheRecordGiven", releaseFencedOnGiven},
 		{"ReleaseTouchesOnlyItsOwnSet", releaseOwnSetOnly},
 		{"ListingFindsARecordWithoutItsHolderLabel", listingFindsUnlabelled},
 		{"TokensRiseOnEveryGrant", tokensRise},
@@ -154,6 +157,7 @@ type world struct {
 	ctx    context.Context
 	env    Env
 	writes atomic.Int64
+	reads  atomic.Int64
 
 	mu  sync.Mutex
 	raw backends.Backend
@@ -176,7 +180,7 @@ func (w *world) claimerWith(cfg claim.Config, opts ...claim.Option) (*claim.Clai
 		w.mu.Lock()
 		w.raw = b
 		w.mu.Unlock()
-		return countingBackend{Backend: b, n: &w.writes}, nil
+		return countingBackend{Backend: b, n: &w.writes, reads: &w.reads}, nil
 	}
 	base := []claim.Option{claim.WithBackend(factory), claim.WithLiveness(w.liveness())}
 	c, err := claim.New(w.env.Reader, countingClient{Client: w.env.Writer, n: &w.writes}, cfg, append(base, opts...)...)
@@ -344,10 +348,17 @@ func (b *barrier) wait(ctx context.Context) {
 	}
 }
 
-// countingBackend counts every write the protocol asks of the backend.
+// countingBackend counts every write the protocol asks of the backend, and
+// its reads by key.
 type countingBackend struct {
 	backends.Backend
-	n *atomic.Int64
+	n     *atomic.Int64
+	reads *atomic.Int64
+}
+
+func (b countingBackend) Get(ctx context.Context, key string) (claim.Record, error) {
+	b.reads.Add(1)
+	return b.Backend.Get(ctx, key)
 }
 
 func (b countingBackend) Create(ctx context.Context, prev, next claim.Record) (claim.Record, error) {

@@ -380,6 +380,79 @@ func releaseOthersNoOp(w *world) error {
 	return nil
 }
 
+// releaseFencedOnGiven: ReleaseRecords deletes a record given to it (as
+// Holdings returned it) only while the stored record is still that one or,
+// changed since, is read again and still the holder's; the record of
+// another holder since is never touched, and an unchanged one is released
+// without a read.
+func releaseFencedOnGiven(w *world) error {
+	// Given A holds K1, K2 and K3, each record read while A held it
+	k1, k2, k3 := w.env.NewKey(w.t), w.env.NewKey(w.t), w.env.NewKey(w.t)
+	hs := w.holders(2)
+	c, err := w.claimer()
+	if err != nil {
+		return err
+	}
+	given := map[string]claim.Record{}
+	for _, k := range []string{k1, k2, k3} {
+		if _, err := w.acquire(c, k, hs[0], claim.ReasonAcquired); err != nil {
+			return err
+		}
+		if given[k], err = w.heldBy(c, k, hs[0]); err != nil {
+			return err
+		}
+	}
+	// And K2's record written again since (A still its holder)
+	raw := w.backend()
+	if _, err := raw.Update(w.ctx, given[k2], given[k2]); err != nil {
+		return fmt.Errorf("writing the record of %q again: %w", k2, err)
+	}
+	// When A's record of K1, as read, is released
+	reads := w.reads.Load()
+	released, err := c.ReleaseRecords(w.ctx, hs[0], given[k1])
+	if err != nil || !slices.Equal(released, []string{given[k1].Key}) {
+		return fmt.Errorf("releasing A's unchanged record of %q: released %q, error %s; want [%q]", k1, released, errString(err), given[k1].Key)
+	}
+	// Then it is gone, deleted without a read
+	if n := w.reads.Load() - reads; n != 0 {
+		return fmt.Errorf("releasing A's unchanged record of %q read records %d times, want none", k1, n)
+	}
+	if err := w.free(c, k1); err != nil {
+		return err
+	}
+	// When A's record of K2, as read before it was written again, is released
+	released, err = c.ReleaseRecords(w.ctx, hs[0], given[k2])
+	// Then it is read again, still A's, and deleted
+	if err != nil || !slices.Equal(released, []string{given[k2].Key}) {
+		return fmt.Errorf("releasing A's record of %q written since: released %q, error %s; want [%q]", k2, released, errString(err), given[k2].Key)
+	}
+	if err := w.free(c, k2); err != nil {
+		return err
+	}
+	// When A dies, B takes K3 over, and A's record of K3, as read, is released
+	w.env.Kill(w.t, hs[0])
+	if _, err := w.acquire(c, k3, hs[1], claim.ReasonTakenOver); err != nil {
+		return err
+	}
+	taken, err := w.heldBy(c, k3, hs[1])
+	if err != nil {
+		return err
+	}
+	released, err = c.ReleaseRecords(w.ctx, hs[0], given[k3])
+	// Then nothing is released and B's record is as it was
+	if err != nil || len(released) != 0 {
+		return fmt.Errorf("%w: releasing A's record of %q after B took it over: released %q, error %s; want nothing", ErrUnfenced, k3, released, errString(err))
+	}
+	after, err := w.heldBy(c, k3, hs[1])
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnfenced, err)
+	}
+	if after.Version != taken.Version {
+		return fmt.Errorf("%w: B's record of %q changed from version %s to %s", ErrUnfenced, k3, taken.Version, after.Version)
+	}
+	return nil
+}
+
 // releaseOwnSetOnly: two Claimers of one holder with different claim sets
 // (two middlewares on one kind) never release each other's records; a
 // record written before sets existed belongs to every set of its holder.
