@@ -115,6 +115,8 @@ type Middleware struct {
 	// pending are the holders whose commit of a handover this process
 	// refused, by successor; see [pendingCommits].
 	pending pendingCommits
+	// herds holds back the wake-ups of a freed key's namers but the first.
+	herds herds
 	// waiters receives the objects waiting for a handover that another
 	// middleware of the manager wakes (Middleware.wakeWaiting): each
 	// middleware's objects go to its own controller's queue.
@@ -352,6 +354,7 @@ var errStaleRead = errors.New("object changed since it was read")
 func (m *Middleware) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	logger := log.FromContext(ctx).WithName("claim")
 	res, err := m.reconcile(log.IntoContext(ctx, logger), ctx, req)
+	m.herds.passEnded(req.NamespacedName)
 	if errors.Is(err, errStaleRead) {
 		// Not a failure: read again once the cache caught up, without the
 		// error backoff and its log line.

@@ -105,6 +105,9 @@ type config struct {
 	finalizer     finalizer.Name
 	parkedRequeue time.Duration
 	waitRequeue   time.Duration
+	// herdWait is the longest a freed key's namers but the first are held
+	// back (herds); herdWait by default, longer only in tests.
+	herdWait      time.Duration
 	parkedMode    ParkedMode
 	parkedModeSet bool
 	recorder      events.EventRecorder

@@ -329,14 +329,32 @@ func (m *Middleware) checkRecordCache(mgr manager.Manager) {
 // ClaimEvents returns the event handler for claim records: every create,
 // change or deletion of a record reconciles every object that names the
 // record's key (found through the middleware's key index) and the holder the
-// record names. [Middleware.SetupWithManager] watches the backend's records
-// with it; watch them yourself only when the records are objects the
-// backend cannot name (a custom backend), and still register the middleware
-// with SetupWithManager: the handler finds the objects naming a key through
-// the index SetupWithManager registers. Without it only the record's holder
-// is woken, and the rest wait for their requeue.
+// record names. When a record is deleted (its key is free), the first of
+// the objects naming its key in fairness order (creation time, then
+// namespace/name) that is neither its holder nor being deleted is woken at
+// once and the others once that object's pass ended, or a second later at
+// the latest: a thousand waiters woken together would race their Creates
+// and hold up the one that wins. [Middleware.SetupWithManager] watches the
+// backend's records with it; watch them yourself only when the records are
+// objects the backend cannot name (a custom backend), and still register the
+// middleware with SetupWithManager: the handler finds the objects naming a
+// key through the index SetupWithManager registers. Without it only the
+// record's holder is woken, and the rest wait for their requeue.
 func (m *Middleware) ClaimEvents() handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(m.recordChanged)
+	return recordEvents{m: m}
+}
+
+// recordWake is what a change of a record concerns: the objects it names
+// (its holder, holders whose commit to its key waited), and the objects
+// that name its key (the key index) or whose key's record it is (the
+// records index), as the manager's cache shows them.
+type recordWake struct {
+	// key is the record's key, "" when it is none of this Claimer's.
+	key string
+	// holder is the object the record names as holder, if any.
+	holder types.NamespacedName
+	direct []reconcile.Request
+	namers []client.Object
 }
 
 // recordChanged maps a record object to the objects its change concerns.
@@ -346,35 +364,40 @@ func (m *Middleware) ClaimEvents() handler.EventHandler {
 // name), and a record of another claim set (its Set annotation names
 // another set) wakes only the objects whose key's record it sits at (the
 // objects it blocks), never the key or holder its annotations name.
-func (m *Middleware) recordChanged(ctx context.Context, rec client.Object) []reconcile.Request {
+func (m *Middleware) recordChanged(ctx context.Context, rec client.Object) recordWake {
 	ctx = m.outsidePass(ctx)
 	cfg := m.claimer.Config()
+	var w recordWake
 	if m.recordsAreLeases() && rec.GetNamespace() != cfg.Namespace {
-		return nil
+		return w
 	}
 	a := cfg.Annotations
 	ann := rec.GetAnnotations()
-	reqs := m.naming(ctx, m.recordsIndex(), rec.GetName())
+	w.namers = objectsOf(m.namingList(ctx, m.recordsIndex(), rec.GetName()))
 	if set := ann[a.Set]; set != "" && set != cfg.Set {
-		return reqs
+		return w
 	}
 	if key, ok := ann[a.Key]; ok {
-		reqs = append(reqs, m.naming(ctx, m.keysIndex(), key)...)
+		w.key = key
+		w.namers = append(w.namers, objectsOf(m.namingList(ctx, m.keysIndex(), key))...)
 		// The record of a key a successor lacked changed (created again):
 		// the holders whose commit to it waited judge again.
 		for _, h := range m.pending.takeKey(key) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: h})
+			w.direct = append(w.direct, reconcile.Request{NamespacedName: h})
 		}
 	}
 	if name := ann[a.HolderName]; name != "" && (ann[a.HolderKind] == "" || ann[a.HolderKind] == m.cfg.kind) {
-		holder := types.NamespacedName{Namespace: ann[a.HolderNamespace], Name: name}
-		reqs = append(reqs, reconcile.Request{NamespacedName: holder})
+		w.holder = types.NamespacedName{Namespace: ann[a.HolderNamespace], Name: name}
+		w.direct = append(w.direct, reconcile.Request{NamespacedName: w.holder})
 		if key, ok := ann[a.Key]; ok {
-			m.lastHolders.add(key, holder, types.UID(ann[a.HolderUID]))
+			m.lastHolders.add(key, w.holder, types.UID(ann[a.HolderUID]))
 		}
 	}
-	mutant.Do(mutant.NotWokenByRecordEvents, func() { reqs = withoutHolder(reqs, ann[a.HolderName]) })
-	return reqs
+	mutant.Do(mutant.NotWokenByRecordEvents, func() {
+		w.direct = withoutHolder(w.direct, ann[a.HolderName])
+		w.namers = slices.DeleteFunc(w.namers, func(o client.Object) bool { return o.GetName() == ann[a.HolderName] })
+	})
+	return w
 }
 
 // recordsAreLeases reports whether the backend stores records in Leases of
@@ -480,8 +503,12 @@ func (m *Middleware) holderEvents() handler.EventHandler {
 				// unknown now, or another middleware's: every object
 				// waiting for a handover in this manager asks.
 				// Also when it waits for a handover itself now: that wake
-				// is among these.
-				wake(ctx, e.ObjectNew, q)
+				// is among these. An object being deleted stays alive for
+				// a liveness that judges it so until it is gone, as when
+				// its deletion started: the release of its records (or
+				// its going) wakes the objects naming their keys, the
+				// first of them alone.
+				woken(ctx, e.ObjectNew, q, e.ObjectNew.GetDeletionTimestamp() != nil)
 				m.wakeWaiting(ctx, q)
 			case is.Reason == string(conditions.ReasonWaitingForHandover) && !sameJudgement(was, is):
 				// It waits for a handover now, or for another one, or for its
@@ -719,6 +746,30 @@ func (m *Middleware) newList() (client.ObjectList, error) {
 		return nil, fmt.Errorf("making a list of %s: %T is not a list", m.cfg.gvk.Kind, obj)
 	}
 	return list, nil
+}
+
+// objectsOf returns the objects of list; none for a nil list.
+func objectsOf(list client.ObjectList) []client.Object {
+	if list == nil {
+		return nil
+	}
+	var out []client.Object
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		if obj, ok := o.(client.Object); ok {
+			out = append(out, obj)
+		}
+		return nil
+	})
+	return out
+}
+
+// requestsFor returns a request for each of objs.
+func requestsFor(objs []client.Object) []reconcile.Request {
+	reqs := make([]reconcile.Request, len(objs))
+	for i, o := range objs {
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}
+	}
+	return reqs
 }
 
 func requestsOf(list client.ObjectList) []reconcile.Request {

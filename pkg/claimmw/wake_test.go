@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/envtest"
+	"github.com/ocf-claim/claim/pkg/backends"
 	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
@@ -392,4 +394,65 @@ func TestTheNFDSpellingOfAKeyIsWokenWhenItsNFCHolderGoes(t *testing.T) {
 	f.deleteWidgetAsync(t, "a")
 	// Then b is woken and takes the key (no resync: requeue is an hour)
 	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
+}
+
+// TestWhenAKeyIsFreedTheFirstWaiterTakesItBeforeTheOthersAreWoken: the
+// release of a key wakes the first of the objects waiting for it (by
+// creation time, then name) alone; the others are woken once its pass
+// ended, so they do not race it for the key nor hold up its grant.
+func TestWhenAKeyIsFreedTheFirstWaiterTakesItBeforeTheOthersAreWoken(t *testing.T) {
+	// Given h holds k and w1, w2, w3 wait for it, with four workers
+	f := start(t, setup{workers: 4})
+	f.createAndWait(t, "h", conditions.ReasonClaimed, "k")
+	for _, w := range []string{"w1", "w2", "w3"} {
+		f.createAndWait(t, w, conditions.ReasonParked, "k")
+	}
+	// And w1's Create of the key's record answered only after 300 ms
+	var mu sync.Mutex
+	var creators []string
+	f.writes.beforeLeaseCreate.Store(func(l *coordinationv1.Lease) {
+		name := l.Annotations[backends.DefaultHolderNameAnnotation]
+		mu.Lock()
+		creators = append(creators, name)
+		mu.Unlock()
+		if name == "w1" {
+			time.Sleep(300 * time.Millisecond)
+		}
+	})
+	// When h is deleted and releases k
+	if err := direct(t).Delete(context.Background(), f.widgetNow(t, "h")); err != nil {
+		t.Fatal(err)
+	}
+	// Then w1 is granted k, and no other waiter tried to create its record
+	f.waitForReason(t, "w1", conditions.ReasonClaimed, 10*time.Second)
+	for _, w := range []string{"w2", "w3"} {
+		f.waitForReason(t, w, conditions.ReasonParked, 10*time.Second)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(creators, []string{"w1"}) {
+		t.Errorf("Lease creates after the release came from %q, want from w1 alone", creators)
+	}
+}
+
+// TestWhenTheFirstWaiterCannotTakeAFreedKeyTheNextIsGrantedItWithoutWaiting:
+// the first waiter woken alone for a freed key may not take it (it waits
+// for a smaller key first): the next waiter is woken when its pass ended,
+// not after a requeue.
+func TestWhenTheFirstWaiterCannotTakeAFreedKeyTheNextIsGrantedItWithoutWaiting(t *testing.T) {
+	// Given h holds k, g holds a, w1 waits for a (it names a and k), and w2
+	// waits for k; requeues an hour apart, and the others held back behind
+	// a freed key's first waiter for an hour at most
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHerdWaitForTest(time.Hour)}})
+	f.createAndWait(t, "h", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "g", conditions.ReasonClaimed, "a")
+	f.createAndWait(t, "w1", conditions.ReasonParked, "a", "k")
+	f.createAndWait(t, "w2", conditions.ReasonParked, "k")
+	// When h is deleted and releases k
+	if err := direct(t).Delete(context.Background(), f.widgetNow(t, "h")); err != nil {
+		t.Fatal(err)
+	}
+	// Then w2 is granted k, and w1 still waits
+	f.waitForReason(t, "w2", conditions.ReasonClaimed, 10*time.Second)
+	f.waitForReason(t, "w1", conditions.ReasonParked, time.Second)
 }
