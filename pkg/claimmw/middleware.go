@@ -708,6 +708,15 @@ func (m *Middleware) yields(ctx context.Context, keys []namedKey, self claim.Hol
 	return nil, nil
 }
 
+// saysSoFenced reports whether a granted pass is certain to write, before
+// it acts, a condition that says it may act over one that says it acts for
+// nothing, by the cache and by what this process wrote: such a write,
+// optimistically locked on the cached object, applies only to the object
+// the pass judged from.
+func (m *Middleware) saysSoFenced(p *pass, cond metav1.Condition) bool {
+	return !p.stale && len(p.granted) > 0 && mayAct(cond) && !mayAct(m.conditionOf(p.obj)) && !p.was.mayHaveHeld()
+}
+
 // giveUp returns the holdings that are not among the keys granted in this
 // pass: keys no longer named, and keys after the one a parked object waits
 // for. Keeping only a prefix of the sorted keys while waiting is what makes
@@ -763,6 +772,13 @@ func (m *Middleware) granted(ctx, userCtx context.Context, req reconcile.Request
 	// which tells a waiter so, until a pass for the current spec succeeded.
 	written := slices.ContainsFunc(p.granted, func(h heldKey) bool { return h.o.Reason != claim.ReasonHeld })
 	confirm := p.stale || !m.claimedFor(m.conditionOf(p.obj), p.keys) || written || !m.confirmed.has(req.NamespacedName, p.self.UID)
+	if confirm && m.saysSoFenced(p, cond) {
+		// Its first write below, fenced on the cached resourceVersion, is
+		// refused unless the API server still has the object as the cache
+		// shows it (a refused one reads it again, setCondition): the read
+		// would prove nothing more, and a successor waits for it.
+		confirm = false
+	}
 	mutant.Do(mutant.CachedConditionTrusted, func() { confirm = p.stale || written })
 	if confirm {
 		// It may start acting for a key now (it is not Claimed for exactly

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -455,4 +456,69 @@ func TestWhenTheFirstWaiterCannotTakeAFreedKeyTheNextIsGrantedItWithoutWaiting(t
 	// Then w2 is granted k, and w1 still waits
 	f.waitForReason(t, "w2", conditions.ReasonClaimed, 10*time.Second)
 	f.waitForReason(t, "w1", conditions.ReasonParked, time.Second)
+}
+
+// requestLog notes every request an operator process sends: method, path
+// and answer, in the order they were answered.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []string
+}
+
+func (l *requestLog) config() *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			code := 0
+			if resp != nil {
+				code = resp.StatusCode
+			}
+			if req.URL.Query().Get("watch") != "true" {
+				l.mu.Lock()
+				l.reqs = append(l.reqs, fmt.Sprintf("%s %s %d", req.Method, req.URL.Path, code))
+				l.mu.Unlock()
+			}
+			return resp, err
+		})
+	}
+	return cfg
+}
+
+func (l *requestLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.reqs)
+}
+
+// TestAWaiterThatTakesAFreedKeySaysClaimedWithoutReadingItselfFirst: a
+// parked object that creates a freed key's record says Claimed in a write
+// locked on the object as its cache shows it, and does not read itself
+// from the API server between the two.
+func TestAWaiterThatTakesAFreedKeySaysClaimedWithoutReadingItselfFirst(t *testing.T) {
+	t.Parallel()
+	reqs := &requestLog{}
+	f := start(t, setup{config: reqs.config()})
+	// Given alpha holds k and bravo waits for it
+	f.holdsAndWaits(t, "alpha", "k", "bravo")
+	// When alpha is deleted
+	before := len(reqs.all())
+	if err := direct(t).Delete(context.Background(), f.widgetNow(t, "alpha")); err != nil {
+		t.Fatal(err)
+	}
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
+	// Then after bravo's create of k's record, the next request about
+	// bravo is the write of its condition
+	log := reqs.all()[before:]
+	created := slices.IndexFunc(log, func(r string) bool { return strings.HasPrefix(r, "POST ") && strings.HasSuffix(r, "/leases 201") })
+	if created < 0 {
+		t.Fatalf("no Lease was created; requests:\n%s", strings.Join(log, "\n"))
+	}
+	next := slices.IndexFunc(log[created:], func(r string) bool { return strings.Contains(r, "/widgets/bravo") })
+	if next < 0 {
+		t.Fatalf("no request about bravo after the Lease's create; requests:\n%s", strings.Join(log[created:], "\n"))
+	}
+	if got := log[created+next]; !strings.HasPrefix(got, "PATCH ") || !strings.HasSuffix(got, "/widgets/bravo/status 200") {
+		t.Errorf("after bravo created k's record, its next request was %q, want the write of its condition; requests:\n%s", got, strings.Join(log[created:], "\n"))
+	}
 }
