@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -521,4 +522,95 @@ func TestAWaiterThatTakesAFreedKeySaysClaimedWithoutReadingItselfFirst(t *testin
 	if got := log[created+next]; !strings.HasPrefix(got, "PATCH ") || !strings.HasSuffix(got, "/widgets/bravo/status 200") {
 		t.Errorf("after bravo created k's record, its next request was %q, want the write of its condition; requests:\n%s", got, strings.Join(log[created:], "\n"))
 	}
+}
+
+// TestAKeyFreedAgainWhileItsFirstWaiterSeesItHeldWakesThatWaiterAgain: a
+// freed key wakes its first waiter alone; before that waiter's pass reads
+// the key, another holder (another replica's grant) may take it, and free
+// it again while the pass runs. The pass then parks on a record that is
+// gone, and the second release must wake the waiter again: nothing else
+// will before its requeue (an hour here).
+func TestAKeyFreedAgainWhileItsFirstWaiterSeesItHeldWakesThatWaiterAgain(t *testing.T) {
+	ctx := context.Background()
+	// Given h holds k and w waits for it, one worker, requeues an hour apart,
+	// a Widget's own status writes not reconciling it (a generation
+	// predicate, as many operators filter their primary kind), and a freed
+	// key's herd lasting a minute at most, so that the steps below fall
+	// within one herd however loaded the machine (they fit in the default
+	// second too, on an idle machine)
+	f := start(t, setup{statusChangesWakeNobody: true, opts: []claimmw.Option{claimmw.WithHerdWaitForTest(time.Minute)}})
+	f.createAndWait(t, "g", conditions.ReasonClaimed, "j")
+	f.createAndWait(t, "y", conditions.ReasonParked, "j")
+	f.createAndWait(t, "h", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "w", conditions.ReasonParked, "k")
+	intruder, other := f.intruderHolder(t)
+	// And h's deletion pass held back at its start, and a pass of y, which
+	// waits for another key and goes before w in the queue (its requeue is
+	// older), queued behind it (the one worker is busy) and held back too
+	entered := map[string]chan struct{}{"h": make(chan struct{}, 1), "y": make(chan struct{}, 1)}
+	let := map[string]chan struct{}{"h": make(chan struct{}), "y": make(chan struct{})}
+	var testReads atomic.Bool
+	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
+		if e, ok := entered[key.Name]; ok && !testReads.Load() {
+			enterAndWait(e, let[key.Name])
+		}
+	})
+	waitEntered := func(name string) {
+		t.Helper()
+		select {
+		case <-entered[name]:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no pass of %s began", name)
+		}
+	}
+	f.deleteWidgetAsync(t, "h")
+	waitEntered("h")
+	f.setKeys(t, "y", "j", "y2")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		testReads.Store(true)
+		defer testReads.Store(false)
+		y := &testcrd.Widget{}
+		err := f.client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "y"}, y)
+		return err == nil && len(y.Spec.Keys) == 2, fmt.Sprintf("the manager's cache does not show y's new keys: %v", err)
+	})
+	time.Sleep(300 * time.Millisecond)
+	// When h's deletion pass releases k: w, first of k's herd, is woken,
+	// queued behind y
+	close(let["h"])
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !f.leaseExists(t, "k"), "k's Lease still exists after h's deletion pass"
+	})
+	waitEntered("y")
+	// And another replica grants k to another holder before w's pass runs
+	if _, o, err := intruder.Acquire(ctx, "k", other); err != nil || o.Reason != claim.ReasonAcquired {
+		t.Fatalf("acquiring k for the other holder: %+v, %v", o, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	// And w's pass, which reads k held by that holder, is held back at its
+	// status write while that holder releases k again
+	parked := make(chan struct{}, 1)
+	letW := make(chan struct{})
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		if obj.GetName() == "w" {
+			enterAndWait(parked, letW)
+		}
+	})
+	close(let["y"])
+	select {
+	case <-parked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("w's pass did not write its status")
+	}
+	recs, err := intruder.Holdings(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if released, err := intruder.ReleaseRecords(ctx, other, recs...); err != nil || len(released) != 1 {
+		t.Fatalf("releasing k for the other holder: %q, %v", released, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	f.writes.beforeStatus.Store(func(client.Object) {})
+	close(letW)
+	// Then w is granted k, free since, without waiting for its requeue
+	f.waitForReason(t, "w", conditions.ReasonClaimed, 5*time.Second)
 }
