@@ -614,3 +614,52 @@ func TestAKeyFreedAgainWhileItsFirstWaiterSeesItHeldWakesThatWaiterAgain(t *test
 	// Then w is granted k, free since, without waiting for its requeue
 	f.waitForReason(t, "w", conditions.ReasonClaimed, 5*time.Second)
 }
+
+// TestWhenAnAnnotationRecordIsRemovedTheOthersWaitForTheFirstWaitersPass:
+// the annotation backend frees a key by an update of its storage object
+// that removes the record's annotations. As for a Lease deleted, the first
+// waiter is woken alone, and the others only once its pass ended (or the
+// herd's wait passed): they do not run while its pass runs.
+func TestWhenAnAnnotationRecordIsRemovedTheOthersWaitForTheFirstWaitersPass(t *testing.T) {
+	// Given alpha holds k, stored on ConfigMap storage-k, and w1, w2, w3
+	// wait for it (their parked passes run the inner reconciler), with four
+	// workers and a freed key's herd lasting up to an hour
+	var ns string
+	f := start(t, setup{
+		workers:   4,
+		claimOpts: []claim.Option{claim.WithBackend(onStorageObjects(&ns))},
+		opts:      []claimmw.Option{claimmw.WhileParked(claimmw.RunInnerWhileParked), claimmw.WithHerdWaitForTest(time.Hour)},
+	})
+	ns = f.ns
+	createStorageOfK(t, direct(t), ns, nil)
+	f.createAndWait(t, "alpha", conditions.ReasonClaimed, "k")
+	for _, w := range []string{"w1", "w2", "w3"} {
+		f.createAndWait(t, w, conditions.ReasonParked, "k")
+	}
+	time.Sleep(time.Second)
+	// And w1's pass that is granted k held in its inner reconciler
+	entered, letW1 := make(chan struct{}, 1), make(chan struct{})
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "w1" && len(c.state.Grants) > 0 {
+			enterAndWait(entered, letW1)
+		}
+		return reconcile.Result{}, nil
+	})
+	before := map[string]int{"w2": len(f.inner.callsOf("w2")), "w3": len(f.inner.callsOf("w3"))}
+	// When alpha is deleted and releases k
+	f.deleteWidgetAsync(t, "alpha")
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("w1, the first waiter, was not granted k after its release; k's record: %+v", f.record(t, "k").Holder)
+	}
+	// Then w1 is granted k, and while its pass runs w2 and w3 run no pass
+	time.Sleep(time.Second)
+	for _, w := range []string{"w2", "w3"} {
+		if n := len(f.inner.callsOf(w)) - before[w]; n > 0 {
+			t.Errorf("%s ran %d passes while the first waiter's pass for the freed key ran, want none", w, n)
+		}
+	}
+	close(letW1)
+	f.waitForReason(t, "w1", conditions.ReasonClaimed, 10*time.Second)
+}
