@@ -663,3 +663,93 @@ func TestWhenAnAnnotationRecordIsRemovedTheOthersWaitForTheFirstWaitersPass(t *t
 	close(letW1)
 	f.waitForReason(t, "w1", conditions.ReasonClaimed, 10*time.Second)
 }
+
+// TestAKeyFreedAgainByAnotherWaiterWhileTheFirstWaitersPassSeesItHeldWakesThatWaiterAgain:
+// as TestAKeyFreedAgainWhileItsFirstWaiterSeesItHeldWakesThatWaiterAgain,
+// with the holder in between a Widget of the same process: another waiter
+// of the freed key, whose pass ran first, takes it while parked on its next
+// key, and gives it up (it stopped naming it) while the first waiter's pass,
+// which read it held, runs.
+func TestAKeyFreedAgainByAnotherWaiterWhileTheFirstWaitersPassSeesItHeldWakesThatWaiterAgain(t *testing.T) {
+	ctx := context.Background()
+	// Given g holds z, y waits for z, h holds k, w waits for k, and x,
+	// created after w, waits for z; two workers, requeues an hour apart, a
+	// Widget's own status writes not reconciling it, and a freed key's herd
+	// lasting a minute at most; w's last pass is more recent than x's (its
+	// keys changed), so that a pass of x queued before w's runs first
+	f := start(t, setup{workers: 2, statusChangesWakeNobody: true, opts: []claimmw.Option{claimmw.WithHerdWaitForTest(time.Minute)}})
+	f.createAndWait(t, "g", conditions.ReasonClaimed, "z")
+	f.createAndWait(t, "y", conditions.ReasonParked, "z")
+	f.createAndWait(t, "h", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "w", conditions.ReasonParked, "k")
+	f.createAndWait(t, "x", conditions.ReasonParked, "z")
+	f.setKeys(t, "w", "k", "w2")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := f.claimed(t, "w")
+		return c.ObservedGeneration == f.widgetNow(t, "w").Generation, fmt.Sprintf("w's condition %+v is not for its new keys", c)
+	})
+	time.Sleep(500 * time.Millisecond)
+	// And h's deletion pass held back at its start on one worker, and a
+	// pass of y held back on the other
+	entered := map[string]chan struct{}{"h": make(chan struct{}, 1), "y": make(chan struct{}, 1)}
+	let := map[string]chan struct{}{"h": make(chan struct{}), "y": make(chan struct{})}
+	var testReads atomic.Bool
+	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
+		if e, ok := entered[key.Name]; ok && !testReads.Load() {
+			enterAndWait(e, let[key.Name])
+		}
+	})
+	waitEntered := func(name string) {
+		t.Helper()
+		select {
+		case <-entered[name]:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no pass of %s began", name)
+		}
+	}
+	f.deleteWidgetAsync(t, "h")
+	waitEntered("h")
+	f.setKeys(t, "y", "z", "y2")
+	waitEntered("y")
+	// And x names k before z now, queued behind them
+	f.setKeys(t, "x", "k", "z")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		testReads.Store(true)
+		defer testReads.Store(false)
+		x := &testcrd.Widget{}
+		err := f.client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "x"}, x)
+		return err == nil && len(x.Spec.Keys) == 2, fmt.Sprintf("the manager's cache does not show x's new keys: %v", err)
+	})
+	time.Sleep(300 * time.Millisecond)
+	// And w's pass held back at its status write
+	parked := make(chan struct{}, 1)
+	letW := make(chan struct{})
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		if obj.GetName() == "w" {
+			enterAndWait(parked, letW)
+		}
+	})
+	// When h's deletion pass releases k: w, first of k's herd, is woken,
+	// and x's pass, queued before, takes k and parks on z
+	close(let["h"])
+	select {
+	case <-parked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("w's pass did not write its status")
+	}
+	if rec := f.record(t, "k"); !rec.Exists || rec.Holder.Name != "x" {
+		t.Fatalf("k's record while w's pass runs: exists %t, holder %s; want x's", rec.Exists, rec.Holder)
+	}
+	// And x stops naming k and gives it up while w's pass, which read it
+	// held by x, runs
+	close(let["y"])
+	f.setKeys(t, "x", "z")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !f.leaseExists(t, "k"), "k's Lease still exists after x stopped naming it"
+	})
+	time.Sleep(500 * time.Millisecond)
+	f.writes.beforeStatus.Store(func(client.Object) {})
+	close(letW)
+	// Then w is granted k, free since, without waiting for its requeue
+	f.waitForReason(t, "w", conditions.ReasonClaimed, 5*time.Second)
+}
