@@ -46,16 +46,19 @@ type herd struct {
 	timer *time.Timer
 }
 
-// start holds back the wake-ups of others for key's herd, whose first
-// object it returns to wake now; a herd of key already under way (its first
-// has not finished its pass) takes them all and nothing is woken now.
+// start holds back the wake-ups of others for key's herd, and returns
+// first to wake now. A herd of key already under way (its first has not
+// finished its pass) keeps the others for when it ends; first is woken
+// now all the same: its pass under way may have read the key held before
+// this release (taken and freed again meanwhile), and would park on a
+// record that is gone.
 func (h *herds) start(key string, first reconcile.Request, others []reconcile.Request, q workqueue.TypedRateLimitingInterface[reconcile.Request], wait time.Duration) []reconcile.Request {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if hd, ok := h.by[key]; ok {
 		hd.q = q
-		hd.hold(append(others, first))
-		return nil
+		hd.hold(others)
+		return []reconcile.Request{first}
 	}
 	if h.by == nil {
 		h.by = map[string]*herd{}
@@ -138,27 +141,43 @@ type recordEvents struct{ m *Middleware }
 func (e recordEvents) Create(ctx context.Context, ev event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	// Records listed when the informer starts: every object is woken by its
 	// own informer's initial list anyway; no herd.
-	e.m.wakeForRecord(ctx, ev.Object, false, q, ev.IsInInitialList)
+	e.m.wakeFor(e.m.recordChanged(ctx, ev.Object), false, q, ev.IsInInitialList)
 }
 
 func (e recordEvents) Update(ctx context.Context, ev event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	// The annotation backend deletes a record by removing its annotations:
-	// an update of the object that stores it.
-	freed := ev.ObjectNew != nil && ev.ObjectOld != nil && !namesHolder(e.m, ev.ObjectNew) && namesHolder(e.m, ev.ObjectOld)
-	if ev.ObjectOld != nil {
-		e.m.wakeForRecord(ctx, ev.ObjectOld, freed, q, false)
+	if ev.ObjectOld == nil || ev.ObjectNew == nil {
+		for _, o := range []client.Object{ev.ObjectOld, ev.ObjectNew} {
+			if o != nil {
+				e.m.wakeFor(e.m.recordChanged(ctx, o), false, q, false)
+			}
+		}
+		return
 	}
-	if ev.ObjectNew != nil {
-		e.m.wakeForRecord(ctx, ev.ObjectNew, false, q, false)
+	was, is := e.m.recordChanged(ctx, ev.ObjectOld), e.m.recordChanged(ctx, ev.ObjectNew)
+	if was.key != "" && is.key != "" && was.key != is.key {
+		e.m.wakeFor(was, false, q, false)
+		e.m.wakeFor(is, false, q, false)
+		return
 	}
+	// One key's record: the annotation backend writes and deletes a record
+	// by adding and removing annotations, so one side of the update names
+	// no key, and the object's namers are that key's. Removing the holder
+	// frees the key.
+	freed := namesHolder(e.m, ev.ObjectOld) && !namesHolder(e.m, ev.ObjectNew)
+	e.m.wakeFor(recordWake{
+		key:    cmp.Or(is.key, was.key),
+		holder: cmp.Or(was.holder, is.holder),
+		direct: append(was.direct, is.direct...),
+		namers: append(was.namers, is.namers...),
+	}, freed, q, false)
 }
 
 func (e recordEvents) Delete(ctx context.Context, ev event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	e.m.wakeForRecord(ctx, ev.Object, true, q, false)
+	e.m.wakeFor(e.m.recordChanged(ctx, ev.Object), true, q, false)
 }
 
 func (e recordEvents) Generic(ctx context.Context, ev event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	e.m.wakeForRecord(ctx, ev.Object, false, q, false)
+	e.m.wakeFor(e.m.recordChanged(ctx, ev.Object), false, q, false)
 }
 
 // namesHolder reports whether rec, a record object, names a holder.
@@ -166,12 +185,11 @@ func namesHolder(m *Middleware, rec client.Object) bool {
 	return rec.GetAnnotations()[m.claimer.Config().Annotations.HolderName] != ""
 }
 
-// wakeForRecord enqueues the objects a change of rec concerns
-// (recordChanged), holding back all but the first of its key's namers while
-// its key's herd is under way, or, when freed says the change deleted the
-// record, starting one.
-func (m *Middleware) wakeForRecord(ctx context.Context, rec client.Object, freed bool, q workqueue.TypedRateLimitingInterface[reconcile.Request], initial bool) {
-	w := m.recordChanged(ctx, rec)
+// wakeFor enqueues the objects a record's change concerns (recordChanged),
+// holding back all but the first of its key's namers while its key's herd
+// is under way, or, when freed says the change deleted the record, starting
+// one.
+func (m *Middleware) wakeFor(w recordWake, freed bool, q workqueue.TypedRateLimitingInterface[reconcile.Request], initial bool) {
 	now := w.direct
 	if initial || w.key == "" {
 		now = append(now, requestsFor(w.namers)...)

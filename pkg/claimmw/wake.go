@@ -615,16 +615,21 @@ func (m *Middleware) waiting(ctx context.Context) []reconcile.Request {
 }
 
 // recordNames reports whether the record of key, read from the manager's
-// cache, names obj as its holder or planned successor. Records that are not
-// Leases cannot be read by name here: they are taken to name it, as is a
-// record the cache cannot answer for (the safe side: a wake-up too many).
+// cache, names obj as its holder or planned successor. A record the backend
+// cannot name without reading it (Claimer.RecordRef), or that the cache
+// cannot answer for, is taken to name it (the safe side: a wake-up too
+// many).
 func (m *Middleware) recordNames(ctx context.Context, key string, obj client.Object) bool {
-	if !m.recordsAreLeases() {
+	ref, ok := m.claimer.RecordRef(key)
+	proto := m.claimer.RecordType()
+	if !ok || proto == nil {
 		return true
 	}
-	cfg := m.claimer.Config()
-	var l coordinationv1.Lease
-	err := m.cfg.client.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.NameFunc(key)}, &l)
+	rec, ok := proto.DeepCopyObject().(client.Object)
+	if !ok {
+		return true
+	}
+	err := m.cfg.client.Get(ctx, ref, rec)
 	switch {
 	case apierrors.IsNotFound(err):
 		return false
@@ -632,8 +637,9 @@ func (m *Middleware) recordNames(ctx context.Context, key string, obj client.Obj
 		return true
 	}
 	uid := string(obj.GetUID())
-	a := cfg.Annotations
-	return uid != "" && (l.Annotations[a.HolderUID] == uid || strings.Contains(l.Annotations[a.Successor], uid))
+	a := m.claimer.Config().Annotations
+	ann := rec.GetAnnotations()
+	return uid != "" && (ann[a.HolderUID] == uid || strings.Contains(ann[a.Successor], uid))
 }
 
 // stoppedCounting reports whether an object stopped counting as a sibling
