@@ -403,12 +403,16 @@ func TestTheNFDSpellingOfAKeyIsWokenWhenItsNFCHolderGoes(t *testing.T) {
 // creation time, then name) alone; the others are woken once its pass
 // ended, so they do not race it for the key nor hold up its grant.
 func TestWhenAKeyIsFreedTheFirstWaiterTakesItBeforeTheOthersAreWoken(t *testing.T) {
-	// Given h holds k and w1, w2, w3 wait for it, with four workers
-	f := start(t, setup{workers: 4})
+	// Given h holds k and w1, w2, w3 wait for it, with four workers, and
+	// the others held back behind a freed key's first waiter for up to a
+	// minute (a loaded machine may take longer than a second for w1's pass)
+	f := start(t, setup{workers: 4, opts: []claimmw.Option{claimmw.WithHerdWaitForTest(time.Minute)}})
 	f.createAndWait(t, "h", conditions.ReasonClaimed, "k")
 	for _, w := range []string{"w1", "w2", "w3"} {
 		f.createAndWait(t, w, conditions.ReasonParked, "k")
 	}
+	// And the passes their own writes caused have run
+	time.Sleep(time.Second)
 	// And w1's Create of the key's record answered only after 300 ms
 	var mu sync.Mutex
 	var creators []string
