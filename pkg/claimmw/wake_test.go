@@ -551,40 +551,19 @@ func TestAKeyFreedAgainWhileItsFirstWaiterSeesItHeldWakesThatWaiterAgain(t *test
 	// And h's deletion pass held back at its start, and a pass of y, which
 	// waits for another key and goes before w in the queue (its requeue is
 	// older), queued behind it (the one worker is busy) and held back too
-	entered := map[string]chan struct{}{"h": make(chan struct{}, 1), "y": make(chan struct{}, 1)}
-	let := map[string]chan struct{}{"h": make(chan struct{}), "y": make(chan struct{})}
-	var testReads atomic.Bool
-	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
-		if e, ok := entered[key.Name]; ok && !testReads.Load() {
-			enterAndWait(e, let[key.Name])
-		}
-	})
-	waitEntered := func(name string) {
-		t.Helper()
-		select {
-		case <-entered[name]:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no pass of %s began", name)
-		}
-	}
+	held := f.holdPassesOf("h", "y")
 	f.deleteWidgetAsync(t, "h")
-	waitEntered("h")
+	held.waitEntered(t, "h")
 	f.setKeys(t, "y", "j", "y2")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		testReads.Store(true)
-		defer testReads.Store(false)
-		y := &testcrd.Widget{}
-		err := f.client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "y"}, y)
-		return err == nil && len(y.Spec.Keys) == 2, fmt.Sprintf("the manager's cache does not show y's new keys: %v", err)
-	})
+	held.cacheShowsKeys(t, f, "y", 2)
 	time.Sleep(300 * time.Millisecond)
 	// When h's deletion pass releases k: w, first of k's herd, is woken,
 	// queued behind y
-	close(let["h"])
+	held.let("h")
 	eventually(t, 10*time.Second, func() (bool, string) {
 		return !f.leaseExists(t, "k"), "k's Lease still exists after h's deletion pass"
 	})
-	waitEntered("y")
+	held.waitEntered(t, "y")
 	// And another replica grants k to another holder before w's pass runs
 	if _, o, err := intruder.Acquire(ctx, "k", other); err != nil || o.Reason != claim.ReasonAcquired {
 		t.Fatalf("acquiring k for the other holder: %+v, %v", o, err)
@@ -592,19 +571,9 @@ func TestAKeyFreedAgainWhileItsFirstWaiterSeesItHeldWakesThatWaiterAgain(t *test
 	time.Sleep(300 * time.Millisecond)
 	// And w's pass, which reads k held by that holder, is held back at its
 	// status write while that holder releases k again
-	parked := make(chan struct{}, 1)
-	letW := make(chan struct{})
-	f.writes.beforeStatus.Store(func(obj client.Object) {
-		if obj.GetName() == "w" {
-			enterAndWait(parked, letW)
-		}
-	})
-	close(let["y"])
-	select {
-	case <-parked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("w's pass did not write its status")
-	}
+	wStatus := f.holdStatusOf("w")
+	held.let("y")
+	wStatus.waitEntered(t, "w")
 	recs, err := intruder.Holdings(ctx, other)
 	if err != nil {
 		t.Fatal(err)
@@ -614,7 +583,7 @@ func TestAKeyFreedAgainWhileItsFirstWaiterSeesItHeldWakesThatWaiterAgain(t *test
 	}
 	time.Sleep(500 * time.Millisecond)
 	f.writes.beforeStatus.Store(func(client.Object) {})
-	close(letW)
+	wStatus.let("w")
 	// Then w is granted k, free since, without waiting for its requeue
 	f.waitForReason(t, "w", conditions.ReasonClaimed, 5*time.Second)
 }
@@ -675,7 +644,6 @@ func TestWhenAnAnnotationRecordIsRemovedTheOthersWaitForTheFirstWaitersPass(t *t
 // key, and gives it up (it stopped naming it) while the first waiter's pass,
 // which read it held, runs.
 func TestAKeyFreedAgainByAnotherWaiterWhileTheFirstWaitersPassSeesItHeldWakesThatWaiterAgain(t *testing.T) {
-	ctx := context.Background()
 	// Given g holds z, y waits for z, h holds k, w waits for k, and x,
 	// created after w, waits for z; two workers, requeues an hour apart, a
 	// Widget's own status writes not reconciling it, and a freed key's herd
@@ -695,65 +663,95 @@ func TestAKeyFreedAgainByAnotherWaiterWhileTheFirstWaitersPassSeesItHeldWakesTha
 	time.Sleep(500 * time.Millisecond)
 	// And h's deletion pass held back at its start on one worker, and a
 	// pass of y held back on the other
-	entered := map[string]chan struct{}{"h": make(chan struct{}, 1), "y": make(chan struct{}, 1)}
-	let := map[string]chan struct{}{"h": make(chan struct{}), "y": make(chan struct{})}
-	var testReads atomic.Bool
-	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
-		if e, ok := entered[key.Name]; ok && !testReads.Load() {
-			enterAndWait(e, let[key.Name])
-		}
-	})
-	waitEntered := func(name string) {
-		t.Helper()
-		select {
-		case <-entered[name]:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no pass of %s began", name)
-		}
-	}
+	held := f.holdPassesOf("h", "y")
 	f.deleteWidgetAsync(t, "h")
-	waitEntered("h")
+	held.waitEntered(t, "h")
 	f.setKeys(t, "y", "z", "y2")
-	waitEntered("y")
+	held.waitEntered(t, "y")
 	// And x names k before z now, queued behind them
 	f.setKeys(t, "x", "k", "z")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		testReads.Store(true)
-		defer testReads.Store(false)
-		x := &testcrd.Widget{}
-		err := f.client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "x"}, x)
-		return err == nil && len(x.Spec.Keys) == 2, fmt.Sprintf("the manager's cache does not show x's new keys: %v", err)
-	})
+	held.cacheShowsKeys(t, f, "x", 2)
 	time.Sleep(300 * time.Millisecond)
 	// And w's pass held back at its status write
-	parked := make(chan struct{}, 1)
-	letW := make(chan struct{})
-	f.writes.beforeStatus.Store(func(obj client.Object) {
-		if obj.GetName() == "w" {
-			enterAndWait(parked, letW)
-		}
-	})
+	wStatus := f.holdStatusOf("w")
 	// When h's deletion pass releases k: w, first of k's herd, is woken,
 	// and x's pass, queued before, takes k and parks on z
-	close(let["h"])
-	select {
-	case <-parked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("w's pass did not write its status")
-	}
+	held.let("h")
+	wStatus.waitEntered(t, "w")
 	if rec := f.record(t, "k"); !rec.Exists || rec.Holder.Name != "x" {
 		t.Fatalf("k's record while w's pass runs: exists %t, holder %s; want x's", rec.Exists, rec.Holder)
 	}
 	// And x stops naming k and gives it up while w's pass, which read it
 	// held by x, runs
-	close(let["y"])
+	held.let("y")
 	f.setKeys(t, "x", "z")
 	eventually(t, 10*time.Second, func() (bool, string) {
 		return !f.leaseExists(t, "k"), "k's Lease still exists after x stopped naming it"
 	})
 	time.Sleep(500 * time.Millisecond)
 	f.writes.beforeStatus.Store(func(client.Object) {})
-	close(letW)
+	wStatus.let("w")
 	// Then w is granted k, free since, without waiting for its requeue
 	f.waitForReason(t, "w", conditions.ReasonClaimed, 5*time.Second)
+}
+
+// heldPasses holds back, at their first read of the object, the passes of
+// the Widgets it names until the test lets each go.
+type heldPasses struct {
+	entered, lets map[string]chan struct{}
+	// testReads is set while the test itself reads through the manager's
+	// client, which no hold applies to.
+	testReads atomic.Bool
+}
+
+// holdPassesOf holds back the passes of the Widgets named from now on.
+func (f *fixture) holdPassesOf(names ...string) *heldPasses {
+	h := &heldPasses{entered: map[string]chan struct{}{}, lets: map[string]chan struct{}{}}
+	for _, n := range names {
+		h.entered[n], h.lets[n] = make(chan struct{}, 1), make(chan struct{})
+	}
+	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
+		if e, ok := h.entered[key.Name]; ok && !h.testReads.Load() {
+			enterAndWait(e, h.lets[key.Name])
+		}
+	})
+	return h
+}
+
+// waitEntered waits up to 10 s for a pass of Widget name to reach its hold.
+func (h *heldPasses) waitEntered(t *testing.T, name string) {
+	t.Helper()
+	select {
+	case <-h.entered[name]:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no pass of %s reached its hold within 10s", name)
+	}
+}
+
+// let lets the passes of Widget name go, now and from now on.
+func (h *heldPasses) let(name string) { close(h.lets[name]) }
+
+// cacheShowsKeys waits up to 10 s for the manager's cache to show Widget
+// name naming n keys.
+func (h *heldPasses) cacheShowsKeys(t *testing.T, f *fixture, name string, n int) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() (bool, string) {
+		h.testReads.Store(true)
+		defer h.testReads.Store(false)
+		w := &testcrd.Widget{}
+		err := f.client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, w)
+		return err == nil && len(w.Spec.Keys) == n, fmt.Sprintf("the manager's cache does not show %s's new keys: %v", name, err)
+	})
+}
+
+// holdStatusOf holds back the status writes of Widget name from now on,
+// until the test lets them go.
+func (f *fixture) holdStatusOf(name string) *heldPasses {
+	h := &heldPasses{entered: map[string]chan struct{}{name: make(chan struct{}, 1)}, lets: map[string]chan struct{}{name: make(chan struct{})}}
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		if obj.GetName() == name {
+			enterAndWait(h.entered[name], h.lets[name])
+		}
+	})
+	return h
 }
