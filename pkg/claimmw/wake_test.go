@@ -755,3 +755,101 @@ func (f *fixture) holdStatusOf(name string) *heldPasses {
 	})
 	return h
 }
+
+// TestAKeyFreedAgainWakesTheWaiterWhosePassSawItHeldWhenAnOlderObjectNamesItNow:
+// as TestAKeyFreedAgainWhileItsFirstWaiterSeesItHeldWakesThatWaiterAgain,
+// with an object older than the first waiter starting to name the key
+// while that waiter's pass runs: the second release's first is that older
+// object (it waits for another key first), and the waiter whose pass read
+// the key held must still be woken again.
+func TestAKeyFreedAgainWakesTheWaiterWhosePassSawItHeldWhenAnOlderObjectNamesItNow(t *testing.T) {
+	ctx := context.Background()
+	// Given g holds j, v (created before w, or in its second and first by
+	// name) waits for j, h holds k and w waits for it; one worker, requeues
+	// an hour apart, a Widget's own status writes not reconciling it, and a
+	// freed key's herd lasting a minute at most
+	f := start(t, setup{statusChangesWakeNobody: true, opts: []claimmw.Option{claimmw.WithHerdWaitForTest(time.Minute)}})
+	f.createAndWait(t, "g", conditions.ReasonClaimed, "j")
+	f.createAndWait(t, "v", conditions.ReasonParked, "j")
+	f.createAndWait(t, "h", conditions.ReasonClaimed, "k")
+	f.createAndWait(t, "w", conditions.ReasonParked, "k")
+	intruder, other := f.intruderHolder(t)
+	// And h's deletion pass held back at its start, and a pass of v queued
+	// behind it and held back too
+	entered := map[string]chan struct{}{"h": make(chan struct{}, 1), "v": make(chan struct{}, 1)}
+	let := map[string]chan struct{}{"h": make(chan struct{}), "v": make(chan struct{})}
+	var testReads atomic.Bool
+	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
+		if e, ok := entered[key.Name]; ok && !testReads.Load() {
+			enterAndWait(e, let[key.Name])
+		}
+	})
+	waitEntered := func(name string) {
+		t.Helper()
+		select {
+		case <-entered[name]:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no pass of %s began", name)
+		}
+	}
+	cachedKeys := func(name string, n int) {
+		t.Helper()
+		eventually(t, 10*time.Second, func() (bool, string) {
+			testReads.Store(true)
+			defer testReads.Store(false)
+			o := &testcrd.Widget{}
+			err := f.client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, o)
+			return err == nil && len(o.Spec.Keys) == n, fmt.Sprintf("the manager's cache does not show %s's new keys: %v", name, err)
+		})
+	}
+	f.deleteWidgetAsync(t, "h")
+	waitEntered("h")
+	f.setKeys(t, "v", "j", "v2")
+	cachedKeys("v", 2)
+	time.Sleep(300 * time.Millisecond)
+	// When h's deletion pass releases k: w, first of k's herd, is woken,
+	// queued behind v
+	close(let["h"])
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !f.leaseExists(t, "k"), "k's Lease still exists after h's deletion pass"
+	})
+	waitEntered("v")
+	// And another replica grants k to another holder before w's pass runs
+	if _, o, err := intruder.Acquire(ctx, "k", other); err != nil || o.Reason != claim.ReasonAcquired {
+		t.Fatalf("acquiring k for the other holder: %+v, %v", o, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	// And w's pass, which reads k held by that holder, is held back at its
+	// status write
+	parked := make(chan struct{}, 1)
+	letW := make(chan struct{})
+	f.writes.beforeStatus.Store(func(obj client.Object) {
+		if obj.GetName() == "w" {
+			enterAndWait(parked, letW)
+		}
+	})
+	close(let["v"])
+	select {
+	case <-parked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("w's pass did not write its status")
+	}
+	// And v, older than w, names k now too, after j, which g holds
+	f.setKeys(t, "v", "j", "k", "v2")
+	cachedKeys("v", 3)
+	// And that holder releases k again while w's pass runs
+	recs, err := intruder.Holdings(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if released, err := intruder.ReleaseRecords(ctx, other, recs...); err != nil || len(released) != 1 {
+		t.Fatalf("releasing k for the other holder: %q, %v", released, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	f.writes.beforeStatus.Store(func(client.Object) {})
+	close(letW)
+	// Then v still waits for j, and w is granted k, free since, without
+	// waiting for its requeue
+	f.waitForReason(t, "w", conditions.ReasonClaimed, 5*time.Second)
+	f.waitForReason(t, "v", conditions.ReasonParked, time.Second)
+}
