@@ -130,3 +130,21 @@ func TestAKeyFreedAgainWakesItsFirstNamerAgainWhileItsPassRuns(t *testing.T) {
 		t.Errorf("woken when a's pass ended (-want +got):\n%s", diff)
 	}
 }
+
+func TestAKeyFreedAgainWakesItsFirstNamerAgainWhenAnotherIsFirstNow(t *testing.T) {
+	var h herds
+	q := &addsQueue{}
+	// Given a freed key whose first namer a is in its pass, b held back
+	h.start("k", req("a"), []reconcile.Request{req("b")}, q, time.Hour)
+	// When the key is freed again, with o, which names it now and goes
+	// before a, first
+	now := h.start("k", req("o"), []reconcile.Request{req("a"), req("b")}, q, time.Hour)
+	// Then o and a are woken at once (a's pass may have read the key held,
+	// and will park on a record that is gone), and b waits for a's pass
+	if diff := cmp.Diff([]string{"a", "o"}, reqNames(now)); diff != "" {
+		t.Errorf("woken at once by the second freeing (-want +got):\n%s", diff)
+	}
+	if got := q.names(); len(got) != 0 {
+		t.Errorf("woken before a's pass ended: %q", got)
+	}
+}
