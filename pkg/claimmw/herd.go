@@ -48,17 +48,21 @@ type herd struct {
 
 // start holds back the wake-ups of others for key's herd, and returns
 // first to wake now. A herd of key already under way (its first has not
-// finished its pass) keeps the others for when it ends; first is woken
-// now all the same: its pass under way may have read the key held before
-// this release (taken and freed again meanwhile), and would park on a
-// record that is gone.
+// finished its pass) keeps the others for when it ends; its first is woken
+// again now, with this release's first: its pass under way may have read
+// the key held before this release (taken and freed again meanwhile), and
+// would park on a record that is gone.
 func (h *herds) start(key string, first reconcile.Request, others []reconcile.Request, q workqueue.TypedRateLimitingInterface[reconcile.Request], wait time.Duration) []reconcile.Request {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if hd, ok := h.by[key]; ok {
 		hd.q = q
 		hd.hold(others)
-		return []reconcile.Request{first}
+		delete(hd.rest, first)
+		if first.NamespacedName == hd.first {
+			return []reconcile.Request{first}
+		}
+		return []reconcile.Request{first, {NamespacedName: hd.first}}
 	}
 	if h.by == nil {
 		h.by = map[string]*herd{}

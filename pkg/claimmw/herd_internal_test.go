@@ -92,8 +92,9 @@ func TestAFreedKeysOtherNamersAreWokenAfterTheWaitWhenTheFirstsPassDoesNotEnd(t 
 	h.start("k", req("a"), []reconcile.Request{req("b")}, q, 20*time.Millisecond)
 	// When the key is freed again meanwhile, naming c first
 	now := h.start("k", req("c"), []reconcile.Request{req("d")}, q, 20*time.Millisecond)
-	// Then c is woken at once, and b and d once the wait passed
-	if diff := cmp.Diff([]string{"c"}, reqNames(now)); diff != "" {
+	// Then c is woken at once, and a again (its pass under way may have
+	// read the key held), and b and d once the wait passed
+	if diff := cmp.Diff([]string{"a", "c"}, reqNames(now)); diff != "" {
 		t.Errorf("woken at once by a second freeing (-want +got):\n%s", diff)
 	}
 	deadline := time.Now().Add(5 * time.Second)

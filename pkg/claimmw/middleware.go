@@ -353,8 +353,10 @@ var errStaleRead = errors.New("object changed since it was read")
 // the package documentation describes.
 func (m *Middleware) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	logger := log.FromContext(ctx).WithName("claim")
+	// Also when the pass panics (controller-runtime recovers it): the
+	// objects held back behind this one are woken now, not a second later.
+	defer m.herds.passEnded(req.NamespacedName)
 	res, err := m.reconcile(log.IntoContext(ctx, logger), ctx, req)
-	m.herds.passEnded(req.NamespacedName)
 	if errors.Is(err, errStaleRead) {
 		// Not a failure: read again once the cache caught up, without the
 		// error backoff and its log line.

@@ -532,60 +532,85 @@ func TestAWaiterThatTakesAFreedKeySaysClaimedWithoutReadingItselfFirst(t *testin
 // freed key wakes its first waiter alone; before that waiter's pass reads
 // the key, another holder (another replica's grant) may take it, and free
 // it again while the pass runs. The pass then parks on a record that is
-// gone, and the second release must wake the waiter again: nothing else
-// will before its requeue (an hour here).
+// gone, and the second release must wake the waiter again, also when
+// another object, older, names the key by then and is that release's
+// first: nothing else will before the waiter's requeue (an hour here).
 func TestAKeyFreedAgainWhileItsFirstWaiterSeesItHeldWakesThatWaiterAgain(t *testing.T) {
-	ctx := context.Background()
-	// Given h holds k and w waits for it, one worker, requeues an hour apart,
-	// a Widget's own status writes not reconciling it (a generation
-	// predicate, as many operators filter their primary kind), and a freed
-	// key's herd lasting a minute at most, so that the steps below fall
-	// within one herd however loaded the machine (they fit in the default
-	// second too, on an idle machine)
-	f := start(t, setup{statusChangesWakeNobody: true, opts: []claimmw.Option{claimmw.WithHerdWaitForTest(time.Minute)}})
-	f.createAndWait(t, "g", conditions.ReasonClaimed, "j")
-	f.createAndWait(t, "y", conditions.ReasonParked, "j")
-	f.createAndWait(t, "h", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "w", conditions.ReasonParked, "k")
-	intruder, other := f.intruderHolder(t)
-	// And h's deletion pass held back at its start, and a pass of y, which
-	// waits for another key and goes before w in the queue (its requeue is
-	// older), queued behind it (the one worker is busy) and held back too
-	held := f.holdPassesOf("h", "y")
-	f.deleteWidgetAsync(t, "h")
-	held.waitEntered(t, "h")
-	f.setKeys(t, "y", "j", "y2")
-	held.cacheShowsKeys(t, f, "y", 2)
-	time.Sleep(300 * time.Millisecond)
-	// When h's deletion pass releases k: w, first of k's herd, is woken,
-	// queued behind y
-	held.let("h")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		return !f.leaseExists(t, "k"), "k's Lease still exists after h's deletion pass"
-	})
-	held.waitEntered(t, "y")
-	// And another replica grants k to another holder before w's pass runs
-	if _, o, err := intruder.Acquire(ctx, "k", other); err != nil || o.Reason != claim.ReasonAcquired {
-		t.Fatalf("acquiring k for the other holder: %+v, %v", o, err)
+	for _, tc := range []struct {
+		name string
+		// other waits for j, queued before w; it names k too (after j)
+		// before the second release when namesKNow
+		other     string
+		namesKNow bool
+	}{
+		{name: "no other names the key", other: "y"},
+		{name: "an older object names the key now", other: "v", namesKNow: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			// Given g holds j, other waits for it, h holds k and w waits
+			// for it; one worker, requeues an hour apart, a Widget's own
+			// status writes not reconciling it (a generation predicate, as
+			// many operators filter their primary kind), and a freed key's
+			// herd lasting a minute at most, so that the steps below fall
+			// within one herd however loaded the machine (they fit in the
+			// default second too, on an idle machine)
+			f := start(t, setup{statusChangesWakeNobody: true, opts: []claimmw.Option{claimmw.WithHerdWaitForTest(time.Minute)}})
+			f.createAndWait(t, "g", conditions.ReasonClaimed, "j")
+			f.createAndWait(t, tc.other, conditions.ReasonParked, "j")
+			f.createAndWait(t, "h", conditions.ReasonClaimed, "k")
+			f.createAndWait(t, "w", conditions.ReasonParked, "k")
+			intruder, holder := f.intruderHolder(t)
+			// And h's deletion pass held back at its start, and a pass of
+			// other, which goes before w in the queue (its requeue is
+			// older), queued behind it (the one worker is busy) and held
+			// back too
+			held := f.holdPassesOf("h", tc.other)
+			f.deleteWidgetAsync(t, "h")
+			held.waitEntered(t, "h")
+			f.setKeys(t, tc.other, "j", tc.other+"2")
+			held.cacheShowsKeys(t, f, tc.other, 2)
+			time.Sleep(300 * time.Millisecond)
+			// When h's deletion pass releases k: w, first of k's herd, is
+			// woken, queued behind other
+			held.let("h")
+			eventually(t, 10*time.Second, func() (bool, string) {
+				return !f.leaseExists(t, "k"), "k's Lease still exists after h's deletion pass"
+			})
+			held.waitEntered(t, tc.other)
+			// And another replica grants k to another holder before w's
+			// pass runs
+			if _, o, err := intruder.Acquire(ctx, "k", holder); err != nil || o.Reason != claim.ReasonAcquired {
+				t.Fatalf("acquiring k for the other holder: %+v, %v", o, err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			// And w's pass, which reads k held by that holder, is held back
+			// at its status write
+			wStatus := f.holdStatusOf("w")
+			held.let(tc.other)
+			wStatus.waitEntered(t, "w")
+			if tc.namesKNow {
+				// And other, older than w, names k now too, after j
+				f.setKeys(t, tc.other, "j", "k", tc.other+"2")
+				held.cacheShowsKeys(t, f, tc.other, 3)
+			}
+			// And that holder releases k again while w's pass runs
+			recs, err := intruder.Holdings(ctx, holder)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if released, err := intruder.ReleaseRecords(ctx, holder, recs...); err != nil || len(released) != 1 {
+				t.Fatalf("releasing k for the other holder: %q, %v", released, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+			f.writes.beforeStatus.Store(func(client.Object) {})
+			wStatus.let("w")
+			// Then w is granted k, free since, without waiting for its
+			// requeue, and other still waits for j
+			f.waitForReason(t, "w", conditions.ReasonClaimed, 5*time.Second)
+			f.waitForReason(t, tc.other, conditions.ReasonParked, time.Second)
+		})
 	}
-	time.Sleep(300 * time.Millisecond)
-	// And w's pass, which reads k held by that holder, is held back at its
-	// status write while that holder releases k again
-	wStatus := f.holdStatusOf("w")
-	held.let("y")
-	wStatus.waitEntered(t, "w")
-	recs, err := intruder.Holdings(ctx, other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if released, err := intruder.ReleaseRecords(ctx, other, recs...); err != nil || len(released) != 1 {
-		t.Fatalf("releasing k for the other holder: %q, %v", released, err)
-	}
-	time.Sleep(500 * time.Millisecond)
-	f.writes.beforeStatus.Store(func(client.Object) {})
-	wStatus.let("w")
-	// Then w is granted k, free since, without waiting for its requeue
-	f.waitForReason(t, "w", conditions.ReasonClaimed, 5*time.Second)
 }
 
 // TestWhenAnAnnotationRecordIsRemovedTheOthersWaitForTheFirstWaitersPass:
@@ -756,100 +781,33 @@ func (f *fixture) holdStatusOf(name string) *heldPasses {
 	return h
 }
 
-// TestAKeyFreedAgainWakesTheWaiterWhosePassSawItHeldWhenAnOlderObjectNamesItNow:
-// as TestAKeyFreedAgainWhileItsFirstWaiterSeesItHeldWakesThatWaiterAgain,
-// with an object older than the first waiter starting to name the key
-// while that waiter's pass runs: the second release's first is that older
-// object (it waits for another key first), and the waiter whose pass read
-// the key held must still be woken again.
-func TestAKeyFreedAgainWakesTheWaiterWhosePassSawItHeldWhenAnOlderObjectNamesItNow(t *testing.T) {
-	ctx := context.Background()
-	// Given g holds j, v (created before w, or in its second and first by
-	// name) waits for j, h holds k and w waits for it; one worker, requeues
-	// an hour apart, a Widget's own status writes not reconciling it, and a
-	// freed key's herd lasting a minute at most
-	f := start(t, setup{statusChangesWakeNobody: true, opts: []claimmw.Option{claimmw.WithHerdWaitForTest(time.Minute)}})
-	f.createAndWait(t, "g", conditions.ReasonClaimed, "j")
-	f.createAndWait(t, "v", conditions.ReasonParked, "j")
+// TestWhenTheFirstWaitersPassPanicsTheOthersAreWokenAtOnce: a pass of the
+// freed key's first waiter that panics (controller-runtime recovers it)
+// ends as any other: the others are woken then, not after the hold-back's
+// longest wait.
+func TestWhenTheFirstWaitersPassPanicsTheOthersAreWokenAtOnce(t *testing.T) {
+	t.Parallel()
+	// Given h holds k and w1, w2 wait for it, and the others held back
+	// behind a freed key's first waiter for up to an hour
+	f := start(t, setup{opts: []claimmw.Option{claimmw.WithHerdWaitForTest(time.Hour)}})
 	f.createAndWait(t, "h", conditions.ReasonClaimed, "k")
-	f.createAndWait(t, "w", conditions.ReasonParked, "k")
-	intruder, other := f.intruderHolder(t)
-	// And h's deletion pass held back at its start, and a pass of v queued
-	// behind it and held back too
-	entered := map[string]chan struct{}{"h": make(chan struct{}, 1), "v": make(chan struct{}, 1)}
-	let := map[string]chan struct{}{"h": make(chan struct{}), "v": make(chan struct{})}
-	var testReads atomic.Bool
-	f.writes.beforeWidgetGet.Store(func(key client.ObjectKey) {
-		if e, ok := entered[key.Name]; ok && !testReads.Load() {
-			enterAndWait(e, let[key.Name])
+	f.createAndWait(t, "w1", conditions.ReasonParked, "k")
+	f.createAndWait(t, "w2", conditions.ReasonParked, "k")
+	// And w1's reconciler panics in every pass it is granted k in
+	f.inner.setHook(func(_ context.Context, name string, c call) (reconcile.Result, error) {
+		if name == "w1" && len(c.state.Grants) > 0 {
+			panic("injected: the reconciler panics")
 		}
+		return reconcile.Result{}, nil
 	})
-	waitEntered := func(name string) {
-		t.Helper()
-		select {
-		case <-entered[name]:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no pass of %s began", name)
-		}
-	}
-	cachedKeys := func(name string, n int) {
-		t.Helper()
-		eventually(t, 10*time.Second, func() (bool, string) {
-			testReads.Store(true)
-			defer testReads.Store(false)
-			o := &testcrd.Widget{}
-			err := f.client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, o)
-			return err == nil && len(o.Spec.Keys) == n, fmt.Sprintf("the manager's cache does not show %s's new keys: %v", name, err)
-		})
-	}
-	f.deleteWidgetAsync(t, "h")
-	waitEntered("h")
-	f.setKeys(t, "v", "j", "v2")
-	cachedKeys("v", 2)
-	time.Sleep(300 * time.Millisecond)
-	// When h's deletion pass releases k: w, first of k's herd, is woken,
-	// queued behind v
-	close(let["h"])
-	eventually(t, 10*time.Second, func() (bool, string) {
-		return !f.leaseExists(t, "k"), "k's Lease still exists after h's deletion pass"
-	})
-	waitEntered("v")
-	// And another replica grants k to another holder before w's pass runs
-	if _, o, err := intruder.Acquire(ctx, "k", other); err != nil || o.Reason != claim.ReasonAcquired {
-		t.Fatalf("acquiring k for the other holder: %+v, %v", o, err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	// And w's pass, which reads k held by that holder, is held back at its
-	// status write
-	parked := make(chan struct{}, 1)
-	letW := make(chan struct{})
-	f.writes.beforeStatus.Store(func(obj client.Object) {
-		if obj.GetName() == "w" {
-			enterAndWait(parked, letW)
-		}
-	})
-	close(let["v"])
-	select {
-	case <-parked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("w's pass did not write its status")
-	}
-	// And v, older than w, names k now too, after j, which g holds
-	f.setKeys(t, "v", "j", "k", "v2")
-	cachedKeys("v", 3)
-	// And that holder releases k again while w's pass runs
-	recs, err := intruder.Holdings(ctx, other)
-	if err != nil {
+	// When h is deleted and releases k
+	if err := direct(t).Delete(context.Background(), f.widgetNow(t, "h")); err != nil {
 		t.Fatal(err)
 	}
-	if released, err := intruder.ReleaseRecords(ctx, other, recs...); err != nil || len(released) != 1 {
-		t.Fatalf("releasing k for the other holder: %q, %v", released, err)
-	}
-	time.Sleep(500 * time.Millisecond)
-	f.writes.beforeStatus.Store(func(client.Object) {})
-	close(letW)
-	// Then v still waits for j, and w is granted k, free since, without
-	// waiting for its requeue
-	f.waitForReason(t, "w", conditions.ReasonClaimed, 5*time.Second)
-	f.waitForReason(t, "v", conditions.ReasonParked, time.Second)
+	// Then w2 is woken after w1's pass, and its condition names w1 as the
+	// holder
+	eventually(t, 10*time.Second, func() (bool, string) {
+		c := f.claimed(t, "w2")
+		return strings.Contains(c.Message, "w1"), fmt.Sprintf("w2's condition %+v does not name w1", c)
+	})
 }
