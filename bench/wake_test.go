@@ -67,7 +67,7 @@ func fanOut(t *testing.T, s sizes, rep *report) {
 		fmt.Sprintf("%d workers, no client rate limit", recommendedWorkers))
 	fanOutRun(t, rep, s, s.fanOut, s.bystanders, recommended, recommendedSetting)
 	fanOutRun(t, rep, s, s.fanOutFew, s.bystandersMany, recommended, recommendedSetting)
-	rep.note("Fan-out: the passes are counted from the Delete call until no pass started for %s; they include the passes woken by the start of the holder's deletion, by the Lease's deletion and creation, and, where conditions name the holder, by each parked object's own status write (its condition names the new holder, so each waiter's condition changes once). Under DiscloseNone a waiter's condition does not name the holder and does not change: the others have settled when the last pass the release caused has started. Status writes and events are what the operator process sent for the release.", s.quiet)
+	rep.note("Fan-out: the passes are counted from the Delete call until no pass started for %s; they include the passes woken by the holder's deletion, by the Lease's deletion and creation (the first waiter in creation order at once, the others once its pass ended: docs/middleware.md, Wake-ups), and, where conditions name the holder, by each parked object's own status write (its condition names the new holder, so each waiter's condition changes once). Under DiscloseNone a waiter's condition does not name the holder and does not change: the others have settled when the last pass the release caused has started. Status writes and events are what the operator process sent for the release.", s.quiet)
 }
 
 // fanOutRun is one run of scenario 7 with parked objects on one key and

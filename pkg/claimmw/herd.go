@@ -168,12 +168,16 @@ func (e recordEvents) Update(ctx context.Context, ev event.UpdateEvent, q workqu
 	// no key, and the object's namers are that key's. Removing the holder
 	// frees the key.
 	freed := namesHolder(e.m, ev.ObjectOld) && !namesHolder(e.m, ev.ObjectNew)
+	// A resync (the same resourceVersion) changed nothing: as an initial
+	// list, at low priority and without a herd, as controller-runtime's own
+	// handlers do.
+	resync := ev.ObjectOld.GetResourceVersion() == ev.ObjectNew.GetResourceVersion()
 	e.m.wakeFor(recordWake{
 		key:    cmp.Or(is.key, was.key),
 		holder: cmp.Or(was.holder, is.holder),
 		direct: append(was.direct, is.direct...),
 		namers: append(was.namers, is.namers...),
-	}, freed, q, false)
+	}, freed && !resync, q, resync)
 }
 
 func (e recordEvents) Delete(ctx context.Context, ev event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -193,6 +197,8 @@ func namesHolder(m *Middleware, rec client.Object) bool {
 // holding back all but the first of its key's namers while its key's herd
 // is under way, or, when freed says the change deleted the record, starting
 // one.
+// initial is an informer's initial list or a resync: nothing changed since
+// the objects' own initial lists woke them.
 func (m *Middleware) wakeFor(w recordWake, freed bool, q workqueue.TypedRateLimitingInterface[reconcile.Request], initial bool) {
 	now := w.direct
 	if initial || w.key == "" {
@@ -232,7 +238,7 @@ func (m *Middleware) firstToWake(w recordWake) (first reconcile.Request, others 
 }
 
 // enqueue adds reqs to q once each, at low priority for an informer's
-// initial list as controller-runtime's own handlers do.
+// initial list or a resync, as controller-runtime's own handlers do.
 func enqueue(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request, initial bool) {
 	seen := map[reconcile.Request]bool{}
 	for _, r := range reqs {
