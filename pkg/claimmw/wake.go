@@ -616,11 +616,16 @@ func (m *Middleware) waiting(ctx context.Context) []reconcile.Request {
 
 // recordNames reports whether the record of key, read from the manager's
 // cache, names obj as its holder or planned successor. A record the backend
-// cannot name without reading it (Claimer.RecordRef), or that the cache
-// cannot answer for, is taken to name it (the safe side: a wake-up too
-// many).
+// cannot name without reading it (Claimer.RecordRef; for Leases, the claim
+// configuration's record name, as the records index has it), or that the
+// cache cannot answer for, is taken to name it (the safe side: a wake-up
+// too many).
 func (m *Middleware) recordNames(ctx context.Context, key string, obj client.Object) bool {
 	ref, ok := m.claimer.RecordRef(key)
+	if !ok && m.recordsAreLeases() {
+		cfg := m.claimer.Config()
+		ref, ok = types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.NameFunc(key)}, true
+	}
 	proto := m.claimer.RecordType()
 	if !ok || proto == nil {
 		return true
