@@ -223,15 +223,26 @@ func (m *Middleware) indexKeyValues(obj client.Object) []string {
 // configuration.
 func (m *Middleware) indexRecords(obj client.Object) []string {
 	keys := m.indexKeys(obj)
-	cfg := m.claimer.Config()
 	for i, k := range keys {
-		if ref, ok := m.claimer.RecordRef(k); ok {
-			keys[i] = ref.Name
-			continue
-		}
-		keys[i] = cfg.NameFunc(k)
+		// A backend that does not say where it stores a record keeps it
+		// under the configuration's record name, as far as this index goes.
+		ref, _ := m.recordRef(k)
+		keys[i] = ref.Name
 	}
 	return keys
+}
+
+// recordRef names the object that stores the record of key (normalized):
+// where the backend says (Claimer.RecordRef), else the claim
+// configuration's record name in the claim namespace, which is where a
+// Lease backend wrapped by another keeps it. ok is false for a backend that
+// does not say and does not store records in Leases.
+func (m *Middleware) recordRef(key string) (ref types.NamespacedName, ok bool) {
+	if ref, ok := m.claimer.RecordRef(key); ok {
+		return ref, true
+	}
+	cfg := m.claimer.Config()
+	return types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.NameFunc(key)}, m.recordsAreLeases()
 }
 
 func (m *Middleware) indexWaiting(obj client.Object) []string {
@@ -615,17 +626,11 @@ func (m *Middleware) waiting(ctx context.Context) []reconcile.Request {
 }
 
 // recordNames reports whether the record of key, read from the manager's
-// cache, names obj as its holder or planned successor. A record the backend
-// cannot name without reading it (Claimer.RecordRef; for Leases, the claim
-// configuration's record name, as the records index has it), or that the
-// cache cannot answer for, is taken to name it (the safe side: a wake-up
-// too many).
+// cache, names obj as its holder or planned successor. A record whose place
+// is not known without reading it (recordRef), or that the cache cannot
+// answer for, is taken to name it (the safe side: a wake-up too many).
 func (m *Middleware) recordNames(ctx context.Context, key string, obj client.Object) bool {
-	ref, ok := m.claimer.RecordRef(key)
-	if !ok && m.recordsAreLeases() {
-		cfg := m.claimer.Config()
-		ref, ok = types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.NameFunc(key)}, true
-	}
+	ref, ok := m.recordRef(key)
 	proto := m.claimer.RecordType()
 	if !ok || proto == nil {
 		return true
