@@ -413,11 +413,7 @@ func TestAWaiterGetsAKeyErasedFromOutsideOnceItsDeletedPredecessorsDeletionPassS
 // renewTimeOf returns the renew time of key's Lease.
 func (f *fixture) renewTimeOf(t *testing.T, key string) time.Time {
 	t.Helper()
-	l := &coordinationv1.Lease{}
-	name := f.mw.Claimer().Config().NameFunc(key)
-	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, l); err != nil {
-		t.Fatalf("reading Lease of %q: %v", key, err)
-	}
+	l := f.leaseOf(t, key)
 	if l.Spec.RenewTime == nil {
 		return time.Time{}
 	}
@@ -1049,10 +1045,7 @@ func TestAKeyWhoseRecordIsOverwrittenFromOutsideWithAGoneHolderIsNotTakenOverWhi
 		t.Fatal("the holder never ran a granted pass")
 	}
 
-	l := &coordinationv1.Lease{}
-	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: f.mw.Claimer().Config().NameFunc("k")}, l); err != nil {
-		t.Fatal(err)
-	}
+	l := f.leaseOf(t, "k")
 	l.Annotations[backends.DefaultHolderNameAnnotation] = ghost.Name
 	l.Annotations[backends.DefaultHolderUIDAnnotation] = string(ghost.UID)
 	if err := direct(t).Update(context.Background(), l); err != nil {
@@ -1556,10 +1549,7 @@ func TestTheDeletionPassOfAWaiterKeepingARecordItNeverActedForIsNotGivenTheKeyWh
 	time.Sleep(2 * time.Second)
 	// And alpha's told pass then succeeds
 	w.setFailTold("alpha", false)
-	eventually(t, 10*time.Second, func() (bool, string) {
-		_, err := f.widget(t, "bravo")
-		return apierrors.IsNotFound(err), fmt.Sprintf("bravo after its deletion: %v", err)
-	})
+	f.waitGone(t, "bravo", 10*time.Second)
 	// Then no deletion pass of bravo acted for k (it was given k in its
 	// Grants) while alpha still might: bravo never acted for k, and its
 	// deletion path cleans up what alpha still uses

@@ -165,11 +165,7 @@ func (l *watchCacheLag) reader(t *testing.T) client.Reader {
 // has it now: a revision at which a listing shows the record as it is.
 func (f *fixture) leaseVersion(t *testing.T, key string) string {
 	t.Helper()
-	l := &coordinationv1.Lease{}
-	if err := env.APIReader.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: f.mw.Claimer().Config().NameFunc(key)}, l); err != nil {
-		t.Fatalf("reading the Lease of %q: %v", key, err)
-	}
-	return l.ResourceVersion
+	return f.leaseOf(t, key).ResourceVersion
 }
 
 func TestAKeyAnObjectReleasedBeforeItsDeletionIsNotGivenToItsDeletionPassWhileAnotherObjectActsForIt(t *testing.T) {
@@ -224,10 +220,7 @@ func TestAHolderWithUnknownKeysDeletedWithoutItsFinalizerHandsTheKeyItKeptToTheW
 	if err := direct(t).Delete(ctx, alpha); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() (bool, string) {
-		_, err := f.widget(t, "alpha")
-		return apierrors.IsNotFound(err), fmt.Sprintf("alpha still exists: %v", err)
-	})
+	f.waitGone(t, "alpha", 5*time.Second)
 	if got := f.leaseUID(t, "k"); got != kept {
 		t.Fatalf("k's Lease after alpha is gone: UID %q, want %q: the record alpha kept was released, not taken over", got, kept)
 	}
@@ -299,10 +292,7 @@ func TestARecordWhoseReleaseFailedAfterItsDeletionPassSucceededGoesWhileTheObjec
 	// Then b gets k, and a goes
 	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
 	f.statusWritesWereRefused(t, "a")
-	eventually(t, wakeWithin, func() (bool, string) {
-		_, err := f.widget(t, "a")
-		return apierrors.IsNotFound(err), fmt.Sprintf("a is still there: %v", err)
-	})
+	f.waitGone(t, "a", wakeWithin)
 	// And a's deletion pass was given k once: the pass that succeeded
 	given := func(f *fixture) int {
 		return len(slices.DeleteFunc(deletionCalls(f, "a"), func(s claimmw.State) bool { return len(s.Grants) == 0 }))
@@ -352,10 +342,7 @@ func TestAnObjectThatHoldsNothingGoesThoughItsDeletionPassAsksToRunAgain(t *test
 	// When b is deleted
 	f.deleteWidgetAsync(t, "b")
 	// Then it is gone
-	eventually(t, 10*time.Second, func() (bool, string) {
-		_, err := f.widget(t, "b")
-		return apierrors.IsNotFound(err), fmt.Sprintf("b is still there: %v", err)
-	})
+	f.waitGone(t, "b", 10*time.Second)
 }
 
 // TestADeletionPassWhoseCacheStillShowsItMayActSaysSoInTheAPIServerBeforeItActs:
@@ -390,10 +377,7 @@ func TestADeletionPassWhoseCacheStillShowsItMayActSaysSoInTheAPIServerBeforeItAc
 		w.waitActed("bravo", 3*time.Second)
 	})
 	release()
-	eventually(t, 10*time.Second, func() (bool, string) {
-		_, err := f.widget(t, "alpha")
-		return apierrors.IsNotFound(err), fmt.Sprintf("alpha still exists: %v", err)
-	})
+	f.waitGone(t, "alpha", 10*time.Second)
 	if !w.waitActed("bravo", 10*time.Second) {
 		t.Fatalf("bravo never acted for k after alpha was gone: passes %q; bravo %+v", w.passes, f.claimed(t, "bravo"))
 	}
@@ -481,10 +465,7 @@ func TestADeletionPassWhoseCacheStillShowsItParkedKeepsTheFinalizerWhileItAsksTo
 	// When alpha's workloads are gone, alpha goes and bravo gets k
 	f.writes.staleWidget.Store((*testcrd.Widget)(nil))
 	gone.Store(true)
-	eventually(t, 10*time.Second, func() (bool, string) {
-		_, err := f.widget(t, "alpha")
-		return apierrors.IsNotFound(err), fmt.Sprintf("alpha still exists: %v", err)
-	})
+	f.waitGone(t, "alpha", 10*time.Second)
 	f.waitForReason(t, "bravo", conditions.ReasonClaimed, wakeWithin)
 }
 

@@ -120,10 +120,7 @@ func TestADeletedObjectWhoseReleaseKeepsFailingStopsWritingItsCondition(t *testi
 	// And once Leases can be deleted again, b gets k, and a goes
 	f.writes.failLeaseDeletes.Store(false)
 	f.waitForReason(t, "b", conditions.ReasonClaimed, 10*time.Second)
-	eventually(t, wakeWithin, func() (bool, string) {
-		_, err := f.widget(t, "a")
-		return apierrors.IsNotFound(err), "a is still there"
-	})
+	f.waitGone(t, "a", wakeWithin)
 }
 
 // Releases that fail for a while (the operator lost the right to delete

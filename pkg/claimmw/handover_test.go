@@ -269,10 +269,7 @@ func TestAHandoverIsNotCommittedToASuccessorDeletedDuringThePass(t *testing.T) {
 	// When b is deleted (and gone), and a stops naming k, before that pass
 	// ends
 	b := f.deleteWidgetAsync(t, "b")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		_, err := f.widget(t, "b")
-		return apierrors.IsNotFound(err), fmt.Sprintf("b after deletion: %v", err)
-	})
+	f.waitGone(t, "b", 10*time.Second)
 	f.edit(t, "a", func(w *testcrd.Widget) { w.Spec.Keys = nil; w.Spec.HandTo = "" })
 	blocking.Store(false)
 	close(release)

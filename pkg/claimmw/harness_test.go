@@ -862,8 +862,6 @@ func (f *fixture) tokenOf(t *testing.T, key string) claim.Token {
 	return rec.Token
 }
 
-// deleteWidgetAsync asks to delete the Widget named name and returns: its
-// finalizers may keep it.
 // deleteWidgetAsync deletes Widget name, as read just before, and returns
 // what it read; deleteWidget waits until the Widget is gone too.
 func (f *fixture) deleteWidgetAsync(t *testing.T, name string) *testcrd.Widget {
@@ -878,9 +876,17 @@ func (f *fixture) deleteWidgetAsync(t *testing.T, name string) *testcrd.Widget {
 func (f *fixture) deleteWidget(t *testing.T, name string) {
 	t.Helper()
 	f.deleteWidgetAsync(t, name)
-	eventually(t, wakeWithin, func() (bool, string) {
+	f.waitGone(t, name, wakeWithin)
+}
+
+// waitGone waits until the API server no longer has Widget name (its
+// finalizers removed and its deletion done), polling as eventually does, and
+// fails t when within passes first.
+func (f *fixture) waitGone(t *testing.T, name string, within time.Duration) {
+	t.Helper()
+	eventually(t, within, func() (bool, string) {
 		_, err := f.widget(t, name)
-		return apierrors.IsNotFound(err), fmt.Sprintf("%s after deletion: %v", name, err)
+		return apierrors.IsNotFound(err), fmt.Sprintf("Widget %s still exists: %v", name, err)
 	})
 }
 

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
@@ -70,10 +69,7 @@ func TestTheDeletionPathReleasesARecordThatLostItsHolderLabel(t *testing.T) {
 	f.stripHolderLabel(t, "k")
 	// When x is deleted
 	f.deleteWidgetAsync(t, "x")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		_, err := f.widget(t, "x")
-		return apierrors.IsNotFound(err), fmt.Sprintf("x after deletion: %v", err)
-	})
+	f.waitGone(t, "x", 10*time.Second)
 	// Then its deletion pass was told it holds k, and the record is gone
 	del := deletionCalls(f, "x")
 	if len(del) == 0 || len(del[0].Grants) != 1 || del[0].Grants[0].Key != "k" {

@@ -12,7 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,10 +39,7 @@ func TestDeletingTheHolderWakesTheParkedWidgetBeforeItsRequeue(t *testing.T) {
 	f.waitForReason(t, "b", conditions.ReasonClaimed, wakeWithin)
 	t.Logf("b claimed %s after a was deleted", time.Since(deleted).Round(time.Millisecond))
 	// And a is gone, its finalizer removed after its release
-	eventually(t, wakeWithin, func() (bool, string) {
-		_, err := f.widget(t, "a")
-		return apierrors.IsNotFound(err), fmt.Sprintf("a after deletion: %v", err)
-	})
+	f.waitGone(t, "a", wakeWithin)
 	// And the Lease of k now names b
 	rec, err := f.mw.Claimer().Current(ctx, "k")
 	if err != nil {
@@ -181,10 +177,7 @@ func TestDeletingAWidgetWhoseSweepFailsKeepsTheFinalizerUntilTheCauseIsFixed(t *
 	// When the cause is fixed
 	f.writes.failLeaseDeletes.Store(false)
 	// Then deletion finishes and no Lease is left
-	eventually(t, 10*time.Second, func() (bool, string) {
-		_, err := f.widget(t, "a")
-		return apierrors.IsNotFound(err), fmt.Sprintf("a: %v", err)
-	})
+	f.waitGone(t, "a", 10*time.Second)
 	var leases coordinationv1.LeaseList
 	if err := env.APIReader.List(ctx, &leases, client.InNamespace(f.ns)); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -85,10 +84,7 @@ func TestTwoMiddlewaresOnOneKindBothRunTheirDeletionPath(t *testing.T) {
 		})
 	}
 	st.deleteWidgetAsync(t, "x")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		_, err := st.widget(t, "x")
-		return apierrors.IsNotFound(err), fmt.Sprintf("x after deletion: %v", err)
-	})
+	st.waitGone(t, "x", 10*time.Second)
 	time.Sleep(2 * time.Second)
 	// Then each middleware's inner reconciler completed a deletion pass with
 	// the key it held, and neither record outlives x
