@@ -74,15 +74,8 @@ func TestDemoScenario(t *testing.T) {
 
 func TestAClusterWithAnInvalidStorageReferenceIsParkedAsInvalidKeyWithZeroBrokers(t *testing.T) {
 	ns, c := startOperator(t)
-	ctx := context.Background()
 	// Given a cluster whose secondaryStorage names no known backend type
-	cc := &v1alpha1.CamundaCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "typo"},
-		Spec:       v1alpha1.CamundaClusterSpec{SecondaryStorage: "elastic|https://es.data.svc:9200", Replicas: 3},
-	}
-	if err := c.Create(ctx, cc); err != nil {
-		t.Fatal(err)
-	}
+	createCluster(t, c, ns, "typo", "elastic|https://es.data.svc:9200", "", 3)
 	// Then it is InvalidKey, saying what is wrong, and Ready says the same
 	got := waitForReason(t, c, ns, "typo", conditions.ReasonInvalidKey)
 	mustContain(t, got.claimed.Message, `unknown type "elastic"`)
@@ -90,40 +83,24 @@ func TestAClusterWithAnInvalidStorageReferenceIsParkedAsInvalidKeyWithZeroBroker
 		t.Errorf("Ready = %+v, want False with reason InvalidKey", got.ready)
 	}
 	// And its StatefulSet exists with zero brokers
-	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
-		n, err := replicas(c, ns, "typo")
-		return err == nil && n == 0, fmt.Sprintf("StatefulSet typo: %d replicas, %v", n, err)
-	})
+	waitForBrokers(t, c, ns, "typo", 0)
 }
 
 func TestOneRealmAnswersToOneClusterEvenWithDifferentBackends(t *testing.T) {
 	ns, c := startOperator(t)
-	ctx := context.Background()
 	// Given alpha holds its backend and a realm
-	create := func(name, storage, realm string) {
-		cc := &v1alpha1.CamundaCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec:       v1alpha1.CamundaClusterSpec{SecondaryStorage: storage, KeycloakRealm: realm, Replicas: 1},
-		}
-		if err := c.Create(ctx, cc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	create("alpha", "elasticsearch|https://es-a.data.svc:9200", "https://keycloak.auth.svc/realms/camunda")
+	createCluster(t, c, ns, "alpha", "elasticsearch|https://es-a.data.svc:9200", "https://keycloak.auth.svc/realms/camunda", 1)
 	waitForReason(t, c, ns, "alpha", conditions.ReasonClaimed)
 	// When bravo names another backend but the same realm, spelled with
 	// credentials and the default port
-	create("bravo", "rdbms|postgres.data.svc/camunda", "https://admin:secret@keycloak.auth.svc:443/realms/camunda/")
+	createCluster(t, c, ns, "bravo", "rdbms|postgres.data.svc/camunda", "https://admin:secret@keycloak.auth.svc:443/realms/camunda/", 1)
 	// Then bravo is parked on the realm, naming alpha, and runs no broker
 	got := waitForReason(t, c, ns, "bravo", conditions.ReasonParked)
 	mustContain(t, got.claimed.Message, `"keycloak|https://keycloak.auth.svc/realms/camunda"`, "CamundaCluster "+ns+"/alpha")
 	if strings.Contains(got.claimed.Message, "secret") {
 		t.Errorf("bravo's message %q carries the realm URL's password", got.claimed.Message)
 	}
-	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
-		n, err := replicas(c, ns, "bravo")
-		return err == nil && n == 0, fmt.Sprintf("StatefulSet bravo: %d replicas, %v", n, err)
-	})
+	waitForBrokers(t, c, ns, "bravo", 0)
 }
 
 type state struct {
@@ -147,6 +124,30 @@ func waitForReason(t *testing.T, c client.Client, ns, name string, reason condit
 		return cl.Reason == string(reason) && s.ready != nil, fmt.Sprintf("%s: %+v, Ready %+v; want %s", name, *cl, s.ready, reason)
 	})
 	return s
+}
+
+// createCluster creates CamundaCluster ns/name through c, naming storage and
+// realm ("": none) and asking for brokers brokers; t fails at once if it
+// cannot.
+func createCluster(t *testing.T, c client.Client, ns, name, storage, realm string, brokers int32) {
+	t.Helper()
+	cc := &v1alpha1.CamundaCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       v1alpha1.CamundaClusterSpec{SecondaryStorage: storage, KeycloakRealm: realm, Replicas: brokers},
+	}
+	if err := c.Create(context.Background(), cc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitForBrokers waits until StatefulSet ns/name exists and asks for
+// brokers replicas.
+func waitForBrokers(t *testing.T, c client.Client, ns, name string, brokers int32) {
+	t.Helper()
+	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
+		n, err := replicas(c, ns, name)
+		return err == nil && n == brokers, fmt.Sprintf("StatefulSet %s: %d replicas, %v; want %d", name, n, err, brokers)
+	})
 }
 
 func replicas(c client.Client, ns, name string) (int32, error) {

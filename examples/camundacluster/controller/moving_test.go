@@ -28,17 +28,8 @@ func TestMovingToAnotherBackendKeepsTheOldOneUntilTheOldBrokerStops(t *testing.T
 		oldStorage = "elasticsearch|https://es-old.data.svc:9200"
 		newStorage = "elasticsearch|https://es-new.data.svc:9200"
 	)
-	create := func(name, storage string) {
-		cc := &v1alpha1.CamundaCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec:       v1alpha1.CamundaClusterSpec{SecondaryStorage: storage, Replicas: 1},
-		}
-		if err := c.Create(ctx, cc); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// Given alpha holds the old backend and its broker runs on it
-	create("alpha", oldStorage)
+	createCluster(t, c, ns, "alpha", oldStorage, "", 1)
 	waitForReason(t, c, ns, "alpha", conditions.ReasonClaimed)
 	sts := &appsv1.StatefulSet{}
 	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
@@ -53,7 +44,7 @@ func TestMovingToAnotherBackendKeepsTheOldOneUntilTheOldBrokerStops(t *testing.T
 		t.Fatal(err)
 	}
 	// And bravo waits for the old backend
-	create("bravo", oldStorage)
+	createCluster(t, c, ns, "bravo", oldStorage, "", 1)
 	waitForReason(t, c, ns, "bravo", conditions.ReasonParked)
 	// When alpha moves to a free backend
 	cc := &v1alpha1.CamundaCluster{}

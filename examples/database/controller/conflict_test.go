@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/database/api/v1alpha1"
 	"github.com/ocf-claim/claim/examples/database/controller"
 	"github.com/ocf-claim/claim/pkg/conditions"
@@ -481,12 +480,10 @@ func bump(ctx context.Context, c client.Client, ns string, names ...string) int 
 // is schema.
 func waitForGeneration(t *testing.T, c client.Client, ns, name, schema string) {
 	t.Helper()
-	envtest.EventuallyEvery(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
-		db := &v1alpha1.Database{}
-		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db)
+	eventuallyDatabase(t, c, ns, name, 30*time.Second, 20*time.Millisecond, func(db *v1alpha1.Database) (bool, string) {
 		var stale []string
 		for _, ct := range []conditions.Type{conditions.Claimed, controller.SchemaReady, controller.ConnectionReady, conditions.Ready} {
-			cond := meta.FindStatusCondition(db.Status.Conditions, string(ct))
+			cond := condition(db, ct)
 			switch {
 			case cond == nil:
 				stale = append(stale, string(ct)+" missing")
@@ -496,8 +493,8 @@ func waitForGeneration(t *testing.T, c client.Client, ns, name, schema string) {
 				stale = append(stale, fmt.Sprintf("SchemaReady says %q", cond.Message))
 			}
 		}
-		return err == nil && len(stale) == 0,
-			fmt.Sprintf("Database %s/%s at generation %d: %s (error %v)", ns, name, db.Generation, strings.Join(stale, ", "), err)
+		return len(stale) == 0,
+			fmt.Sprintf("Database %s/%s at generation %d: %s", ns, name, db.Generation, strings.Join(stale, ", "))
 	})
 }
 

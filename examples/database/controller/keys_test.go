@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -110,18 +109,14 @@ func TestADatabaseWithAnInvalidURLIsInvalidKeyAndItsComponentsWait(t *testing.T)
 	}
 	// Then it is InvalidKey, saying what is wrong without the password
 	got := waitForClaim(t, c, ns, "typo", conditions.ReasonInvalidKey)
-	claimed := meta.FindStatusCondition(got.Status.Conditions, string(conditions.Claimed))
+	claimed := condition(got, conditions.Claimed)
 	if !strings.Contains(claimed.Message, "want exactly one database name") || strings.Contains(claimed.Message, "s3cret") {
 		t.Errorf("claim message = %q, want the path error without the password", claimed.Message)
 	}
 	// And Ready carries InvalidKey, which outranks the components' waiting
-	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
-		cur := &v1alpha1.Database{}
-		if err := c.Get(context.Background(), client.ObjectKeyFromObject(db), cur); err != nil {
-			return false, err.Error()
-		}
-		ready := meta.FindStatusCondition(cur.Status.Conditions, string(conditions.Ready))
-		schema := meta.FindStatusCondition(cur.Status.Conditions, string(controller.SchemaReady))
+	eventuallyDatabase(t, c, ns, db.Name, 20*time.Second, 50*time.Millisecond, func(cur *v1alpha1.Database) (bool, string) {
+		ready := condition(cur, conditions.Ready)
+		schema := condition(cur, controller.SchemaReady)
 		ok := ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == string(conditions.ReasonInvalidKey) &&
 			schema != nil && schema.Reason == string(controller.ReasonPrerequisiteNotMet)
 		return ok, fmt.Sprintf("Ready %+v, SchemaReady %+v; want Ready False/InvalidKey, SchemaReady PrerequisiteNotMet", ready, schema)
@@ -150,8 +145,8 @@ func TestAnInvalidURLOfAnyLengthStillGetsItsReadyWritten(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(db), &got); err != nil {
 			t.Fatal(err)
 		}
-		claimed = meta.FindStatusCondition(got.Status.Conditions, string(conditions.Claimed))
-		ready = meta.FindStatusCondition(got.Status.Conditions, string(conditions.Ready))
+		claimed = condition(&got, conditions.Claimed)
+		ready = condition(&got, conditions.Ready)
 		if claimed != nil && ready != nil {
 			return true, ""
 		}

@@ -9,13 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/ocf-claim/claim/envtest"
 	"github.com/ocf-claim/claim/examples/database/api/v1alpha1"
 	"github.com/ocf-claim/claim/examples/database/controller"
 	"github.com/ocf-claim/claim/pkg/claim"
@@ -82,12 +80,10 @@ func stamp(t *testing.T, c client.Client, ns, name, key string) (claim.Token, ma
 // and reason.
 func waitForComponent(t *testing.T, c client.Client, ns, name string, ct conditions.Type, status metav1.ConditionStatus, reason conditions.Reason) {
 	t.Helper()
-	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
-		db := &v1alpha1.Database{}
-		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db)
-		cond := meta.FindStatusCondition(db.Status.Conditions, string(ct))
-		return err == nil && cond != nil && cond.Status == status && cond.Reason == string(reason) && cond.ObservedGeneration == db.Generation,
-			fmt.Sprintf("Database %s/%s: %s = %+v (error %v), want %s/%s", ns, name, ct, cond, err, status, reason)
+	eventuallyDatabase(t, c, ns, name, 20*time.Second, 50*time.Millisecond, func(db *v1alpha1.Database) (bool, string) {
+		cond := condition(db, ct)
+		return cond != nil && cond.Status == status && cond.Reason == string(reason) && cond.ObservedGeneration == db.Generation,
+			fmt.Sprintf("Database %s/%s: %s = %+v, want %s/%s", ns, name, ct, cond, status, reason)
 	})
 }
 

@@ -9,7 +9,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -273,8 +272,8 @@ func TestReadyIsNotTrueWhileTheClaimIsAnError(t *testing.T) {
 	}
 
 	// Then Ready is not True beside the False claim of the same generation
-	claimed := meta.FindStatusCondition(got.Status.Conditions, string(conditions.Claimed))
-	ready := meta.FindStatusCondition(got.Status.Conditions, string(conditions.Ready))
+	claimed := condition(got, conditions.Claimed)
+	ready := condition(got, conditions.Ready)
 	t.Logf("generation %d: Claimed=%s/%s@%d %q; Ready=%s/%s@%d", got.Generation,
 		claimed.Status, claimed.Reason, claimed.ObservedGeneration, claimed.Message, ready.Status, ready.Reason, ready.ObservedGeneration)
 	if claimed.Status != metav1.ConditionTrue && ready.Status == metav1.ConditionTrue {

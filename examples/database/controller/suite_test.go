@@ -88,20 +88,38 @@ func intercepted(funcs interceptor.Funcs) func(*ctrl.Options) {
 	}
 }
 
+// eventuallyDatabase reads Database ns/name through c every interval until
+// holds, given what was read, is true, and returns the Database as it was
+// then. A read that fails counts as not yet; once within has passed, t fails
+// with the last read's error or holds' last message.
+func eventuallyDatabase(t *testing.T, c client.Client, ns, name string, within, every time.Duration, holds func(*v1alpha1.Database) (bool, string)) *v1alpha1.Database {
+	t.Helper()
+	var db *v1alpha1.Database
+	envtest.EventuallyEvery(t, within, every, func() (bool, string) {
+		db = &v1alpha1.Database{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db); err != nil {
+			return false, fmt.Sprintf("reading Database %s/%s: %v", ns, name, err)
+		}
+		return holds(db)
+	})
+	return db
+}
+
+// condition returns db's condition of type ct, nil when it has none.
+func condition(db *v1alpha1.Database, ct conditions.Type) *metav1.Condition {
+	return meta.FindStatusCondition(db.Status.Conditions, string(ct))
+}
+
 // waitForClaim waits until the claim condition of Database ns/name has
 // reason, and returns the Database as it was then.
 func waitForClaim(t *testing.T, c client.Client, ns, name string, reason conditions.Reason) *v1alpha1.Database {
 	t.Helper()
-	db := &v1alpha1.Database{}
-	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
-		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db)
-		claimed := meta.FindStatusCondition(db.Status.Conditions, string(conditions.Claimed))
+	return eventuallyDatabase(t, c, ns, name, 20*time.Second, 50*time.Millisecond, func(db *v1alpha1.Database) (bool, string) {
+		claimed := condition(db, conditions.Claimed)
 		// Ready too: the reconciler writes it after the middleware's claim
-		ready := meta.FindStatusCondition(db.Status.Conditions, string(conditions.Ready))
-		return err == nil && claimed != nil && claimed.Reason == string(reason) && ready != nil,
-			fmt.Sprintf("Database %s/%s: claim condition %+v (error %v), want reason %s", ns, name, claimed, err, reason)
+		return claimed != nil && claimed.Reason == string(reason) && condition(db, conditions.Ready) != nil,
+			fmt.Sprintf("Database %s/%s: claim condition %+v, want reason %s", ns, name, claimed, reason)
 	})
-	return db
 }
 
 func TestADatabaseAlreadyManagedElsewhereIsParkedUntilItsHolderIsDeleted(t *testing.T) {
@@ -128,12 +146,12 @@ func TestADatabaseAlreadyManagedElsewhereIsParkedUntilItsHolderIsDeleted(t *test
 
 	// Then billing is parked, naming orders, and its Ready says why
 	got := waitForClaim(t, c, ns, "billing", conditions.ReasonParked)
-	ready := meta.FindStatusCondition(got.Status.Conditions, string(conditions.Ready))
+	ready := condition(got, conditions.Ready)
 	if ready == nil || ready.Status != metav1.ConditionFalse {
 		t.Fatalf("billing's Ready = %+v, want False", ready)
 	}
 	want := `Key "postgres://pg.data.svc:5432/orders" is held by Database ` + ns + "/orders."
-	if claimed := meta.FindStatusCondition(got.Status.Conditions, string(conditions.Claimed)); claimed.Message != want {
+	if claimed := condition(got, conditions.Claimed); claimed.Message != want {
 		t.Errorf("billing's claim message = %q, want %q", claimed.Message, want)
 	}
 
@@ -150,10 +168,8 @@ func TestADatabaseAlreadyManagedElsewhereIsParkedUntilItsHolderIsDeleted(t *test
 // eventuallyReady waits until Database ns/name is Ready.
 func eventuallyReady(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
-	envtest.Eventually(t, 20*time.Second, func() (bool, string) {
-		db := &v1alpha1.Database{}
-		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db)
-		return err == nil && meta.IsStatusConditionTrue(db.Status.Conditions, string(conditions.Ready)),
-			fmt.Sprintf("Database %s/%s is not Ready: %+v (error %v)", ns, name, db.Status.Conditions, err)
+	eventuallyDatabase(t, c, ns, name, 20*time.Second, 50*time.Millisecond, func(db *v1alpha1.Database) (bool, string) {
+		return meta.IsStatusConditionTrue(db.Status.Conditions, string(conditions.Ready)),
+			fmt.Sprintf("Database %s/%s is not Ready: %+v", ns, name, db.Status.Conditions)
 	})
 }
