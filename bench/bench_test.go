@@ -63,10 +63,7 @@ func steadyHolder(t *testing.T, s sizes, rep *report, res *results) {
 		t.Fatal(err)
 	}
 	r.settle(t, "holder", conditions.ReasonClaimed)
-	srvBefore, err := serverRequests(ctx, env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srvBefore := serverRequestsNow(t)
 	before, cachedBefore := r.api.snapshot(), r.calls.snapshot()
 	for range s.passes {
 		if _, err := r.reconcileOnce(ctx, "holder"); err != nil {
@@ -78,10 +75,7 @@ func steadyHolder(t *testing.T, s sizes, rep *report, res *results) {
 	// reader is not intercepted, and the counting transport tells which of
 	// these reached the server.
 	viaClient := r.calls.since(cachedBefore)
-	srvAfter, err := serverRequests(ctx, env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srvAfter := serverRequestsNow(t)
 	srvLease, _ := serverWrites(srvBefore, srvAfter, "leases")
 	srvClaimants, _ := serverWrites(srvBefore, srvAfter, "claimants")
 	res.steadyWritesPerPass = float64(d.writes()) / float64(s.passes)
@@ -123,10 +117,7 @@ func parkedClaimant(t *testing.T, s sizes, rep *report, res *results) {
 		t.Fatal(err)
 	}
 	r.settle(t, "parked", conditions.ReasonParked)
-	srvBefore, err := serverRequests(ctx, env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srvBefore := serverRequestsNow(t)
 	before := r.api.snapshot()
 	for range s.passes {
 		if _, err := r.reconcileOnce(ctx, "parked"); err != nil {
@@ -134,10 +125,7 @@ func parkedClaimant(t *testing.T, s sizes, rep *report, res *results) {
 		}
 	}
 	d := r.api.since(before)
-	srvAfter, err := serverRequests(ctx, env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srvAfter := serverRequestsNow(t)
 	srvTotal, srvRejected := serverWrites(srvBefore, srvAfter, "leases")
 	res.parkedWritesPerPass = float64(d.writes()) / float64(s.passes)
 	if d.writes() != 0 {
@@ -285,4 +273,15 @@ func operations(t *testing.T, s sizes, rep *report, res *results) {
 		}
 		rep.add(row{fmt.Sprintf("3 %s, %d runs", x.name, n), "requests per op; latency", x.o.calls.byVerb(n) + "; " + x.o.lat.String(), "", "", ""})
 	}
+}
+
+// serverRequestsNow is serverRequests of env's API server, for a step of a
+// scenario: t fails at once when /metrics cannot be read.
+func serverRequestsNow(t *testing.T) map[serverCount]float64 {
+	t.Helper()
+	counts, err := serverRequests(context.Background(), env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return counts
 }
