@@ -11,7 +11,9 @@
  * object deletions, EXTDEL external record deletions, LOST lost write
  * responses, WFAIL writes refused before they apply, INNERFAIL failed inner
  * passes, STALE stale cached reads, ORPHAN records of an already-gone holder
- * present at the start, RENEW renewal writes, RESTART operator restarts.
+ * present at the start, RENEW renewal writes, RESTART operator restarts,
+ * EXPIRY renewal stalls under time-based liveness (expiry.Liveness),
+ * HANDOVER changes of the successor obj0 names for a planned handover.
  *
  * Mutation switches (-DMUT_...) put back one known bug each; model_test.go
  * and docs/model.md list them. None changes anything when undefined.
@@ -54,10 +56,19 @@
 #ifndef RESTART
 #define RESTART 0
 #endif
+#ifndef EXPIRY
+#define EXPIRY 0
+#endif
+#ifndef HANDOVER
+#define HANDOVER 0
+#endif
 /* With external record deletion, the model adds what only matters then: the
  * fenced resource (an older grant's writes are refused after a newer one),
  * the holders each record named (lh, below), and the predecessor check as a
- * step of its own before the Create. */
+ * step of its own before the Create. A takeover by expiry needs neither:
+ * the holder it replaces was told to stop before (the timing contract), and
+ * a pass of that holder that read its record before the takeover read its
+ * hold ended too, so its renewal, conditional on that read, fails. */
 #if EXTDEL > 0
 #define FENCE
 #endif
@@ -104,6 +115,9 @@ typedef Record {
 	bool ex;      /* the record exists */
 	byte holder;  /* object id; GHOST for the orphan */
 	byte uid;     /* UID of this incarnation: the version it was created at */
+#if HANDOVER > 0
+	byte pend;    /* the successor a prepared handover names, + 1; 0 for none */
+#endif
 };
 Record rec[NKEY];
 /* ver[k]: resourceVersion of key k's last write (create, update or delete);
@@ -176,6 +190,81 @@ byte restarts = RESTART;
 #define RENEW 0
 #endif
 byte renews = RENEW;
+/* The statements that only a switched-on feature (EXPIRY, HANDOVER) needs are
+ * macros that expand to nothing when it is off, not to skip: a skip is a
+ * step of its own, which would grow every other world's search. So each
+ * carries its own leading separator, and a use reads `x = 1 freshRec(k);`. */
+#if EXPIRY > 0
+/* Time-based liveness (WithRenewal, pkg/expiry). Renewals succeed in the
+ * background (they are not modelled as writes) until a stall: the World
+ * makes renewals fail (stalled) and the hold of a key's holder ends (its
+ * RenewDeadline passed: hend[k], the Keeper's hold is gone, the object is
+ * woken and its inner context cancelled). Later passes of the holder renew
+ * the record once, conditional on it, before they hold it again
+ * (Middleware's resume of a hold); while renewals fail that is a claim error.
+ * exp[k]: contenders judge the record expired (a lease duration passed
+ * since they saw it granted or renewed). The World may let that time pass
+ * only once the holder's passes that the hold's end asked for have run
+ * (busy, q): the timing contract of docs/middleware.md, Time-based claims
+ * (its told pass ends within Duration - RenewDeadline). Every grant,
+ * renewal or deletion of the record starts the count again. */
+byte stalls = EXPIRY;
+bool stalled;         /* renewals fail */
+bool hend[NKEY];      /* the hold of k's holder ended and was not renewed since */
+bool exp[NKEY];       /* contenders judge k's record expired */
+bool busy[NOBJ];      /* a pass of the object is under way */
+#define freshRec(k) ; exp[k] = false; hend[k] = false
+#define canExpire(k) (hend[k] && !exp[k] && rec[k].ex && rec[k].holder < NOBJ && !q[rec[k].holder] && !busy[rec[k].holder])
+#define expire(k) exp[k] = true; \
+	printf("world: a lease duration passes: contenders judge obj%d's record of k%d expired\n", rec[k].holder, k)
+#define setBusy(o, v) ; busy[o] = v
+#define readExp(k) ; rexp = exp[k]; rhend = hend[k]
+#define clearExp ; rexp = false; rhend = false
+#else
+#define readExp(k)
+#define clearExp
+#define freshRec(k)
+#define setBusy(o, v)
+#endif
+#if HANDOVER > 0
+/* Planned handovers inside the middleware (handover.go, WithHandover):
+ * hto[o] is the successor o's HandoverFunc names for every key it holds, + 1
+ * (0 for none); the World changes obj0's, within the budget. wfh[o]: o's
+ * condition says WaitingForHandover (a False reason: cst[o] is CPARKED),
+ * which successorReady reads with the rest of o, uncached. */
+byte hos = HANDOVER;
+byte hto[NOBJ];
+bool wfh[NOBJ];
+#define sayWaits(v) ; wfh[me] = v
+#define setWhy(v) ; whyw = v
+#define readPend(k) ; rpd = rec[k].pend
+#define clearPend ; rpd = 0
+#define handedMask handed
+#define waitsCommit hwait
+#define resetHandover ; rpd = 0; whyw = false; succ = 0; handed = 0; hwait = false; lst = 0
+/* The granted and parked passes list the object's records before they
+ * acquire (holdingsOf), and give up only records from that listing: a
+ * record a handover commit made the object's after the listing is not
+ * given up by that pass (its acquire, after the listing, may have found the
+ * key held by the former holder and parked). Only a commit writes a record
+ * for another object, so elsewhere the model folds the listing into the end
+ * of the pass. */
+#define listAtStart ; lst = (mine(0) -> 1 : 0) | (mine(1) -> 2 : 0)
+#define atStart(k) ((lst & bit(k)) != 0)
+/* the HandoverFunc reads the object as the pass read it */
+#define readSucc ; succ = hto[me]
+#else
+#define sayWaits(v)
+#define setWhy(v)
+#define readPend(k)
+#define clearPend
+#define handedMask 0
+#define waitsCommit false
+#define resetHandover
+#define listAtStart
+#define atStart(k) true
+#define readSucc
+#endif
 
 /* ---- observers (ghost state for the properties) ---- */
 byte acting[NKEY];    /* objects whose inner pass acts on the key: bit mask */
@@ -234,6 +323,16 @@ byte chold[NKEY];
 /* ALIVE(h): liveness, HolderExists: the holder's object exists (being
  * deleted or not). MUT_DELETING_IS_DEAD judges a holder being deleted gone;
  * MUT_ALIVE_IS_DEAD judges every holder gone. */
+/* LIVE(h, k): the liveness a waiter asks about the holder h of k's record.
+ * With EXPIRY it is time-based (expiry.Liveness): the holder is alive unless
+ * contenders judged k's record expired when the pass read it (rexp: the
+ * judgement is of the record read, by the time since its grant or renewal
+ * was first seen), whether its object exists or not; otherwise ALIVE. */
+#if EXPIRY > 0
+#define LIVE(h, k) (!rexp)
+#else
+#define LIVE(h, k) ALIVE(h)
+#endif
 #if defined(MUT_ALIVE_IS_DEAD)
 #define ALIVE(h) false
 #elif defined(MUT_DELETING_IS_DEAD)
@@ -380,8 +479,9 @@ byte trv[NKEY];       /* the bug's token: the count of grants of the record */
 #ifdef MUT_NO_PREDECESSOR
 #define pred(o, k) false
 #else
-#define pred(o, k) ((o) != me && exists[o] && (names(o, k) || remembered(o, k)) && cst[o] != CPARKED && \
+#define predBy(a, o, k) ((o) != (a) && exists[o] && (names(o, k) || remembered(o, k)) && cst[o] != CPARKED && \
 	!(cst[o] == CCLAIMED && ccur[o] && (keys[o] & bit(k)) == 0))
+#define pred(o, k) predBy(me, o, k)
 #endif
 #if NOBJ > 2
 #define anyPred(k) (pred(0, k) || pred(1, k) || pred(2, k))
@@ -462,7 +562,7 @@ inline acquire(k) {
 			:: cex[k] && chold[k] == me -> rex = true; rh = me; rrv = ver[k]
 			:: else ->
 #endif
-			rex = rec[k].ex; rh = rec[k].holder; ruid = rec[k].uid; rrv = ver[k]
+			rex = rec[k].ex; rh = rec[k].holder; ruid = rec[k].uid; rrv = ver[k] readExp(k) readPend(k)
 #ifdef MUT_CACHED_HELD
 			fi
 #endif
@@ -475,7 +575,7 @@ inline acquire(k) {
 			atomic {
 				if
 				:: anyPred(k) ->
-					res = PARKED; printf("obj%d finds k%d free, but another object may still act for it: WaitingForHandover\n", me, k)
+					res = PARKED setWhy(true); printf("obj%d finds k%d free, but another object may still act for it: WaitingForHandover\n", me, k)
 				:: else -> skip
 				fi
 			};
@@ -487,13 +587,13 @@ inline acquire(k) {
 				if
 #ifndef SPLIT_PRECHECK
 				:: anyPred(k) ->
-					res = PARKED; printf("obj%d finds k%d free, but another object may still act for it: WaitingForHandover\n", me, k)
+					res = PARKED setWhy(true); printf("obj%d finds k%d free, but another object may still act for it: WaitingForHandover\n", me, k)
 #endif
 				:: res != 255 -> skip
 				:: res == 255 && noPred && refused -> refuse; res = FAILED
 				:: res == 255 && noPred && rec[k].ex -> round++
 				:: res == 255 && noPred && !rec[k].ex ->
-					ver[k]++; rec[k].ex = true; rec[k].holder = me; rec[k].uid = ver[k];
+					ver[k]++; rec[k].ex = true; rec[k].holder = me; rec[k].uid = ver[k] freshRec(k);
 					printf("obj%d creates the record of k%d: granted, token %d\n", me, k, ver[k]);
 #ifdef MUT_TOKEN_TRANSITIONS
 					trCreate(k);
@@ -505,11 +605,30 @@ inline acquire(k) {
 			}
 		:: rex && rh == me ->
 			/* verdictHeld: no write */
+#if EXPIRY > 0 && !defined(MUT_HELD_NOT_RENEWED)
+			/* a record whose hold ended is renewed once, conditional on
+			 * the record read, before it is held again; while renewals
+			 * fail that is a claim error (MUT_HELD_NOT_RENEWED: held
+			 * again as it is) */
+			atomic {
+				if
+				:: !rhend -> res = GRANTED; setTok(k, rrv)
+				:: rhend && stalled ->
+					res = FAILED; printf("obj%d cannot renew its record of k%d: claim error\n", me, k)
+				:: rhend && !stalled && rec[k].ex && rec[k].holder == me && ver[k] == rrv ->
+					ver[k]++ freshRec(k); written(k, bit(me));
+					res = GRANTED; setTok(k, rrv);
+					printf("obj%d renews its record of k%d (version %d) and holds it again\n", me, k, ver[k])
+				:: else -> res = FAILED   /* changed since the read */
+				fi
+			}
+#else
 			res = GRANTED; setTok(k, rrv)
+#endif
 		:: rex && rh != me ->
 			/* verdictOther: liveness is HolderExists, an uncached read */
 			if
-			:: ALIVE(rh) -> res = PARKED; printf("obj%d finds k%d held by live obj%d: parked\n", me, k, rh)
+			:: LIVE(rh, k) -> res = PARKED setWhy(rpd == me + 1); printf("obj%d finds k%d held by live obj%d: parked\n", me, k, rh)
 			:: else ->
 				/* takeover: one update fenced on the UID and version read */
 				atomic {
@@ -522,7 +641,7 @@ inline acquire(k) {
 #endif
 						printf("obj%d takes k%d over from obj%d (read at version %d): granted, token %d\n", me, k, rec[k].holder, rrv, ver[k] + 1);
 						gone = (rec[k].holder < NOBJ -> rec[k].holder + 1 : 0);
-						ver[k]++; rec[k].holder = me;
+						ver[k]++; rec[k].holder = me freshRec(k);
 #ifdef MUT_TOKEN_TRANSITIONS
 						trTake(k);
 #endif
@@ -549,7 +668,7 @@ inline acquire(k) {
 				fi
 			fi
 		fi;
-		atomic { rex = false; rh = 0; ruid = 0; rrv = 0 }
+		atomic { rex = false; rh = 0; ruid = 0; rrv = 0 clearExp clearPend }
 	od;
 	round = 0
 }
@@ -577,7 +696,7 @@ inline acquire(k) {
  * ClaimError) without a told pass in this step: only when no workloads of
  * the object use a key, or a waiter's predecessor check would let a key go
  * while they do (loss is told until it is heard). */
-#define parkedCond cst[me] = CPARKED; assert(((using[0] | using[1]) & bit(me)) == 0)
+#define parkedCond cst[me] = CPARKED; assert(((using[0] | using[1]) & bit(me)) == 0) sayWaits(false)
 /* inner told to stop: its workloads stop using every key */
 #define stopUsing using[0] = using[0] & ~bit(me); using[1] = using[1] & ~bit(me)
 #define stopActing acting[0] = acting[0] & ~bit(me); acting[1] = acting[1] & ~bit(me)
@@ -591,6 +710,117 @@ inline acquire(k) {
 	:: ((s) & 2) == 0 -> using[1] = using[1] & ~bit(me) \
 	:: else -> skip \
 	fi
+
+#if HANDOVER > 0
+/* planHandovers (Middleware.planHandovers): for each key the granted pass
+ * holds, the successor the object names (successorOf: read uncached; none if
+ * it is the object itself, gone or being deleted; the object's successor
+ * as the pass read it at its start) is prepared on the record
+ * (Claimer.Prepare: the record names it as pending; holder and token do not
+ * change), or a pending one no longer named is aborted (Claimer.Abort). The
+ * keys with a successor are handed over in this pass: its inner pass, on
+ * success, has moved its workloads off them. One step per key: the read of
+ * the successor and the write. The code prepares after the Claimed write,
+ * before the inner pass; the model before the Claimed write. */
+inline planHandovers() {
+	k = 0;
+	do
+	:: k < NKEY && res == 0 && (ks & bit(k)) != 0 ->
+		atomic {
+			if
+			:: succ != 0 && succ != me + 1 && exists[succ - 1] && !deleting[succ - 1] -> named = true
+			:: else -> named = false
+			fi;
+			if
+			:: named && mine(k) && rec[k].pend == succ -> handed = handed | bit(k)
+			:: named && !(mine(k) && rec[k].pend == succ) ->
+				if
+				:: refused -> refuse; res = FAILED
+				:: mine(k) ->
+					ver[k]++; rec[k].pend = succ; written(k, bit(me));
+					handed = handed | bit(k);
+					printf("obj%d prepares the handover of k%d to obj%d\n", me, k, succ - 1);
+					loseResponse(res)
+				:: else -> res = FAILED   /* not the holder any more */
+				fi
+			:: !named && mine(k) && rec[k].pend != 0 ->
+				ver[k]++; rec[k].pend = 0; written(k, bit(me));
+				printf("obj%d aborts the handover of k%d\n", me, k);
+				loseResponse(res)
+			:: else -> skip
+			fi;
+			k++
+		}
+	:: k < NKEY && res == 0 && (ks & bit(k)) == 0 -> k++
+	:: k == NKEY || res != 0 -> break
+	od;
+	k = 0; named = false;
+	if
+	:: res != 0 -> handed = 0
+	:: else -> skip
+	fi
+}
+
+/* ready(s, k): successorReady: s, read uncached, exists and is not being
+ * deleted, its condition says WaitingForHandover for its current spec, it
+ * names k, and it is granted every key it names before k (holds the record,
+ * and no other object may still act for it). MUT_COMMIT_UNREADY commits to
+ * any successor that exists. */
+#ifdef MUT_COMMIT_UNREADY
+#define ready(s, k) true
+#else
+#if NOBJ > 2
+#define anyPredBy(a, k) (predBy(a, 0, k) || predBy(a, 1, k) || predBy(a, 2, k))
+#else
+#define anyPredBy(a, k) (predBy(a, 0, k) || predBy(a, 1, k))
+#endif
+#define ready(s, k) (wfh[s] && ccur[s] && (keys[s] & bit(k)) != 0 && \
+	((k) == 0 || (keys[s] & 1) == 0 || (rec[0].ex && rec[0].holder == (s) && !anyPredBy(s, 0))))
+#endif
+
+/* commitHandovers (Middleware.commitHandovers), after an inner pass that saw
+ * the handovers returned success: each successor that waits for its key now
+ * becomes its holder (Claimer.Commit, fenced on the record: still this
+ * object's, naming that successor), with a new, greater token; one that is
+ * gone or being deleted is aborted; one that does not wait yet is not
+ * committed to: the key is kept and the pass asks again (hwait). One step per
+ * key: successorReady's reads and the write. The code commits before the
+ * sweep's Deletes; the model after them (they touch other records). */
+inline commitHandovers() {
+	k = 0;
+	do
+	:: k < NKEY && (handed & bit(k)) != 0 ->
+		atomic {
+			if
+			:: !exists[succ - 1] || deleting[succ - 1] ->
+				if
+				:: mine(k) && rec[k].pend == succ ->
+					ver[k]++; rec[k].pend = 0; written(k, bit(me));
+					printf("obj%d aborts the handover of k%d: obj%d is gone\n", me, k, succ - 1)
+				:: else -> res = FAILED
+				fi
+			:: exists[succ - 1] && !deleting[succ - 1] && ready(succ - 1, k) ->
+				if
+				:: refused -> refuse; res = FAILED
+				:: mine(k) && rec[k].pend == succ ->
+					ver[k]++; rec[k].holder = succ - 1; rec[k].pend = 0 freshRec(k);
+					grant(k, ver[k]); wh = succ - 1; written(k, bit(me) | hbit(wh)); remember(k, wh); wh = 0;
+					printf("obj%d commits the handover of k%d to obj%d: token %d\n", me, k, succ - 1, ver[k]);
+					loseResponse(res)
+				:: else -> res = FAILED   /* the record changed: not committed */
+				fi
+			:: exists[succ - 1] && !deleting[succ - 1] && !ready(succ - 1, k) ->
+				hwait = true;
+				printf("obj%d keeps k%d until obj%d waits for it\n", me, k, succ - 1)
+			fi;
+			k++
+		}
+	:: k < NKEY && (handed & bit(k)) == 0 -> k++
+	:: k == NKEY -> break
+	od;
+	k = 0
+}
+#endif
 
 /* release: the end of a pass that releases records: the listing of the
  * object's records, what the pass does between the listing and the deletes
@@ -608,7 +838,7 @@ inline release(keep, pre) {
 			 * changed spec is written now */
 			printf("obj%d: inner pass ends with success\n", me);
 			stopActing;
-			stopUsingExcept(keep);
+			stopUsingExcept(keep & ~handedMask);
 			if
 			:: ks == keys[me] && !judgedStale -> setCur(me, true)
 			:: else -> skip
@@ -622,7 +852,7 @@ inline release(keep, pre) {
 		do
 		:: k < NKEY ->
 			if
-			:: (keep & bit(k)) == 0 && pre != PRE_FINAL && cmine(k) ->
+			:: (keep & bit(k)) == 0 && pre != PRE_FINAL && cmine(k) && atStart(k) ->
 #ifdef MUT_RELEASE_WHATEVER
 				/* the bug: the re-read is not checked for the holder */
 				if
@@ -679,7 +909,7 @@ inline release(keep, pre) {
 				res = FAILED
 			:: else ->
 				if
-				:: was != CPARKED -> cst[me] = CSTOPPING
+				:: was != CPARKED -> cst[me] = CSTOPPING sayWaits(false)
 				:: else -> parkedCond
 				fi;
 				setCur(me, true);
@@ -692,10 +922,10 @@ inline release(keep, pre) {
 #endif
 				:: tell ->
 					printf("obj%d: inner pass told to stop succeeds, condition Parked; keeps keys %d, gives up the rest\n", me, held);
-					stopUsing; cst[me] = CPARKED; forgetAll(me)
+					stopUsing; cst[me] = CPARKED sayWaits(whyw); forgetAll(me)
 				:: !tell ->
 					printf("obj%d: condition Parked, inner pass not told (keeps keys %d)\n", me, held);
-					parkedCond; forgetAll(me)
+					parkedCond sayWaits(whyw); forgetAll(me)
 				fi
 			fi
 		:: pre == PRE_FINAL ->
@@ -730,7 +960,7 @@ inline release(keep, pre) {
 				/* it succeeded: the condition says Released; its
 				 * workloads stopped */
 				printf("obj%d: deletion pass succeeds\n", me);
-				stopUsing; cst[me] = CPARKED; forgetAll(me)
+				stopUsing; cst[me] = CPARKED sayWaits(false); forgetAll(me)
 			fi
 		}
 	:: else -> skip
@@ -757,7 +987,7 @@ inline release(keep, pre) {
 				assert(ver[k] == lrv[k]);
 				printf("obj%d releases k%d (record of obj%d, version %d)\n", me, k, rec[k].holder, ver[k]);
 				ver[k]++; rec[k].ex = false; wh = rec[k].holder; written(k, hbit(wh)); wh = 0;
-				rec[k].holder = 0; rec[k].uid = 0; forgetKey(k);
+				rec[k].holder = 0; rec[k].uid = 0; forgetKey(k) freshRec(k);
 				loseResponse(res)
 			:: !rec[k].ex -> forgetKey(k)         /* already gone */
 			:: else -> res = FAILED               /* changed since the read */
@@ -786,7 +1016,7 @@ inline release(keep, pre) {
 		};
 		atomic {
 			printf("obj%d: deletion pass succeeds\n", me);
-			stopActing; stopUsing; cst[me] = CPARKED
+			stopActing; stopUsing; cst[me] = CPARKED sayWaits(false)
 		}
 	:: else -> skip
 	fi;
@@ -809,6 +1039,19 @@ proctype Obj(byte me) {
 	byte res;
 	byte round;
 	bool rex; byte rh; byte ruid; byte rrv;   /* the last read of a record */
+#if EXPIRY > 0
+	bool rexp;    /* and whether contenders judged it expired then */
+	bool rhend;   /* and whether the hold of its holder had ended then */
+#endif
+#if HANDOVER > 0
+	byte rpd;     /* and the successor its prepared handover named, + 1 */
+	bool whyw;    /* the pass parks waiting for a handover (or a predecessor) */
+	byte succ;    /* the successor its spec names, as the pass read it, + 1 */
+	bool named;   /* scratch: that successor exists and is not being deleted */
+	byte handed;  /* the keys it hands over in this pass (State.Handovers) */
+	bool hwait;   /* a successor does not wait for its key yet: ask again */
+	byte lst;     /* the keys whose records it held when the pass listed them */
+#endif
 	bool tell;
 	byte tok[NKEY];
 	byte listed; byte luid[NKEY]; byte lrv[NKEY];
@@ -822,7 +1065,7 @@ end_idle:
 		exists[me] && (q[me] || mode[me] != IDLE) ->
 		/* dequeued: read the object from the cache, maybe stale in its
 		 * keys (its deletion mark and condition are read as they are) */
-		q[me] = false; res = 0; del = deleting[me]; ks = (del -> 0 : ckeys[me]);
+		q[me] = false; res = 0; del = deleting[me]; ks = (del -> 0 : ckeys[me]) setBusy(me, true) listAtStart readSucc;
 		was = condRead(me); wascur = curRead(me);
 #ifdef MUT_TELL_IN_MEMORY
 		/* the bug: whether it may have held is remembered in memory, which
@@ -882,7 +1125,7 @@ end_idle:
 						remember(kk, me);
 						if
 						:: postPred(kk) ->
-							res = PARKED; kept = bit(kk);
+							res = PARKED; kept = bit(kk) setWhy(true);
 							printf("obj%d holds k%d, but another object may still act for it: keeps it, WaitingForHandover\n", me, kk)
 						:: else ->
 							/* granted: no other object's workloads use kk,
@@ -924,10 +1167,10 @@ end_idle:
 						setCur(me, true);
 						if
 						:: was != CPARKED && ifails > 0 ->
-							ifails--; cst[me] = CSTOPPING;
+							ifails--; cst[me] = CSTOPPING sayWaits(false);
 							printf("obj%d: claim error; condition Stopping, inner pass told to stop fails\n", me)
 						:: was != CPARKED ->
-							stopUsing; cst[me] = CPARKED;
+							stopUsing; cst[me] = CPARKED sayWaits(false);
 							printf("obj%d: claim error; inner pass told to stop succeeds, condition ClaimError\n", me)
 						:: else -> parkedCond
 						fi
@@ -938,6 +1181,9 @@ end_idle:
 				/* the bug: the sweep runs before the inner pass that was
 				 * told to stop using the keys it gives up */
 				release(ks, 0);
+#endif
+#if HANDOVER > 0
+				planHandovers();
 #endif
 				/* all granted: condition Claimed, written before the inner
 				 * pass unless the pass read it Claimed already (for these
@@ -967,7 +1213,7 @@ end_idle:
 						res = FAILED;
 						printf("obj%d: its Claimed write meets a newer spec (or a condition it did not judge from) and is refused\n", me)
 					:: res == 0 && was != CCLAIMED && !(ks != keys[me] || judgedStale) ->
-						cst[me] = CCLAIMED; setCur(me, (ks == keys[me]));
+						cst[me] = CCLAIMED; setCur(me, (ks == keys[me])) sayWaits(false);
 						if
 						:: was != CCLAIMED && ((ks & 1) != 0 && !mine(0) || (ks & 2) != 0 && !mine(1)) ->
 							res = FAILED;
@@ -1049,6 +1295,10 @@ end_idle:
 #else
 					release(ks, PRE_ENDACT)
 #endif
+#if HANDOVER > 0
+					;
+					commitHandovers()
+#endif
 				fi
 			:: res == PARKED ->
 				/* parked at key k: keep the held prefix, give up the rest */
@@ -1056,7 +1306,7 @@ end_idle:
 #ifdef MUT_NO_GIVEUP
 				atomic {
 					printf("obj%d: condition Parked, keeps every record it holds\n", me);
-					stopUsing; cst[me] = CPARKED
+					stopUsing; cst[me] = CPARKED sayWaits(whyw)
 				}
 #elif defined(MUT_PARK_KEEP_NAMED)
 				/* the bug: a parked object keeps every named key it holds,
@@ -1075,11 +1325,11 @@ end_idle:
 		/* the work queue requeues a parked or failed object by itself */
 		atomic {
 			if
-			:: res == FAILED || held != ks -> mode[me] = REQUEUED
+			:: res == FAILED || held != ks || waitsCommit -> mode[me] = REQUEUED
 			:: else -> mode[me] = IDLE
 			fi;
 			ks = 0; del = false; held = 0; res = 0; was = 0; wascur = false; kept = 0; wrote = 0;
-			tok[0] = 0; tok[1] = 0
+			tok[0] = 0; tok[1] = 0 setBusy(me, false) resetHandover
 		}
 	od
 }
@@ -1181,6 +1431,47 @@ end_world:
 		od;
 		i = 0
 	   }
+#if HANDOVER > 0
+	:: atomic {
+		/* obj0's spec names obj1 as the successor of its keys, or no
+		 * successor any more: a new generation */
+		hos > 0 ->
+		hos--;
+		if
+		:: hto[0] == 0 -> hto[0] = 2
+		:: else -> hto[0] = 0
+		fi;
+		ccur[0] = false; q[0] = true; cacheSeesSpec(0);
+		printf("world: obj0 names %d as its successor (0 = none, 2 = obj1)\n", hto[0])
+	   }
+#endif
+#if EXPIRY > 0
+	:: atomic {
+		/* renewals start failing; the renew deadline of the hold of k by
+		 * its holder passes: the hold ends, which wakes the holder
+		 * (MUT_HOLD_END_NOT_WOKEN: it does not) */
+		stalls > 0 ->
+		select(i : 0 .. NKEY - 1);
+		if
+		:: rec[i].ex && rec[i].holder < NOBJ && !hend[i] ->
+			stalls--; stalled = true; hend[i] = true;
+			printf("world: renewals fail; obj%d's hold of k%d ends\n", rec[i].holder, i);
+#ifndef MUT_HOLD_END_NOT_WOKEN
+			if
+			:: exists[rec[i].holder] -> q[rec[i].holder] = true
+			:: else -> skip
+			fi
+#endif
+		:: else -> skip
+		fi;
+		i = 0
+	   }
+	/* a lease duration passes without a renewal of k: contenders judge its
+	 * holder expired. The timing contract: only once the passes the hold's
+	 * end asked for have run. */
+	:: atomic { canExpire(0) -> expire(0) }
+	:: atomic { canExpire(1) -> expire(1) }
+#endif
 	:: atomic {
 		/* a person or tool deletes a claim record */
 		extdels > 0 ->
@@ -1190,7 +1481,7 @@ end_world:
 			extdels--;
 			printf("world: someone deletes the record of k%d (holder obj%d)\n", i, rec[i].holder);
 			ver[i]++; rec[i].ex = false; wh = rec[i].holder; written(i, hbit(wh)); wh = 0;
-			rec[i].holder = 0; rec[i].uid = 0
+			rec[i].holder = 0; rec[i].uid = 0 freshRec(i)
 		:: else -> skip
 		fi;
 		i = 0
@@ -1222,10 +1513,19 @@ end_world:
 #else
 #define caughtUp (ckeys[0] == keys[0] && ckeys[1] == keys[1] && recsCaughtUp && condsCaughtUp)
 #endif
+#if EXPIRY > 0
+#define renewing (!stalled)
+#else
+#define renewing true
+#endif
 proctype Informer() {
 end_informer:
 	do
-	:: caughtUp -> skip
+	:: caughtUp && renewing -> skip
+#if EXPIRY > 0
+	/* renewals succeed again: a stall ends */
+	:: atomic { stalled -> stalled = false; printf("      (renewals succeed again)\n") }
+#endif
 	:: atomic { ckeys[0] != keys[0] -> ckeys[0] = keys[0]; q[0] = true; condSeen(0); cacheSeesSpec(0) }
 	:: atomic { ckeys[1] != keys[1] -> ckeys[1] = keys[1]; q[1] = true; condSeen(1); cacheSeesSpec(1) }
 #ifdef CACHED_HOLDINGS

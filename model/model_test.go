@@ -130,6 +130,24 @@ var worlds = []world{
 	{name: "deletion-stale-read", model: "claim.pml", defs: "EDITS=1 DELS=1 LOST=0 STALE=1", live: true, optimize: true},
 	{name: "three-objects-contention", model: "claim.pml", defs: "NOBJ=3 INIT0=1 INIT1=2 INIT2=3 EDITS=0 DELS=0 LOST=0 STALE=0", live: true},
 	{name: "three-objects", model: "claim.pml", defs: "NOBJ=3 ORPHAN=1 EDITS=0 DELS=1 LOST=1 STALE=0 INIT2=2", optimize: true},
+	// Time-based liveness: both objects name k0; renewals stall once, the
+	// holder's hold ends, and a lease duration may pass (the timing
+	// contract: once the passes the hold's end asked for have run); one
+	// edit, after which a holder that took the key over may stop naming it
+	// while its workloads still use it (the holders a record named find it).
+	{name: "expiry", model: "claim.pml", defs: "EXPIRY=1 EDITS=1 DELS=0 LOST=0 STALE=0 INIT0=1 INIT1=1", live: true, optimize: true, mutations: []mutation{
+		{define: "MUT_HOLD_END_NOT_WOKEN", want: "assertion violated ((using[kk]& ~((1<<me)))==0)", why: "a hold that ends between passes does not wake its object: it is never told to stop before contenders judge it expired"},
+		{define: "MUT_HELD_NOT_RENEWED", want: "assertion violated ((using[kk]& ~((1<<me)))==0)", why: "a record whose hold ended is held again without a renewal: the holder acts on while contenders count its lease down"},
+		{define: "MUT_UNFENCED_TAKEOVER", want: "assertion violated ((using[kk]& ~((1<<me)))==0)", why: "the takeover of an expired record is not fenced on the record read: it overwrites a renewal written since"},
+	}},
+	// A planned handover inside the middleware: obj0 names {k0}, obj1
+	// nothing at first; obj0's spec names obj1 as its successor and later
+	// none (2 changes); one edit (obj1 may start naming k0, or obj0 stop).
+	{name: "middleware-handover", model: "claim.pml", defs: "HANDOVER=2 EDITS=1 DELS=0 LOST=0 STALE=0 INIT0=1 INIT1=0", live: true, optimize: true, mutations: []mutation{
+		// A handover that never settles writes forever: the byte
+		// version wraps, and the token assertion stops the search.
+		{define: "MUT_COMMIT_UNREADY", want: "assertion violated", depth: 200000, why: "the holder commits to a successor that does not wait for the key: the successor gives it up at once, the holder takes it again, and the handover starts over for ever"},
+	}},
 	{name: "handover", model: "transfer.pml", defs: "PASSES=3 LOST=2", mutations: []mutation{
 		{define: "MUT_TRUST_LOCAL", want: "assertion violated (acting==0)", why: "the holder trusts its own memory of the handover instead of reading the record"},
 		{define: "MUT_COMMIT_BEFORE_ACT", want: "assertion violated (acting==0)", why: "the holder commits the handover before its inner pass is done"},
