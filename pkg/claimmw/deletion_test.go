@@ -841,18 +841,12 @@ func waiterActsOnlyAfterTheDeletedObjectWasTold(t *testing.T, f *fixture, stopNa
 
 	// Then alpha goes, and bravo acts for b only after alpha was told to stop
 	// using b (or was gone)
-	eventually(t, 20*time.Second, func() (bool, string) {
-		_, err := f.widget(t, "alpha")
-		return err != nil, "alpha is still there"
-	})
+	f.waitGone(t, "alpha", 20*time.Second)
 	// (A record the cache does not hold wakes nobody when it goes: bravo is
 	// asked to run once alpha is gone. This does not decide the check below,
 	// which is made in bravo's passes themselves.)
 	f.touch(t, "bravo")
-	eventually(t, 20*time.Second, func() (bool, string) {
-		c := f.claimed(t, "bravo")
-		return c.Reason == string(conditions.ReasonClaimed), fmt.Sprintf("bravo: %+v", c)
-	})
+	f.waitForReason(t, "bravo", conditions.ReasonClaimed, 20*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	for _, v := range violations {
