@@ -62,14 +62,17 @@
 #ifndef HANDOVER
 #define HANDOVER 0
 #endif
-/* With external record deletion, the model adds what only matters then: the
- * fenced resource (an older grant's writes are refused after a newer one),
- * the holders each record named (lh, below), and the predecessor check as a
- * step of its own before the Create. A takeover by expiry needs neither:
- * the holder it replaces was told to stop before (the timing contract), and
- * a pass of that holder that read its record before the takeover read its
- * hold ended too, so its renewal, conditional on that read, fails. */
-#if EXTDEL > 0
+/* FENCE: the fenced resource (an older grant's writes are refused after a
+ * newer one) and the holders each record named (lh, below), which the code
+ * always keeps and the model only where they decide: where a record leaves
+ * its holder without that holder's told pass, by a deletion from outside
+ * (EXTDEL) or a handover commit (HANDOVER). A takeover by expiry needs
+ * neither: the holder it replaces was told to stop before (the timing
+ * contract), and a pass of that holder that read its record before the
+ * takeover read its hold ended too, so its renewal, conditional on that
+ * read, fails. With EXTDEL the predecessor check before the Create is also a
+ * step of its own (SPLIT_PRECHECK, below). */
+#if EXTDEL > 0 || HANDOVER > 0
 #define FENCE
 #endif
 #ifndef ORPHAN
@@ -352,6 +355,9 @@ byte swept[NOBJ];     /* the key set the last successful sweep kept */
 bool sknown[NOBJ];
 #endif
 
+#ifdef MUT_FAILED_RENEW_UNTOLD
+bool rfail;           /* the bug's memory: the pass failed on a renewal */
+#endif
 byte w;               /* scratch loop index, only inside atomic steps */
 byte wh;              /* scratch: the holder a record event names */
 
@@ -615,8 +621,22 @@ inline acquire(k) {
 				:: !rhend -> res = GRANTED; setTok(k, rrv)
 				:: rhend && stalled ->
 					res = FAILED; printf("obj%d cannot renew its record of k%d: claim error\n", me, k)
+#ifdef MUT_FAILED_RENEW_UNTOLD
+					; rfail = true
+#endif
+#ifdef MUT_RENEW_ANY
+				/* the bug: the renewal is not conditional on the record */
+				:: rhend && !stalled ->
+#else
 				:: rhend && !stalled && rec[k].ex && rec[k].holder == me && ver[k] == rrv ->
+#endif
+#ifdef MUT_RENEW_NOT_SEEN
+					/* the bug: contenders do not see the renewal (their
+					 * count is not restarted) */
+					ver[k]++; hend[k] = false; written(k, bit(me));
+#else
 					ver[k]++ freshRec(k); written(k, bit(me));
+#endif
 					res = GRANTED; setTok(k, rrv);
 					printf("obj%d renews its record of k%d (version %d) and holds it again\n", me, k, ver[k])
 				:: else -> res = FAILED   /* changed since the read */
@@ -1148,7 +1168,14 @@ end_idle:
 			od;
 			k = 0;
 			if
+#ifdef MUT_FAILED_RENEW_UNTOLD
+			/* the bug: a pass whose renewal failed ends in an error without
+			 * the claim error's told pass */
+			:: res == FAILED && rfail -> rfail = false; printf("obj%d: its renewal failed: an error, not told\n", me)
+			:: res == FAILED && !rfail ->
+#else
 			:: res == FAILED ->
+#endif
 				/* Middleware.claimError: an object that may still act is
 				 * told to stop (Stopping until a told pass succeeded); the
 				 * condition says ClaimError after it */
@@ -1184,6 +1211,14 @@ end_idle:
 #endif
 #if HANDOVER > 0
 				planHandovers();
+#ifdef MUT_COMMIT_EARLY
+				/* the bug: the commit in the same pass, right after the
+				 * Prepare, before the inner pass, which is not told */
+				if
+				:: res == 0 -> commitHandovers(); handed = 0
+				:: else -> skip
+				fi;
+#endif
 #endif
 				/* all granted: condition Claimed, written before the inner
 				 * pass unless the pass read it Claimed already (for these

@@ -139,10 +139,15 @@ var worlds = []world{
 		{define: "MUT_HOLD_END_NOT_WOKEN", want: "assertion violated ((using[kk]& ~((1<<me)))==0)", why: "a hold that ends between passes does not wake its object: it is never told to stop before contenders judge it expired"},
 		{define: "MUT_HELD_NOT_RENEWED", want: "assertion violated ((using[kk]& ~((1<<me)))==0)", why: "a record whose hold ended is held again without a renewal: the holder acts on while contenders count its lease down"},
 		{define: "MUT_UNFENCED_TAKEOVER", want: "assertion violated ((using[kk]& ~((1<<me)))==0)", why: "the takeover of an expired record is not fenced on the record read: it overwrites a renewal written since"},
+		{define: "MUT_RENEW_ANY", want: "assertion violated ((using[kk]& ~((1<<me)))==0)", why: "the renewal of a held record whose hold ended is not conditional on the record read: it renews a record taken over since"},
+		{define: "MUT_RENEW_NOT_SEEN", want: "assertion violated ((using[kk]& ~((1<<me)))==0)", why: "a renewal does not restart the contenders' count: they take over a holder that renewed and acts again"},
+		{define: "MUT_FAILED_RENEW_UNTOLD", want: "assertion violated ((using[kk]& ~((1<<me)))==0)", why: "a pass whose renewal failed ends in an error without the claim error's told pass: the holder's workloads run on when contenders judge it expired"},
 	}},
 	// A planned handover inside the middleware: obj0 names {k0}, obj1
 	// nothing at first; obj0's spec names obj1 as its successor and later
 	// none (2 changes); one edit (obj1 may start naming k0, or obj0 stop).
+	// MUT_COMMIT_EARLY (the commit before the inner pass) is not a row:
+	// the successor's predecessor check keeps it safe (docs/model.md).
 	{name: "middleware-handover", model: "claim.pml", defs: "HANDOVER=2 EDITS=1 DELS=0 LOST=0 STALE=0 INIT0=1 INIT1=0", live: true, optimize: true, mutations: []mutation{
 		// A handover that never settles writes forever: the byte
 		// version wraps, and the token assertion stops the search.
