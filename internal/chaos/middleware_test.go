@@ -478,6 +478,20 @@ func (w *mwWorld) create(ctx context.Context, t *testing.T, name string) {
 	}
 }
 
+// createNaming creates the object named name, naming keys as given (nil:
+// none), for a move that makes its own objects, and fails t when the Create
+// fails.
+func (w *mwWorld) createNaming(ctx context.Context, t *testing.T, name string, keys []string) *testclaimant.Claimant {
+	t.Helper()
+	obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: shardLabels(name)}, Spec: testclaimant.ClaimantSpec{Keys: keys}}
+	if err := w.admin.Create(ctx, obj); err != nil {
+		t.Fatalf("creating %s: %v", name, err)
+	}
+	w.counts.creations++
+	w.written(obj.Spec.Keys)
+	return obj
+}
+
 func (w *mwWorld) edit(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
 	obj := w.get(ctx, t, name)
@@ -961,24 +975,15 @@ const stoppingWait = 1500 * time.Millisecond
 // must leave alone the record the taker holds now.
 func (w *mwWorld) eraseStopping(ctx context.Context, t *testing.T) {
 	t.Helper()
-	named := func(name string) *testclaimant.Claimant {
-		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: shardLabels(name)}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled([]string{stoppingKey})}}
-		if err := w.admin.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %s: %v", name, err)
-		}
-		w.counts.creations++
-		w.written(obj.Spec.Keys)
-		return obj
-	}
 	// A move that cannot be staged says so: a seed that never plays it
 	// proves nothing about the routes it is for.
 	gaveUp := func(why string) { t.Logf("eraseStopping: not played further: %s", why) }
-	h := named(stoppingHolder)
+	h := w.createNaming(ctx, t, stoppingHolder, w.spelled([]string{stoppingKey}))
 	if !w.heldBy(ctx, t, h, stoppingKey, true) {
 		gaveUp("the holder did not come to hold the key")
 		return
 	}
-	waiter := named(stoppingWaiter)
+	waiter := w.createNaming(ctx, t, stoppingWaiter, w.spelled([]string{stoppingKey}))
 	if !w.waitParked(ctx, t, waiter) {
 		gaveUp("the waiter did not park")
 		return
@@ -1040,27 +1045,14 @@ const (
 // world wakes either of them.
 func (w *mwWorld) eraseInvalid(ctx context.Context, t *testing.T) {
 	t.Helper()
-	named := func(name string) *testclaimant.Claimant {
-		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: shardLabels(name)}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled([]string{invalidKey})}}
-		if err := w.admin.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %s: %v", name, err)
-		}
-		w.counts.creations++
-		w.written(obj.Spec.Keys)
-		return obj
-	}
 	gaveUp := func(why string) { t.Logf("eraseInvalid: not played further: %s", why) }
-	h := named(invalidHolder)
-	defer func() {
-		if obj := w.get(ctx, t, invalidHolder); obj != nil && obj.UID == h.UID && obj.DeletionTimestamp == nil {
-			w.setKeys(ctx, t, obj, nil)
-		}
-	}()
+	h := w.createNaming(ctx, t, invalidHolder, w.spelled([]string{invalidKey}))
+	defer w.namesNothing(ctx, t, h)
 	if !w.heldBy(ctx, t, h, invalidKey, true) {
 		gaveUp("the holder did not come to hold the key")
 		return
 	}
-	waiter := named(invalidWaiter)
+	waiter := w.createNaming(ctx, t, invalidWaiter, w.spelled([]string{invalidKey}))
 	if !w.waitParked(ctx, t, waiter) {
 		gaveUp("the waiter did not park")
 		return
@@ -1274,16 +1266,7 @@ func (w *mwWorld) eraseUnconfirmed(ctx context.Context, t *testing.T) {
 // did not come to be (the waiter is then nil or not parked).
 func (w *mwWorld) holderAndWaiter(ctx context.Context, t *testing.T, key, holder, waiter string) (h, wt *testclaimant.Claimant, why string) {
 	t.Helper()
-	named := func(name string) *testclaimant.Claimant {
-		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: shardLabels(name)}, Spec: testclaimant.ClaimantSpec{Keys: w.spelled([]string{key})}}
-		if err := w.admin.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %s: %v", name, err)
-		}
-		w.counts.creations++
-		w.written(obj.Spec.Keys)
-		return obj
-	}
-	h = named(holder)
+	h = w.createNaming(ctx, t, holder, w.spelled([]string{key}))
 	// A new object of a busy process may take a while to hold its key:
 	// up to three times keptWait.
 	if !w.heldBy(ctx, t, h, key, true) && !w.heldBy(ctx, t, h, key, true) && !w.heldBy(ctx, t, h, key, true) {
@@ -1296,7 +1279,7 @@ func (w *mwWorld) holderAndWaiter(ctx context.Context, t *testing.T, key, holder
 	if !acting {
 		return h, nil, "the holder did not act for the key"
 	}
-	wt = named(waiter)
+	wt = w.createNaming(ctx, t, waiter, w.spelled([]string{key}))
 	if !w.waitParked(ctx, t, wt) {
 		return h, wt, "the waiter did not park"
 	}
@@ -1352,23 +1335,11 @@ const (
 // fairness profile it does not yield the free key to the holder.
 func (w *mwWorld) eraseSpelled(ctx context.Context, t *testing.T) {
 	t.Helper()
-	named := func(name, key string) *testclaimant.Claimant {
-		obj := &testclaimant.Claimant{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: shardLabels(name)}}
-		if key != "" {
-			obj.Spec.Keys = []string{key}
-		}
-		if err := w.admin.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %s: %v", name, err)
-		}
-		w.counts.creations++
-		w.written(obj.Spec.Keys)
-		return obj
-	}
 	gaveUp := func(why string) { t.Logf("eraseSpelled: not played further: %s", why) }
 	// The waiter is the older object, so that with the fairness profile it
 	// does not yield the free key to the holder, which names it too.
-	waiter := named(spelledWaiter, "")
-	h := named(spelledHolder, strings.ToUpper(spelledKey))
+	waiter := w.createNaming(ctx, t, spelledWaiter, nil)
+	h := w.createNaming(ctx, t, spelledHolder, []string{strings.ToUpper(spelledKey)})
 	if !w.heldBy(ctx, t, h, spelledKey, true) {
 		gaveUp("the holder did not come to hold the key")
 		return
