@@ -169,6 +169,30 @@ func (w *writes) holdStatus(obj client.Object) {
 	}
 }
 
+// holdLease runs hook (beforeLeaseCreate or beforeLeaseUpdate) for obj when
+// obj is a Lease.
+func holdLease(hook *atomic.Value, obj client.Object) {
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		if f, _ := hook.Load().(func(*coordinationv1.Lease)); f != nil {
+			f(l)
+		}
+	}
+}
+
+// beforeSubResourceWrite runs the beforeStatus hook for a status write of
+// obj, and returns the refusal failStatusOf asks for, if any. A write of
+// another subresource passes untouched.
+func (w *writes) beforeSubResourceWrite(sub string, obj client.Object) error {
+	if sub != "status" {
+		return nil
+	}
+	w.holdStatus(obj)
+	if w.failsStatus(obj) {
+		return apierrors.NewForbidden(schema.GroupResource{Group: testcrd.GroupVersion.Group, Resource: "widgets/status"}, obj.GetName(), errors.New("injected: status writes refused"))
+	}
+	return nil
+}
+
 // failsStatus reports whether obj's status write is to be refused.
 func (w *writes) failsStatus(obj client.Object) bool {
 	name, _ := w.failStatusOf.Load().(string)
@@ -242,20 +266,12 @@ func (w *writes) funcs() interceptor.Funcs {
 		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			w.add("create", obj)
-			if l, ok := obj.(*coordinationv1.Lease); ok {
-				if hook, _ := w.beforeLeaseCreate.Load().(func(*coordinationv1.Lease)); hook != nil {
-					hook(l)
-				}
-			}
+			holdLease(&w.beforeLeaseCreate, obj)
 			return c.Create(ctx, obj, opts...)
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			w.add("update", obj)
-			if l, ok := obj.(*coordinationv1.Lease); ok {
-				if hook, _ := w.beforeLeaseUpdate.Load().(func(*coordinationv1.Lease)); hook != nil {
-					hook(l)
-				}
-			}
+			holdLease(&w.beforeLeaseUpdate, obj)
 			if w.failsRenewal(obj) {
 				return apierrors.NewServiceUnavailable("injected: renewals fail")
 			}
@@ -274,21 +290,15 @@ func (w *writes) funcs() interceptor.Funcs {
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 			w.add("update/"+sub, obj)
-			if sub == "status" {
-				w.holdStatus(obj)
-			}
-			if sub == "status" && w.failsStatus(obj) {
-				return apierrors.NewForbidden(schema.GroupResource{Group: testcrd.GroupVersion.Group, Resource: "widgets/status"}, obj.GetName(), errors.New("injected: status writes refused"))
+			if err := w.beforeSubResourceWrite(sub, obj); err != nil {
+				return err
 			}
 			return c.SubResource(sub).Update(ctx, obj, opts...)
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 			w.add("patch/"+sub, obj)
-			if sub == "status" {
-				w.holdStatus(obj)
-			}
-			if sub == "status" && w.failsStatus(obj) {
-				return apierrors.NewForbidden(schema.GroupResource{Group: testcrd.GroupVersion.Group, Resource: "widgets/status"}, obj.GetName(), errors.New("injected: status writes refused"))
+			if err := w.beforeSubResourceWrite(sub, obj); err != nil {
+				return err
 			}
 			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 		},
