@@ -85,6 +85,10 @@ $(GOLANGCI_LINT):
 	@mkdir -p bin && GOBIN=$(abspath bin) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	@mv bin/golangci-lint $(GOLANGCI_LINT)
 
+.PHONY: duplicates
+duplicates: ## Repeated code as the development tool `duplicates` counts it, Go import blocks left out (DUPLICATES_FLAGS, default --most 60).
+	hack/duplicates $(or $(DUPLICATES_FLAGS),--most 60 --seconds 120)
+
 .PHONY: demo
 demo: envtest build ## Play the handover scenario against an embedded control plane, then kubectl claims on it (DEMO_FLAGS=-keep keeps it running).
 	go run ./examples/camundacluster/demo $(DEMO_FLAGS)
