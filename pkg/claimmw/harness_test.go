@@ -421,22 +421,12 @@ func startIn(t *testing.T, ns string, s setup) (*fixture, func()) {
 		t.Fatal(err)
 	}
 	f.client = mgr.GetClient()
-	claimOpts := append([]claim.Option{claim.WithBackend(lease.Backend)}, s.claimOpts...)
 	claimCfg := claim.Config{}
 	if s.claimCfg != nil {
 		claimCfg = *s.claimCfg
 	}
 	claimCfg.Namespace = f.ns
-	opts := append([]claimmw.Option{
-		claimmw.FromManager(mgr),
-		claimmw.For(&testcrd.Widget{}),
-		claimmw.WithClaim(claimCfg, claimOpts...),
-		claimmw.WithKeys(specKeys),
-		// Long intervals: every test that expects a change sooner proves a
-		// wake-up, not a requeue.
-		claimmw.WithRequeue(time.Hour, time.Hour),
-	}, s.opts...)
-	f.mw, err = claimmw.Wrap(f.inner, opts...)
+	f.mw, err = claimmw.Wrap(f.inner, append(widgetMiddleware(mgr, claimCfg, specKeys, s.claimOpts...), s.opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -672,6 +662,21 @@ type replicaMW struct {
 	workers int
 }
 
+// widgetMiddleware is the option list every Widget middleware of this suite
+// starts from: Widgets of mgr, claims under cfg through the Lease backend and
+// claimOpts, keys from keys, and hour-long requeues, so that a test that
+// expects a change sooner proves a wake-up, not a requeue. Options appended
+// to it come later and win.
+func widgetMiddleware(mgr ctrl.Manager, cfg claim.Config, keys claimmw.KeysFunc, claimOpts ...claim.Option) []claimmw.Option {
+	return []claimmw.Option{
+		claimmw.FromManager(mgr),
+		claimmw.For(&testcrd.Widget{}),
+		claimmw.WithClaim(cfg, append([]claim.Option{claim.WithBackend(lease.Backend)}, claimOpts...)...),
+		claimmw.WithKeys(keys),
+		claimmw.WithRequeue(time.Hour, time.Hour),
+	}
+}
+
 // startReplica runs one manager (one operator replica) restricted to ns with
 // every middleware of mws around its own inner recorder, and returns a
 // fixture per middleware. Calling it twice with one ns runs two replicas.
@@ -687,16 +692,9 @@ func startReplica(t *testing.T, ns string, mws ...replicaMW) []*fixture {
 		if keys == nil {
 			keys = specKeys
 		}
-		opts := append([]claimmw.Option{
-			claimmw.FromManager(mgr),
-			claimmw.For(&testcrd.Widget{}),
-			claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
-			claimmw.WithKeys(keys),
-			claimmw.WithRequeue(time.Hour, time.Hour),
-			claimmw.WithMetrics(false),
-		}, m.opts...)
+		opts := append(widgetMiddleware(mgr, claim.Config{Namespace: ns}, keys), claimmw.WithMetrics(false))
 		var err error
-		f.mw, err = claimmw.Wrap(f.inner, opts...)
+		f.mw, err = claimmw.Wrap(f.inner, append(opts, m.opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}

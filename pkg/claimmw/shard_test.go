@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ocf-claim/claim/envtest"
-	"github.com/ocf-claim/claim/pkg/backends/lease"
 	"github.com/ocf-claim/claim/pkg/claim"
 	"github.com/ocf-claim/claim/pkg/claimmw"
 	"github.com/ocf-claim/claim/pkg/claimmw/internal/testcrd"
@@ -84,13 +83,8 @@ func (s shard) start(t *testing.T, ns string) (*fixture, func()) {
 		t.Fatal(err)
 	}
 	f.client = mgr.GetClient()
-	f.mw, err = claimmw.Wrap(f.inner, append([]claimmw.Option{
-		claimmw.FromManager(mgr),
-		claimmw.For(&testcrd.Widget{}),
-		claimmw.WithClaim(claim.Config{Namespace: ns}, claim.WithBackend(lease.Backend)),
-		claimmw.WithKeys(specKeys),
-		claimmw.WithRequeue(time.Hour, time.Hour),
-		claimmw.WithMetrics(false)}, s.opts...)...)
+	mwOpts := append(widgetMiddleware(mgr, claim.Config{Namespace: ns}, specKeys), claimmw.WithMetrics(false))
+	f.mw, err = claimmw.Wrap(f.inner, append(mwOpts, s.opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

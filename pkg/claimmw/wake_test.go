@@ -123,13 +123,7 @@ func startTenantRig(t *testing.T, restrictLeases bool, funcs *interceptor.Funcs,
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.mw, err = claimmw.Wrap(r.passes, append([]claimmw.Option{
-		claimmw.FromManager(mgr),
-		claimmw.For(&testcrd.Widget{}),
-		claimmw.WithClaim(claim.Config{Namespace: r.claims}, claim.WithBackend(lease.Backend)),
-		claimmw.WithKeys(specKeys),
-		claimmw.WithRequeue(time.Hour, time.Hour),
-	}, extra...)...)
+	r.mw, err = claimmw.Wrap(r.passes, append(widgetMiddleware(mgr, claim.Config{Namespace: r.claims}, specKeys), extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
