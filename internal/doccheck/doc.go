@@ -1,7 +1,8 @@
 // Package doccheck holds the test that keeps the Go code in docs/ compiling:
 // every ```go block of a Markdown document must be quoted verbatim (up to
 // indentation) from a Go file of the repository, where the compiler and the
-// tests see it.
+// tests see it. Its tests also keep the map of docs/testing.md, from each
+// promise to the tests that pin it, naming only files and tests that exist.
 //
 // It also gives that test's tools to the example whose newcomer docs quote
 // it: GoBlocks finds the blocks, QuotedIn tells whether one is quoted from a
