@@ -3,6 +3,7 @@ package doccheck
 import (
 	"fmt"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,11 +19,17 @@ var (
 	goTestName = regexp.MustCompile(`^(Test|Example|Benchmark|Fuzz)[A-Za-z0-9_]*$`)
 )
 
+// selfFile is this file: it spells out the names its row cases say do not
+// exist, so it is no witness that a name exists.
+const selfFile = "internal/doccheck/suitemap_test.go"
+
 // checkSuiteMap returns what the promise map of doc names that does not
 // exist in the repository at root: a path (a file, a folder, or a glob that
-// matches a file; a bare file name is looked for anywhere), a test function not declared in the Go file named
-// before it in its cell, or any other name (a contract case, a checker rule,
-// a model world) that no file of the repository contains.
+// matches a file; a bare file name is looked for anywhere), a test function
+// not declared in the Go files named before it in its cell (the file, the
+// files a glob or a bare file name matches, the Go files below a folder; with
+// none named, any Go file), or any other name (a contract case, a checker
+// rule, a model world) that no file of the repository contains.
 func checkSuiteMap(root, doc string, files map[string]string) []error {
 	start := strings.Index(doc, suiteMapHeader)
 	if start < 0 {
@@ -34,14 +41,17 @@ func checkSuiteMap(root, doc string, files map[string]string) []error {
 		if !strings.HasPrefix(line, "|") {
 			break
 		}
-		cells := strings.Split(line, "|")
+		// A pipe escaped as \| belongs to its cell, as Markdown renders it.
+		cells := strings.Split(strings.ReplaceAll(line, `\|`, "\x00"), "|")
 		if len(cells) < 4 {
 			errs = append(errs, fmt.Errorf("row %q: want two cells", line))
 			continue
 		}
 		rows++
-		promise, where := strings.TrimSpace(cells[1]), cells[2]
-		current := "" // the last Go file the cell named
+		unescape := func(cell string) string { return strings.ReplaceAll(cell, "\x00", "|") }
+		promise, where := strings.TrimSpace(unescape(cells[1])), unescape(cells[2])
+		var current []string // the Go files the last path of the cell named
+		named := ""          // that path
 		for _, m := range codeSpan.FindAllStringSubmatch(where, -1) {
 			name := m[1]
 			switch {
@@ -49,13 +59,14 @@ func checkSuiteMap(root, doc string, files map[string]string) []error {
 				if !pathExists(root, name, files) {
 					errs = append(errs, fmt.Errorf("%q: %s does not exist", promise, name))
 				}
-				current = ""
-				if strings.HasSuffix(name, ".go") && strings.Contains(name, "/") {
-					current = name
-				}
-			case goTestName.MatchString(name) && current != "":
-				if !regexp.MustCompile(`(?m)^func ` + name + `\(`).MatchString(files[current]) {
-					errs = append(errs, fmt.Errorf("%q: %s declares no %s", promise, current, name))
+				current, named = goFilesOf(name, files), name
+			case goTestName.MatchString(name):
+				if !declares(current, named, name, files) {
+					if named != "" {
+						errs = append(errs, fmt.Errorf("%q: %s declares no %s", promise, named, name))
+					} else {
+						errs = append(errs, fmt.Errorf("%q: no Go file declares %s", promise, name))
+					}
 				}
 			default:
 				if !anyContains(files, name) {
@@ -68,6 +79,49 @@ func checkSuiteMap(root, doc string, files map[string]string) []error {
 		errs = append(errs, fmt.Errorf("the table starting %q has no rows", suiteMapHeader))
 	}
 	return errs
+}
+
+// goFilesOf returns the Go files the path name stands for: the file, the
+// files a glob matches, the files below a folder, or the files of a bare
+// file name wherever they are.
+func goFilesOf(name string, files map[string]string) []string {
+	var out []string
+	for path := range files {
+		var ok bool
+		switch {
+		case strings.Contains(name, "*"):
+			ok, _ = pathpkg.Match(name, path)
+		case !strings.Contains(name, "/"):
+			ok = pathpkg.Base(path) == name
+		default:
+			dir := strings.TrimSuffix(name, "/") + "/"
+			ok = path == name || strings.HasPrefix(path, dir)
+		}
+		if ok && strings.HasSuffix(path, ".go") {
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+// declares reports whether one of paths declares the function test; with no
+// path named (named empty), whether any Go file but this one does.
+func declares(paths []string, named, test string, files map[string]string) bool {
+	decl := regexp.MustCompile(`(?m)^func ` + test + `\(`)
+	if named == "" {
+		for path, body := range files {
+			if path != selfFile && strings.HasSuffix(path, ".go") && decl.MatchString(body) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, path := range paths {
+		if decl.MatchString(files[path]) {
+			return true
+		}
+	}
+	return false
 }
 
 func pathExists(root, name string, files map[string]string) bool {
@@ -87,9 +141,10 @@ func pathExists(root, name string, files map[string]string) bool {
 	return false
 }
 
+// anyContains reports whether a file other than this one contains s.
 func anyContains(files map[string]string, s string) bool {
-	for _, body := range files {
-		if strings.Contains(body, s) {
+	for path, body := range files {
+		if path != selfFile && strings.Contains(body, s) {
 			return true
 		}
 	}
@@ -141,9 +196,9 @@ func TestTheSuiteMapNamesOnlyFilesAndTestsThatExist(t *testing.T) {
 // each row below names one thing the repository does not have.
 func TestTheSuiteMapCheckFindsWhatDoesNotExist(t *testing.T) {
 	root := filepath.Join("..", "..")
+	// The files the map check itself reads: this very file, which spells
+	// out every name below, is no witness that any of them exists.
 	files := repoFiles(t, root)
-	// The names below would otherwise be found in this very file.
-	delete(files, "internal/doccheck/suitemap_test.go")
 	tests := []struct {
 		name, row string
 	}{
@@ -154,6 +209,11 @@ func TestTheSuiteMapCheckFindsWhatDoesNotExist(t *testing.T) {
 		{"a test of another file", "| p | `pkg/claim/decide_test.go` (`TestGoBlocksInDocsAreQuotedFromCompiledCode`) |"},
 		{"a contract case nobody declares", "| p | `pkg/backends/backendtest/cases.go` (`NoSuchContractCase`) |"},
 		{"a checker rule nobody declares", "| p | the chaos rule `no-such-rule` |"},
+		{"a test of another file after a bare file name", "| p | the plugin's `trust_test.go` (`TestGoBlocksInDocsAreQuotedFromCompiledCode`) |"},
+		{"a test of another folder after a folder", "| p | `pkg/claim/` (`TestTokensRiseAcrossDeletionOfTheLease`) |"},
+		{"a test name cut short", "| p | `pkg/backends/lease/` (`TestTwentyClaimants`) |"},
+		{"a test name cut short, no file named", "| p | `TestTwentyClaimants` |"},
+		{"a file after an escaped pipe in its cell", "| p | `pkg/claim/` \\| `pkg/claim/no_such_test.go` |"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,4 +229,16 @@ func TestTheSuiteMapCheckFindsWhatDoesNotExist(t *testing.T) {
 			t.Errorf("got %v, want none", errs)
 		}
 	})
+	for _, tt := range []struct{ name, row string }{
+		{"a test of a file a glob matches", "| p | `pkg/generation/*_test.go` (`TestTokensRiseAcrossDeletionOfTheLease`) |"},
+		{"a test of a folder", "| p | `pkg/backends/lease/` (`TestTwentyClaimantsRaceOneWinner`) |"},
+		{"a test of a bare file name", "| p | the check's `doccheck_test.go` (`TestGoBlocksInDocsAreQuotedFromCompiledCode`) |"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := suiteMapHeader + "\n| --- | --- |\n" + tt.row + "\n"
+			if errs := checkSuiteMap(root, doc, files); len(errs) != 0 {
+				t.Errorf("got %v, want none", errs)
+			}
+		})
+	}
 }
